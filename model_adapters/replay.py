@@ -1,0 +1,67 @@
+"""``naru_replay``: answers from a JSONL of ``{"question_id", "response"}`` made elsewhere.
+
+Scores predictions from any source through the same extractor and metrics. Every question id
+the run needs must be in the file: missing ids are one error, listing them all, raised before
+any answer is given. ``"response": null`` marks a failed request (scored invalid).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from model_adapters.base import NaruModel, NaruRequest, failed
+
+
+class ReplayError(ValueError):
+    pass
+
+
+def load_predictions(path: str | Path) -> dict[str, str | None]:
+    """question_id -> response; bad lines and duplicate ids are reported together."""
+    p = Path(path)
+    if not p.exists():
+        raise ReplayError(f"naru_replay: predictions file {p} does not exist")
+    preds: dict[str, str | None] = {}
+    problems = []
+    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            qid = str(rec["question_id"])
+            resp = rec.get("response")
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            problems.append(f"{p}:{lineno}: expected {{'question_id', 'response'}} ({type(e).__name__}: {e})")
+            continue
+        if resp is not None and not isinstance(resp, str):
+            problems.append(f"{p}:{lineno}: 'response' must be a string or null")
+            continue
+        if qid in preds:
+            problems.append(f"{p}:{lineno}: duplicate question_id {qid!r}")
+            continue
+        preds[qid] = resp
+    if problems:
+        raise ReplayError("naru_replay: invalid predictions file:\n  - " + "\n  - ".join(problems))
+    return preds
+
+
+class NaruReplay(NaruModel):
+    def __init__(self, predictions: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.predictions_path = predictions
+        self.predictions = load_predictions(predictions)
+
+    def prepare(self, requests: Sequence[NaruRequest]) -> None:
+        missing = sorted({r.question_id for r in requests} - self.predictions.keys())
+        if missing:
+            shown = ", ".join(missing[:50]) + (f", ... ({len(missing) - 50} more)" if len(missing) > 50 else "")
+            raise ReplayError(
+                f"naru_replay: {len(missing)} question id(s) of the task are missing from "
+                f"{self.predictions_path}: {shown}"
+            )
+
+    def respond(self, request: NaruRequest) -> str:
+        resp = self.predictions[request.question_id]
+        return failed("replay: null response") if resp is None else resp

@@ -1,0 +1,119 @@
+"""Per-question scoring and the task metrics (paper table II columns, as percentages).
+
+Each question yields one :class:`ScoredSample`. lmms-eval drops the doc from its sample log, so
+the whole record travels in every metric's ``process_results`` payload; every metric is then
+recomputable from the ``*_samples_<task>.jsonl`` log (see :func:`metrics_from_samples_log`).
+
+A payload carries ``score`` (0 or 100) only when the question is in the metric's scope, e.g.
+only N.1 questions carry it under ``N.1``. One aggregation, the mean of ``score`` over the
+payloads that carry it, then serves every metric, and lmms-eval's clustered standard error
+(``cluster_key: video_id``, ``score_key: score``) is computed over the right questions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE, NaruQuestion, level_of
+from naru_eval.extract import extract_answer
+
+METRICS: tuple[str, ...] = ("overall", "narrative", "cultural", *CATEGORIES, "invalid_rate")
+
+
+@dataclass(frozen=True)
+class ScoredSample:
+    """One question's outcome; the fields every metric is recomputed from."""
+
+    question_id: str
+    video_id: str
+    category: str
+    level: str
+    gold: str
+    pred: str | None  # the extracted letter, None when invalid
+    method: str  # how it was extracted, or "invalid:<kind>"
+    correct: bool
+    valid: bool
+
+
+def score_response(question: NaruQuestion, response: str | None) -> ScoredSample:
+    """Extract the letter from ``response`` and compare it with the gold answer."""
+    ext = extract_answer(response, question.options)
+    return ScoredSample(
+        question_id=question.question_id,
+        video_id=question.video_id,
+        category=question.category,
+        level=level_of(question.category),
+        gold=question.answer,
+        pred=ext.letter,
+        method=ext.method,
+        correct=ext.letter == question.answer,
+        valid=ext.valid,
+    )
+
+
+def in_scope(metric: str, category: str) -> bool:
+    """Whether a question of ``category`` counts towards ``metric``."""
+    if metric in ("overall", "invalid_rate"):
+        return True
+    if metric == "narrative":
+        return category in NARRATIVE
+    if metric == "cultural":
+        return category in CULTURAL
+    return metric == category
+
+
+def metric_payloads(sample: ScoredSample) -> dict[str, dict[str, Any]]:
+    """The ``process_results`` return value: one payload per metric."""
+    record = asdict(sample)
+    out: dict[str, dict[str, Any]] = {}
+    for metric in METRICS:
+        payload = dict(record)
+        if in_scope(metric, sample.category):
+            hit = (not sample.valid) if metric == "invalid_rate" else sample.correct
+            payload["score"] = 100.0 if hit else 0.0
+        out[metric] = payload
+    return out
+
+
+def aggregate_score(items: Iterable[Mapping[str, Any]]) -> float | None:
+    """Mean ``score`` of the payloads in scope; None (shown N/A) when no question is in scope."""
+    scores = [float(x["score"]) for x in items if "score" in x]
+    if not scores:
+        return None
+    return sum(scores) / len(scores)
+
+
+def compute_metrics(samples: Sequence[ScoredSample]) -> dict[str, float | None]:
+    """All task metrics from scored samples, exactly as the lmms-eval aggregation computes them."""
+    return {m: aggregate_score(p[m] for p in map(metric_payloads, samples)) for m in METRICS}
+
+
+def samples_from_log(path: str | Path) -> list[ScoredSample]:
+    """Read ScoredSamples back from an lmms-eval ``*_samples_<task>.jsonl`` log."""
+    fields = set(ScoredSample.__dataclass_fields__)
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            payload = rec.get("overall")
+            if not isinstance(payload, dict):
+                raise ValueError(f"{path}:{lineno}: no 'overall' payload; not a NARU MCQ sample log")
+            out.append(ScoredSample(**{k: payload[k] for k in fields}))
+    return out
+
+
+def metrics_from_samples_log(path: str | Path) -> dict[str, float | None]:
+    """Recompute every metric from a sample log (the reproducibility check)."""
+    return compute_metrics(samples_from_log(path))
+
+
+def close(a: float | None, b: float | None, tol: float = 1e-9) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, abs_tol=tol)
