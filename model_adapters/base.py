@@ -8,7 +8,8 @@ plumbing, progress, the failure marker) lives here once.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms

@@ -8,8 +8,9 @@ any answer is given. ``"response": null`` marks a failed request (scored invalid
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from model_adapters.base import NaruModel, NaruRequest, failed
 

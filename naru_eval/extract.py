@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 LETTERS = "ABCD"
 
@@ -69,8 +70,14 @@ _EXPLICIT_EN = re.compile(
     r"(?:(?:final|correct|best|right)\s+)?answer"
     r"(?:\s+(?:is|would\s+be|will\s+be|should\s+be|must\s+be))?"
     r"\s*(?:[:：=]\s*)?(?:probably\s+|likely\s+|most\s+likely\s+)?"
-    r"(?:option\s+|choice\s+|letter\s+)?" + _OPEN + _L + _CLOSE
-    + r"|(?:correct|right|best)\s+(?:option|choice)\s*(?:is|would\s+be|:|：)\s*" + _OPEN + _L + _CLOSE,
+    r"(?:option\s+|choice\s+|letter\s+)?"
+    + _OPEN
+    + _L
+    + _CLOSE
+    + r"|(?:correct|right|best)\s+(?:option|choice)\s*(?:is|would\s+be|:|：)\s*"
+    + _OPEN
+    + _L
+    + _CLOSE,
     re.I,
 )
 _EXPLICIT_SELECT = re.compile(
@@ -79,12 +86,17 @@ _EXPLICIT_SELECT = re.compile(
     re.I,
 )
 _EXPLICIT_IS_CORRECT = re.compile(
-    r"(?:option|choice)?\s*" + _OPEN + r"(?<![A-Za-z])([A-E])(?![A-Za-z])" + _CLOSE
+    r"(?:option|choice)?\s*"
+    + _OPEN
+    + r"(?<![A-Za-z])([A-E])(?![A-Za-z])"
+    + _CLOSE
     + r"\s*(?:is|would\s+be)\s+(?:the\s+)?(?:correct|right|best)(?:\s+(?:answer|option|choice))?",
 )
 _EXPLICIT_JA = re.compile(
     r"(?:答え|正解|回答|解答|選択肢|最終回答|答)\s*(?:は|:|：|=)?\s*(?:選択肢)?\s*"
-    + _OPEN + r"(?<![A-Za-z])([A-E])(?![A-Za-z])" + _CLOSE
+    + _OPEN
+    + r"(?<![A-Za-z])([A-E])(?![A-Za-z])"
+    + _CLOSE
 )
 _EXPLICIT_JA_POST = re.compile(
     _OPEN + r"(?<![A-Za-z])([A-E])(?![A-Za-z])" + _CLOSE + r"\s*(?:が正解|が正しい|が答え|です|を選びます|を選択)"
@@ -217,11 +229,7 @@ def extract_answer(response: str | None, options: Sequence[str] | None = None) -
 
     if options:
         squashed = _squash(text)
-        hits = [
-            LETTERS[i]
-            for i, option in enumerate(options[:4])
-            if _squash(option) and _squash(option) in squashed
-        ]
+        hits = [LETTERS[i] for i, option in enumerate(options[:4]) if _squash(option) and _squash(option) in squashed]
         if len(hits) == 1:
             return Extraction(hits[0], "option_text")
         if len(hits) > 1:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from naru_eval.data import Dataset, NaruQuestion
 from naru_eval.prompts import mcq_prompt

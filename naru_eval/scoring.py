@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE, NaruQuestion, level_of
 from naru_eval.extract import extract_answer

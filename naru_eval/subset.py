@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from naru_eval.data import CATEGORIES, NaruQuestion
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from naru_eval.data import CATEGORIES, LETTERS
 

@@ -1,0 +1,135 @@
+"""``naru-eval``: the project's one console script.
+
+Subcommands: ``validate-data``, ``demo``, ``score``, ``make-synthetic``, ``tasks-path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from naru_eval.scoring import METRICS
+
+
+def _fmt(v: float | None) -> str:
+    return "N/A" if v is None else f"{v:.1f}"
+
+
+def metrics_table(rows: dict[str, dict[str, float | None]]) -> str:
+    """A Markdown table: one row per task/run, the paper's table II columns."""
+    head = "| run | " + " | ".join(METRICS) + " |"
+    sep = "|---|" + "---:|" * len(METRICS)
+    lines = [head, sep]
+    for name, metrics in rows.items():
+        lines.append(f"| {name} | " + " | ".join(_fmt(metrics.get(m)) for m in METRICS) + " |")
+    return "\n".join(lines)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    import os
+
+    from naru_eval.validate import validate
+
+    data_dir = args.data_dir or os.environ.get("NARU_DATA_DIR")
+    if data_dir is None and not os.environ.get("NARU_HF_DATASET"):
+        print("naru-eval validate-data: give DIR or set NARU_DATA_DIR / NARU_HF_DATASET", file=sys.stderr)
+        return 2
+    report = validate(data_dir, videos=not args.no_videos)
+    if report.dataset is not None:
+        ds = report.dataset
+        print(f"{ds.source}: {len(ds.questions)} questions, {len({q.video_id for q in ds.questions})} videos")
+        if report.videos:
+            hours = sum(v.duration_s for v in report.videos.values()) / 3600
+            print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
+    if report.ok:
+        print("OK")
+        return 0
+    print(f"{len(report.problems)} problem(s):", file=sys.stderr)
+    for p in report.problems:
+        print(f"  - {p}", file=sys.stderr)
+    return 1
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from naru_eval.scoring import metrics_from_samples_log
+
+    rows = {Path(p).name: metrics_from_samples_log(p) for p in args.sample_logs}
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(metrics_table(rows))
+    return 0
+
+
+def cmd_make_synthetic(args: argparse.Namespace) -> int:
+    from naru_eval.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
+
+    counts = dict(PAPER_COUNTS) if args.paper_counts else {c: args.per_category for c in PAPER_COUNTS}
+    make_dataset(args.out_dir, SyntheticSpec(counts=counts, n_videos=args.videos, seed=args.seed))
+    print(f"wrote {sum(counts.values())} questions over {args.videos} videos to {args.out_dir}")
+    return 0
+
+
+def cmd_tasks_path(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    spec = importlib.util.find_spec("lmms_eval.tasks.naru")
+    if spec is None or not spec.submodule_search_locations:
+        print("lmms_eval.tasks.naru is not installed; use --include_path tasks/naru from a checkout", file=sys.stderr)
+        return 1
+    print(list(spec.submodule_search_locations)[0])
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from naru_eval.demo import run_demo
+
+    return run_demo(Path(args.out), per_category=args.per_category, videos=args.videos)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="naru-eval", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate-data", help="check annotations and that every video opens; all problems at once")
+    p.add_argument("data_dir", nargs="?", help="NARU data directory (default: $NARU_DATA_DIR)")
+    p.add_argument("--no-videos", action="store_true", help="check the schema only")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("demo", help="build a synthetic NARU sample and score it through the real lmms-eval")
+    p.add_argument("--out", default="results/demo", help="output directory (default: results/demo)")
+    p.add_argument("--per-category", type=int, default=8, help="questions per category (default: 8)")
+    p.add_argument("--videos", type=int, default=12, help="synthetic videos (default: 12)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("score", help="recompute every metric from lmms-eval sample logs")
+    p.add_argument("sample_logs", nargs="+", help="*_samples_<task>.jsonl files")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("make-synthetic", help="write a synthetic NARU-format data directory")
+    p.add_argument("out_dir")
+    p.add_argument("--per-category", type=int, default=4)
+    p.add_argument("--paper-counts", action="store_true", help="use the paper's 1,481 category counts")
+    p.add_argument("--videos", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_make_synthetic)
+
+    p = sub.add_parser("tasks-path", help="print where the installed NARU task YAMLs live")
+    p.set_defaults(func=cmd_tasks_path)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

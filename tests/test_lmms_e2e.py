@@ -1,0 +1,168 @@
+"""The real ``lmms-eval`` console script, in a subprocess, on generated NARU data.
+
+lmms-eval exits 0 even when it crashed, so these tests assert on the files it writes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from naru_eval.data import CATEGORIES, CULTURAL, LETTERS, NARRATIVE
+from naru_eval.lmms_run import run_lmms_eval
+from naru_eval.scoring import METRICS, metrics_from_samples_log
+from tests.conftest import read_jsonl, write_jsonl
+from tests.test_subset import EXPECTED_500
+
+pytestmark = pytest.mark.slow
+
+# (template, yields the letter?) - the intended outcome is known without the extractor
+STYLES = [
+    ("{L}", True),
+    ("The answer is ({L}).", True),
+    ("答えは{L}です。", True),
+    ("**{L}**", True),
+    ("{L}. {T}", True),
+    ("Final answer: {L}", True),
+    ("I cannot determine the answer from the video.", False),
+    ("", False),
+    ("[LMMS_EVAL_REQUEST_FAILED] 503", False),
+]
+
+
+def make_predictions(annotations: Path, out: Path, seed: int = 1) -> dict[str, str | None]:
+    """Write replay predictions; return question_id -> intended letter (None = invalid)."""
+    rng = random.Random(seed)
+    intended: dict[str, str | None] = {}
+    rows = []
+    for rec in read_jsonl(annotations):
+        letter = rng.choice(LETTERS)
+        template, valid = STYLES[rng.randrange(len(STYLES))]
+        text = template.format(L=letter, T=rec["options"][LETTERS.index(letter)])
+        intended[rec["question_id"]] = letter if valid else None
+        rows.append({"question_id": rec["question_id"], "response": text})
+    write_jsonl(out, rows)
+    return intended
+
+
+def expected_metrics(annotations: Path, intended: dict[str, str | None], ids: set[str]) -> dict[str, float]:
+    recs = [r for r in read_jsonl(annotations) if r["question_id"] in ids]
+
+    def acc(cats):
+        sel = [r for r in recs if r["category"] in cats]
+        return 100.0 * sum(intended[r["question_id"]] == r["answer"] for r in sel) / len(sel)
+
+    out = {"overall": acc(CATEGORIES), "narrative": acc(NARRATIVE), "cultural": acc(CULTURAL)}
+    out.update({c: acc((c,)) for c in CATEGORIES})
+    out["invalid_rate"] = 100.0 * sum(intended[r["question_id"]] is None for r in recs) / len(recs)
+    return out
+
+
+def test_full_benchmark_and_subset_metrics_exact(paper_data, tmp_path):
+    preds = tmp_path / "preds.jsonl"
+    intended = make_predictions(paper_data / "annotations.jsonl", preds)
+    run = run_lmms_eval(
+        "naru_replay", f"predictions={preds}", ["naru_mcq", "naru_mcq_500"], tmp_path / "out",
+        env={"NARU_DATA_DIR": str(paper_data)},
+    )  # fmt: skip
+    assert run.ok, run.stderr[-5000:]
+    res = run.results()
+    assert res["n-samples"]["naru_mcq"]["effective"] == 1481
+    assert res["n-samples"]["naru_mcq_500"]["effective"] == 500
+
+    samples_500 = read_jsonl(run.sample_files["naru_mcq_500"])
+    assert Counter(s["overall"]["category"] for s in samples_500) == EXPECTED_500
+
+    for task in ("naru_mcq", "naru_mcq_500"):
+        logged = read_jsonl(run.sample_files[task])
+        ids = {s["overall"]["question_id"] for s in logged}
+        want = expected_metrics(paper_data / "annotations.jsonl", intended, ids)
+        for m in METRICS:
+            assert run.metric(task, m) == pytest.approx(want[m], abs=1e-9), (task, m)
+        # every metric recomputes from the sample log alone
+        assert metrics_from_samples_log(run.sample_files[task]) == pytest.approx(want, abs=1e-9)
+        for s in logged:
+            p = s["overall"]
+            for key in ("question_id", "video_id", "category", "gold", "pred", "method", "correct"):
+                assert key in p
+        # clustered standard errors by video are reported
+        assert isinstance(res["results"][task]["overall_stderr_clustered,none"], float)
+    assert res["configs"]["naru_mcq"]["cluster_key"] == "video_id"
+
+
+def test_group_runs_both_tasks(small_data, tmp_path):
+    preds = tmp_path / "preds.jsonl"
+    make_predictions(small_data / "annotations.jsonl", preds)
+    run = run_lmms_eval(
+        "naru_replay", f"predictions={preds}", ["naru"], tmp_path / "out", env={"NARU_DATA_DIR": str(small_data)}
+    )
+    assert run.ok, run.stderr[-5000:]
+    assert {"naru_mcq", "naru_mcq_500"} <= set(run.results()["results"])
+
+
+def test_preflight_stops_before_inference(copy_data, tmp_path):
+    d = copy_data()
+    (d / "videos" / "vid000.mp4").unlink()
+    (d / "videos" / "vid004.mp4").write_bytes(b"corrupt" * 50)
+    preds = tmp_path / "preds.jsonl"
+    make_predictions(d / "annotations.jsonl", preds)
+    run = run_lmms_eval(
+        "naru_replay", f"predictions={preds}", ["naru_mcq"], tmp_path / "out", env={"NARU_DATA_DIR": str(d)}
+    )
+    assert not run.ok and not run.sample_files
+    log = run.stdout + run.stderr
+    assert "NARU preflight failed" in log
+    assert "'vid000'" in log and "'vid004'" in log and "video not found" in log
+
+
+def test_replay_missing_ids_one_error(small_data, tmp_path):
+    preds = tmp_path / "preds.jsonl"
+    make_predictions(small_data / "annotations.jsonl", preds)
+    rows = read_jsonl(preds)
+    write_jsonl(preds, rows[3:])
+    run = run_lmms_eval(
+        "naru_replay", f"predictions={preds}", ["naru_mcq"], tmp_path / "out", env={"NARU_DATA_DIR": str(small_data)}
+    )
+    assert not run.ok
+    log = run.stdout + run.stderr
+    assert "3 question id(s) of the task are missing" in log
+    assert all(r["question_id"] in log for r in rows[:3])
+
+
+def test_include_path_from_checkout():
+    """``--include_path tasks/naru`` indexes the checkout's YAMLs on their own."""
+    from lmms_eval.tasks import TaskManager
+
+    root = Path(__file__).resolve().parents[1]
+    tm = TaskManager(include_path=str(root / "tasks" / "naru"), include_defaults=False)
+    assert {"naru_mcq", "naru_mcq_500", "naru"} <= set(tm.all_tasks)
+    assert tm.task_index["naru_mcq"]["yaml_path"].startswith(str(root))
+
+
+def test_installed_wheel_ships_the_yamls():
+    """The installed package carries the task YAMLs where lmms-eval looks without flags."""
+    proc = subprocess.run([sys.executable, "-m", "naru_eval.cli", "tasks-path"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    installed = Path(proc.stdout.strip())
+    assert installed.parts[-3:] == ("lmms_eval", "tasks", "naru")
+    for name in ("naru_mcq.yaml", "naru_mcq_500.yaml", "naru.yaml", "_default_template_yaml", "utils.py"):
+        assert (installed / name).exists(), name
+
+
+def test_demo_command(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "naru_eval.cli", "demo", "--out", str(tmp_path / "demo"), "--per-category", "3",
+         "--videos", "4"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    assert set(summary["metrics"]) == {"naru_mcq", "naru_mcq_500"}
+    assert set(summary["metrics"]["naru_mcq"]) == set(METRICS)
+    assert "every metric recomputes from the sample log" in proc.stdout
