@@ -12,7 +12,7 @@ DEFAULT_POST_PROMPT = "Answer with the option's letter (A, B, C or D) from the g
 
 
 def format_options(options: Sequence[str]) -> str:
-    return "\n".join(f"({letter}) {text}" for letter, text in zip(LETTERS, options))
+    return "\n".join(f"({letter}) {text}" for letter, text in zip(LETTERS, options, strict=True))
 
 
 def mcq_prompt(question: str, options: Sequence[str], kwargs: Mapping[str, str] | None = None) -> str:
