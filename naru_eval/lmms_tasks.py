@@ -17,21 +17,22 @@ from naru_eval.data import Dataset, NaruQuestion
 from naru_eval.prompts import mcq_prompt
 from naru_eval.scoring import aggregate_score, metric_payloads, score_response
 from naru_eval.subset import select_subset
-from naru_eval.validate import validate
+from naru_eval.validate import ValidationReport, validate
 
 
 @functools.lru_cache(maxsize=4)
-def _preflighted(env_key: tuple[str | None, ...]) -> Dataset:
-    """Load and preflight once per process and data source (lmms-eval retries process_docs)."""
-    report = validate(videos=os.environ.get("NARU_SKIP_VIDEO_CHECK", "") not in ("1", "true"))
-    report.raise_for_problems()
-    assert report.dataset is not None
-    return report.dataset
+def _preflight(env_key: tuple[str | None, ...]) -> ValidationReport:
+    """Load and preflight once per process and data source. The report is cached even when it
+    failed: lmms-eval retries a failing dataset load five times, and the answer will not change."""
+    return validate(videos=os.environ.get("NARU_SKIP_VIDEO_CHECK", "") not in ("1", "true"))
 
 
 def load_preflighted() -> Dataset:
     keys = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_HF_SPLIT", "NARU_VIDEO_DIR", "NARU_SKIP_VIDEO_CHECK")
-    return _preflighted(tuple(os.environ.get(k) for k in keys))
+    report = _preflight(tuple(os.environ.get(k) for k in keys))
+    report.raise_for_problems()
+    assert report.dataset is not None
+    return report.dataset
 
 
 def _to_hf(dataset: Dataset, questions: list[NaruQuestion]) -> Any:
