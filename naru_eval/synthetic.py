@@ -12,6 +12,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from naru_eval.data import CATEGORIES, LETTERS
 
@@ -145,3 +146,64 @@ def demo_responses(annotations: Path, seed: int = 0, accuracy: float = 0.6) -> l
         text = template.format(L=letter, T=rec["options"][LETTERS.index(letter)])
         out.append({"question_id": rec["question_id"], "response": text})
     return out
+
+
+# --------------------------------------------------------------------------- index-coded videos
+
+_BITS = 16  # frames 0..65535
+_GRID = 4  # 4 x 4 blocks
+
+
+def write_indexed_video(
+    path: str | Path,
+    n_frames: int,
+    fps: float = 10,
+    gop: int = 10,
+    size: tuple[int, int] = (64, 64),
+    codec: str = "libx264",
+    bframes: int = 2,
+    container_options: dict[str, str] | None = None,
+) -> Path:
+    """A video whose frame i shows i in binary (a 4x4 grid of black/white blocks).
+
+    Lets tests check that a sampler returns exactly the frames it claims, through compression.
+    """
+    import av
+    import numpy as np
+
+    width, height = size
+    bw, bh = width // _GRID, height // _GRID
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w", options=container_options or {}) as c:
+        s = c.add_stream(codec, rate=int(fps) if float(fps).is_integer() else fps)
+        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
+        opts = {"g": str(gop), "keyint_min": str(gop)}
+        if codec == "libx264":
+            opts.update({"crf": "18", "bf": str(bframes), "preset": "ultrafast" if width > 320 else "medium"})
+        s.options = opts
+        for i in range(n_frames):
+            img = np.zeros((height, width, 3), np.uint8)
+            for b in range(_BITS):
+                if (i >> b) & 1:
+                    r, col = divmod(b, _GRID)
+                    img[r * bh : (r + 1) * bh, col * bw : (col + 1) * bw] = 255
+            for packet in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                c.mux(packet)
+        for packet in s.encode():
+            c.mux(packet)
+    return path
+
+
+def read_frame_index(frame: Any) -> int:
+    """Decode the index a :func:`write_indexed_video` frame shows (any resolution)."""
+    h, w = frame.shape[:2]
+    bw, bh = w / _GRID, h / _GRID
+    value = 0
+    for b in range(_BITS):
+        r, col = divmod(b, _GRID)
+        y0, y1 = int(r * bh + bh / 4), int((r + 1) * bh - bh / 4)
+        x0, x1 = int(col * bw + bw / 4), int((col + 1) * bw - bw / 4)
+        if frame[y0:y1, x0:x1].mean() > 128:
+            value |= 1 << b
+    return value
