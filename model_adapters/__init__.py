@@ -11,6 +11,12 @@ from typing import Any
 #: model id -> "module:Class" under model_adapters
 ADAPTERS: dict[str, str] = {
     "naru_replay": "model_adapters.replay.NaruReplay",
+    "naru_qwen2_5_vl": "model_adapters.qwen.Qwen2_5_VL",
+    "naru_qwen3_vl": "model_adapters.qwen.Qwen3_VL",
+    "naru_qwen3_5": "model_adapters.qwen.Qwen3_5",
+    "naru_internvl3_5": "model_adapters.internvl.InternVL3_5",
+    "naru_minicpm_o": "model_adapters.minicpm.MiniCPM_O",
+    "naru_openai_compat": "model_adapters.openai_compat.OpenAICompat",
 }
 
 

@@ -1,23 +1,49 @@
 """The shared base of every naru-eval adapter.
 
 lmms-eval hands a simple model ``(ctx, gen_kwargs, doc_to_visual, doc_id, task, split)`` per
-request; the base turns each into a typed :class:`NaruRequest` (doc, prompt, video path) and
-calls the one method a family overrides, :meth:`NaruModel.respond`. Everything else (request
-plumbing, progress, the failure marker) lives here once.
+request. The base turns each into a typed :class:`NaruRequest`, orders the work by video so the
+frame cache decodes each video once, serves answers already in the write-through
+:class:`~naru_eval.store.ResponseStore`, and calls the one method a family overrides,
+:meth:`NaruModel.respond`. Frames come from :meth:`NaruModel.frames` (the one sampler, through
+the frame cache); no model utility re-decodes the video.
+
+A request that fails after the adapter's bounded retries raises :class:`RequestFailed`: it is
+stored as a failure, answered with the failure marker (scored invalid, counted in
+``invalid_rate``), listed in the run's summary and retried on the next run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
+from loguru import logger
 from tqdm import tqdm
+
+from naru_eval.store import ResponseStore, redact, run_key
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
 #: invalid ("failed"), so it is scored wrong and counted, never parsed as an answer.
 FAILED_MARKER = "[NARU_REQUEST_FAILED]"
+
+
+class RequestFailed(RuntimeError):
+    """Raised by an adapter when a request failed for good (after its retries)."""
+
+    def __init__(self, reason: str, usage: Mapping[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.usage = dict(usage) if usage else None
+
+
+class Answer(NamedTuple):
+    """An adapter's reply; ``usage`` (tokens, cost) is stored with it."""
+
+    text: str
+    usage: Mapping[str, Any] | None = None
 
 
 class NaruRequest(NamedTuple):
@@ -34,30 +60,111 @@ class NaruRequest(NamedTuple):
     def question_id(self) -> str:
         return str(self.doc["question_id"])
 
+    @property
+    def video(self) -> str | None:
+        return self.videos[0] if self.videos else None
+
 
 def failed(reason: str) -> str:
     """The response text of a failed request (never scored as an answer)."""
     return f"{FAILED_MARKER} {reason}"
 
 
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value in (None, "", "none", "None") else int(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value in (None, "", "none", "None") else float(value)
+
+
 class NaruModel(lmms):
-    """Base adapter: subclasses implement :meth:`respond` (and may override :meth:`prepare`)."""
+    """Base adapter: a family implements :meth:`respond` and sets its class attributes."""
 
     is_simple = True
+    #: the model id lmms-eval knows this adapter by
+    model_id: ClassVar[str] = "naru_base"
+    #: whether requests need sampled frames (False: replay, server-side decoding)
+    needs_frames: ClassVar[bool] = True
+    #: whether answers go through the response store by default
+    uses_store: ClassVar[bool] = True
+    #: the family's maximum frame budget (see model_adapters/budgets.py)
+    default_num_frames: ClassVar[int | None] = 32
 
-    def __init__(self, batch_size: int | str = 1, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        num_frames: int | str | None = None,
+        fps: float | str | None = None,
+        max_frames: int | str | None = None,
+        max_pixels: int | str | None = None,
+        response_store: str | None = None,
+        store: bool | str | None = None,
+        batch_size: int | str = 1,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         self.batch_size = int(batch_size)
+        self.fps = _opt_float(fps)
+        self.num_frames = _opt_int(num_frames) if self.fps is None else None
+        if self.num_frames is None and self.fps is None:
+            self.num_frames = self.default_num_frames
+        self.max_frames = _opt_int(max_frames)
+        self.max_pixels = _opt_int(max_pixels)
         self.extra_args = kwargs
+        use_store = self.uses_store if store is None else _as_bool(store)
+        self._store_path = response_store or os.environ.get("NARU_RESPONSE_STORE")
+        self._store: ResponseStore | None = None
+        self._use_store = use_store
+        self.failures: dict[str, str] = {}
+        self.reused = 0
 
     # -- what a family overrides ------------------------------------------------------------
-    def respond(self, request: NaruRequest) -> str:  # pragma: no cover - abstract
+    def respond(self, request: NaruRequest) -> str | Answer:  # pragma: no cover - abstract
+        """Answer one question. Raise RequestFailed when it failed for good."""
         raise NotImplementedError
 
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
-        """Called once with every request before the first answer (for upfront checks)."""
+        """Called once with every pending request before the first answer (upfront checks)."""
 
-    # -- lmms-eval plumbing ------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """What, besides the task and prompt, changes this adapter's answers (for the run key)."""
+        return {
+            "model": self.model_id,
+            "args": redact(self.extra_args),
+            "num_frames": self.num_frames,
+            "fps": self.fps,
+            "max_frames": self.max_frames,
+            "max_pixels": self.max_pixels,
+        }
+
+    # -- shared machinery ---------------------------------------------------------------------
+    @property
+    def store(self) -> ResponseStore | None:
+        if self._use_store and self._store is None:
+            self._store = ResponseStore(self._store_path)
+        return self._store if self._use_store else None
+
+    def frames(self, request: NaruRequest) -> Any:
+        """The request's video frames from the one sampler, through the frame cache."""
+        from naru_eval.frame_cache import default_cache
+        from naru_eval.video import DEFAULT_MAX_PIXELS
+
+        if request.video is None:
+            raise ValueError(f"question {request.question_id}: no video")
+        return default_cache().get(
+            request.video,
+            num_frames=self.num_frames,
+            fps=self.fps,
+            max_frames=self.max_frames,
+            max_pixels=self.max_pixels if self.max_pixels is not None else DEFAULT_MAX_PIXELS,
+        )
+
     def to_naru_requests(self, requests: Sequence[Instance]) -> list[NaruRequest]:
         out = []
         for req in requests:
@@ -67,10 +174,55 @@ class NaruModel(lmms):
             out.append(NaruRequest(doc, ctx, videos, dict(gen_kwargs or {}), task, doc_id))
         return out
 
+    def request_key(self, request: NaruRequest) -> tuple[str, str]:
+        """(run key, question key): the prompt's hash is part of the question key."""
+        desc = {**self.describe(), "task": request.task, "gen_kwargs": request.gen_kwargs}
+        prompt_hash = hashlib.sha256(request.prompt.encode()).hexdigest()[:12]
+        return run_key(desc), f"{request.question_id}:{prompt_hash}"
+
     def generate_until(self, requests: list[Instance]) -> list[str]:
-        naru_requests = self.to_naru_requests(requests)
-        self.prepare(naru_requests)
-        return [self.respond(r) for r in tqdm(naru_requests, disable=self.rank != 0, desc="naru")]
+        reqs = self.to_naru_requests(requests)
+        out: list[str | None] = [None] * len(reqs)
+        store = self.store
+        keys = [self.request_key(r) for r in reqs]
+        pending = []
+        for i, (rk, qk) in enumerate(keys):
+            hit = store.get(rk, qk) if store else None
+            if hit is not None and hit.status == "ok":
+                out[i] = hit.response
+                self.reused += 1
+            else:
+                pending.append(i)
+        if store:
+            for rk in {k[0] for k in keys}:
+                store.register_run(rk, {**self.describe(), "store_path": str(store.path)})
+        if self.reused:
+            logger.info(f"naru: {self.reused} answer(s) reused from {store.path if store else ''}")
+        # one video at a time: the frame cache then decodes each video once
+        pending.sort(key=lambda i: (reqs[i].video or "", i))
+        self.prepare([reqs[i] for i in pending])
+        for i in tqdm(pending, disable=self.rank != 0, desc=self.model_id):
+            r = reqs[i]
+            rk, qk = keys[i]
+            try:
+                ans = self.respond(r)
+            except RequestFailed as e:
+                self.failures[r.question_id] = str(e)
+                if store:
+                    store.put_failed(rk, qk, str(e), e.usage)
+                out[i] = failed(str(e))
+                continue
+            text, usage = (ans.text, ans.usage) if isinstance(ans, Answer) else (ans, None)
+            if store:
+                store.put_ok(rk, qk, text, usage)
+            out[i] = text
+        if self.failures:
+            shown = "; ".join(f"{q}: {e}" for q, e in list(self.failures.items())[:20])
+            logger.warning(
+                f"naru: {len(self.failures)} request(s) failed and are scored invalid; "
+                f"they are retried on the next run. {shown}"
+            )
+        return [o if o is not None else failed("no answer") for o in out]
 
     def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
         raise NotImplementedError("NARU tasks are generative; loglikelihood is not supported")

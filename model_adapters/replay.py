@@ -49,6 +49,11 @@ def load_predictions(path: str | Path) -> dict[str, str | None]:
 
 
 class NaruReplay(NaruModel):
+    model_id = "naru_replay"
+    needs_frames = False
+    uses_store = False  # the predictions file is the store
+    default_num_frames = None
+
     def __init__(self, predictions: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.predictions_path = predictions
