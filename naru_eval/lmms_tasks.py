@@ -16,6 +16,7 @@ from typing import Any
 from naru_eval.data import Dataset, NaruQuestion
 from naru_eval.prompts import mcq_prompt
 from naru_eval.scoring import aggregate_score, metric_payloads, score_response
+from naru_eval.sharding import order_for_ranks, world_size_from_env
 from naru_eval.subset import select_subset
 from naru_eval.validate import ValidationReport, validate
 
@@ -50,12 +51,12 @@ def _to_hf(dataset: Dataset, questions: list[NaruQuestion]) -> Any:
 
 def process_docs_all(_placeholder: Any) -> Any:
     dataset = load_preflighted()
-    return _to_hf(dataset, dataset.questions)
+    return _to_hf(dataset, order_for_ranks(dataset.questions, world_size_from_env()))
 
 
 def process_docs_500(_placeholder: Any) -> Any:
     dataset = load_preflighted()
-    return _to_hf(dataset, select_subset(dataset.questions))
+    return _to_hf(dataset, order_for_ranks(select_subset(dataset.questions), world_size_from_env()))
 
 
 def doc_to_visual(doc: Mapping[str, Any]) -> list[str]:
