@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, ClassVar, NamedTuple
 
 from lmms_eval.api.instance import Instance
@@ -96,6 +97,10 @@ class NaruModel(lmms):
     uses_store: ClassVar[bool] = True
     #: the family's maximum frame budget (see model_adapters/budgets.py)
     default_num_frames: ClassVar[int | None] = 32
+    #: how many :meth:`respond` calls run at once (API adapters raise it, per class or instance).
+    #: Above 1, pending requests are submitted in the same by-video order to a thread pool and
+    #: each answer is written to the store the moment it completes.
+    max_concurrency: int = 1
 
     def __init__(
         self,
@@ -201,7 +206,8 @@ class NaruModel(lmms):
         # one video at a time: the frame cache then decodes each video once
         pending.sort(key=lambda i: (reqs[i].video or "", i))
         self.prepare([reqs[i] for i in pending])
-        for i in tqdm(pending, disable=self.rank != 0, desc=self.model_id):
+
+        def answer(i: int) -> None:
             r = reqs[i]
             rk, qk = keys[i]
             try:
@@ -211,11 +217,29 @@ class NaruModel(lmms):
                 if store:
                     store.put_failed(rk, qk, str(e), e.usage)
                 out[i] = failed(str(e))
-                continue
+                return
             text, usage = (ans.text, ans.usage) if isinstance(ans, Answer) else (ans, None)
             if store:
                 store.put_ok(rk, qk, text, usage)
             out[i] = text
+
+        bar = tqdm(total=len(pending), disable=self.rank != 0, desc=self.model_id)
+        workers = max(1, int(self.max_concurrency))
+        if workers == 1 or len(pending) <= 1:
+            for i in pending:
+                answer(i)
+                bar.update(1)
+        else:
+            # The pool starts tasks in submission (by-video) order. Each worker stores its own
+            # answer, so one that completes while another raised is still kept.
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=self.model_id)
+            try:
+                for fut in as_completed([pool.submit(answer, i) for i in pending]):
+                    fut.result()
+                    bar.update(1)
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
         if self.failures:
             shown = "; ".join(f"{q}: {e}" for q, e in list(self.failures.items())[:20])
             logger.warning(

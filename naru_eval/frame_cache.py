@@ -46,6 +46,7 @@ class FrameCache:
         self._items: OrderedDict[str, SampledFrames] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
         self.stats = CacheStats()
 
     def get(
@@ -66,19 +67,23 @@ class FrameCache:
         }
         key = cache_key(path, params)
         with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.stats.memory_hits += 1
-                return self._items[key]
-        sampled = self._load_disk(key)
-        if sampled is not None:
-            self.stats.disk_hits += 1
-        else:
-            sampled = sample_frames(path, **params)
-            self.stats.decodes += 1
-            self._save_disk(key, sampled)
-        self._remember(key, sampled)
-        return sampled
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        # One decode per key even when several threads ask for the same video at once.
+        with key_lock:
+            with self._lock:
+                if key in self._items:
+                    self._items.move_to_end(key)
+                    self.stats.memory_hits += 1
+                    return self._items[key]
+            sampled = self._load_disk(key)
+            if sampled is not None:
+                self.stats.disk_hits += 1
+            else:
+                sampled = sample_frames(path, **params)
+                self.stats.decodes += 1
+                self._save_disk(key, sampled)
+            self._remember(key, sampled)
+            return sampled
 
     def _remember(self, key: str, sampled: SampledFrames) -> None:
         size = sampled.frames.nbytes
@@ -135,11 +140,13 @@ class FrameCache:
 
 
 _DEFAULT: FrameCache | None = None
+_DEFAULT_LOCK = threading.Lock()
 
 
 def default_cache() -> FrameCache:
     """The process-wide cache, built on first use (not at import)."""
     global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = FrameCache()
-    return _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = FrameCache()
+        return _DEFAULT

@@ -139,3 +139,13 @@ def test_frame_cache_is_bounded(vids):
     cache.get(vids["mkv"], num_frames=8)  # evicts the first
     cache.get(vids["mp4"], num_frames=8)
     assert cache.stats.decodes == 3
+
+
+def test_frame_cache_one_decode_under_concurrency(vids):
+    from concurrent.futures import ThreadPoolExecutor
+
+    cache = FrameCache()
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: cache.get(vids["mkv"], num_frames=8), range(16)))
+    assert cache.stats.decodes == 1 and cache.stats.memory_hits == 15
+    assert all(r is results[0] for r in results)

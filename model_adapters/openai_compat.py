@@ -1,0 +1,376 @@
+"""``naru_openai_compat``: any OpenAI-compatible chat-completions server (vLLM, SGLang, ...).
+
+    lmms-eval --model naru_openai_compat \\
+        --model_args model=Qwen/Qwen2.5-VL-7B-Instruct,base_url=http://127.0.0.1:8000/v1,num_frames=32 \\
+        --tasks naru_mcq --output_path results --log_samples
+
+The request goes through the real ``openai`` SDK (``chat.completions.create``), temperature 0,
+``max_tokens`` from the task's generation kwargs (``max_tokens`` or ``max_new_tokens``, else
+16). The user message holds the video first and the question after it, so the ~10 questions of
+one video share a prompt prefix the server's prefix cache serves; the base submits requests
+grouped by video, ``max_concurrency`` at a time.
+
+* ``video_mode=frames`` (default): the sampler's frames, each a base64 JPEG ``image_url`` part.
+* ``video_mode=video_url``: one ``video_url`` part (``file://`` URL, or ``video_url_prefix`` +
+  the file's name, or its path under ``video_root``); the server decodes the video itself and no
+  frame is decoded here.
+
+The API key is read from ``OPENAI_API_KEY`` only: lmms-eval writes ``model_args`` into
+``results.json``, so a key given there is refused. The SDK's own retries are off; the one retry
+policy is :mod:`naru_eval.retry`. A request that still fails, is refused, is empty or is
+filtered raises :class:`RequestFailed` (stored as a failure, scored invalid, retried next run).
+See docs/openai_compat.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import io
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from loguru import logger
+
+from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_error, is_connection_error, is_timeout
+from naru_eval.store import is_secret
+
+VIDEO_MODES = ("frames", "video_url")
+DEFAULT_MAX_TOKENS = 16
+
+#: arguments lmms-eval adds by itself (``create_from_arg_string``); they change nothing here
+_LMMS_EVAL_EXTRAS = ("device", "max_batch_size")
+#: argument names that look like secrets but are not
+_NOT_SECRET = frozenset({"max_tokens", "max_new_tokens"})
+
+
+class ServerUnreachable(RuntimeError):
+    """Too many requests in a row could not reach the server: the run stops (a rerun resumes)."""
+
+
+def _int(name: str, value: Any, minimum: int) -> int:
+    try:
+        out = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"naru_openai_compat: {name} must be an integer, got {value!r}") from None
+    if out < minimum:
+        raise ValueError(f"naru_openai_compat: {name} must be >= {minimum}, got {out}")
+    return out
+
+
+def _float(name: str, value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"naru_openai_compat: {name} must be a number, got {value!r}") from None
+    if out < 0:
+        raise ValueError(f"naru_openai_compat: {name} must be >= 0, got {out}")
+    return out
+
+
+def encode_jpeg(frame: Any, quality: int) -> str:
+    """A ``data:image/jpeg;base64,...`` URL of one uint8 HxWx3 RGB frame."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(frame, mode="RGB").save(buf, format="JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class _Parts:
+    """One video's encoded parts, built once under its own lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.parts: list[dict[str, Any]] | None = None
+
+
+class OpenAICompat(NaruModel):
+    model_id = "naru_openai_compat"
+    default_num_frames = 32
+
+    def __init__(
+        self,
+        model: str | None = None,
+        base_url: str | None = None,
+        video_mode: str = "frames",
+        video_url_prefix: str | None = None,
+        video_root: str | None = None,
+        jpeg_quality: int | str = 85,
+        max_concurrency: int | str = 8,
+        max_retries: int | str = 5,
+        retry_base_delay: float | str = 1.0,
+        retry_max_delay: float | str = 60.0,
+        timeout: float | str = 300.0,
+        abort_after: int | str | None = None,
+        check_model: bool | str = True,
+        **kwargs: Any,
+    ) -> None:
+        self._refuse_secrets(
+            {
+                "model": model,
+                "base_url": base_url,
+                "video_url_prefix": video_url_prefix,
+                "video_root": video_root,
+                **kwargs,
+            }
+        )
+        for extra in _LMMS_EVAL_EXTRAS:
+            kwargs.pop(extra, None)
+        base_args = [n for n in inspect.signature(NaruModel.__init__).parameters if n not in ("self", "kwargs")]
+        unknown = sorted(set(kwargs) - set(base_args))
+        if unknown:
+            own = [n for n in inspect.signature(OpenAICompat.__init__).parameters if n not in ("self", "kwargs")]
+            raise ValueError(f"naru_openai_compat: unknown model_args {unknown}; known: {', '.join(own + base_args)}")
+        if not model:
+            raise ValueError("naru_openai_compat: model=<served model name> is required")
+        resolved_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not resolved_url:
+            raise ValueError("naru_openai_compat: give base_url=http://HOST:PORT/v1 or set OPENAI_BASE_URL")
+        parts = urlsplit(str(resolved_url))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"naru_openai_compat: base_url must be an http(s) URL, got {resolved_url!r}")
+        if parts.username or parts.password:
+            raise ValueError(
+                "naru_openai_compat: base_url must not carry credentials (user:password@); "
+                "lmms-eval writes model_args into results.json. Use OPENAI_API_KEY."
+            )
+        if video_mode not in VIDEO_MODES:
+            raise ValueError(f"naru_openai_compat: video_mode must be one of {VIDEO_MODES}, got {video_mode!r}")
+        if (
+            video_mode == "video_url"
+            and video_url_prefix
+            and not str(video_url_prefix).startswith(("http://", "https://"))
+        ):
+            raise ValueError(f"naru_openai_compat: video_url_prefix must be an http(s) URL, got {video_url_prefix!r}")
+        super().__init__(**kwargs)
+        self.model = str(model)
+        self.base_url = str(resolved_url)
+        self.video_mode = video_mode
+        self.video_url_prefix = str(video_url_prefix) if video_url_prefix else None
+        self.video_root = Path(video_root) if video_root else None
+        self.jpeg_quality = _int("jpeg_quality", jpeg_quality, 1)
+        if self.jpeg_quality > 100:
+            raise ValueError(f"naru_openai_compat: jpeg_quality must be <= 100, got {self.jpeg_quality}")
+        self.max_concurrency = _int("max_concurrency", max_concurrency, 1)
+        self.max_retries = _int("max_retries", max_retries, 0)
+        self.retry_policy = RetryPolicy(
+            max_attempts=self.max_retries + 1,
+            base_delay=_float("retry_base_delay", retry_base_delay),
+            max_delay=_float("retry_max_delay", retry_max_delay),
+        )
+        self.timeout = _float("timeout", timeout)
+        self.abort_after = (
+            _int("abort_after", abort_after, 1)
+            if abort_after not in (None, "", "none", "None")
+            else max(10, 2 * self.max_concurrency)
+        )
+        self.check_model = (
+            check_model if isinstance(check_model, bool) else str(check_model).lower() in ("1", "true", "yes", "on")
+        )
+        if video_mode == "video_url":
+            self.needs_frames = False  # the server decodes the video itself
+        #: the wait between retries; tests replace it
+        self.sleep: Callable[[float], None] = time.sleep
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._parts: OrderedDict[str, _Parts] = OrderedDict()
+        self._parts_lock = threading.Lock()
+        self._parts_capacity = max(4, self.max_concurrency + 1)
+        self._unreachable = 0
+        self._unreachable_lock = threading.Lock()
+
+    # -- configuration checks -----------------------------------------------------------------
+    @staticmethod
+    def _refuse_secrets(args: Mapping[str, Any]) -> None:
+        named = sorted(k for k in args if is_secret(k) and k not in _NOT_SECRET)
+        env_key = os.environ.get("OPENAI_API_KEY")
+        leaked = sorted(
+            k for k, v in args.items() if env_key and len(env_key) >= 8 and v is not None and env_key in str(v)
+        )
+        bad = sorted(set(named) | set(leaked))
+        if bad:
+            raise ValueError(
+                f"naru_openai_compat: refusing model_args {bad}: an API key must not be passed in model_args "
+                "(lmms-eval records model_args in results.json). Set the OPENAI_API_KEY environment variable."
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """What changes the answers: the served model and how the video is sent (not the URL)."""
+        desc = {**super().describe(), "served_model": self.model, "video_mode": self.video_mode}
+        if self.video_mode == "frames":
+            desc["jpeg_quality"] = self.jpeg_quality
+        return desc
+
+    # -- the client -------------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        """The ``openai.OpenAI`` client, built on first use (SDK retries off)."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    from openai import OpenAI
+
+                    key = os.environ.get("OPENAI_API_KEY")
+                    if not key:
+                        logger.info("naru_openai_compat: OPENAI_API_KEY is not set; sending the placeholder 'EMPTY'")
+                    self._client = OpenAI(
+                        api_key=key or "EMPTY", base_url=self.base_url, max_retries=0, timeout=self.timeout
+                    )
+        return self._client
+
+    def _call(self, fn: Callable[[], Any], what: str) -> Any:
+        import openai
+
+        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+            logger.warning(
+                f"naru_openai_compat: {what}: attempt {attempt}/{self.retry_policy.max_attempts} failed "
+                f"({describe_error(exc)}); retrying in {delay:.1f}s"
+            )
+
+        return call_with_retry(
+            fn,
+            self.retry_policy,
+            sleep=self.sleep,
+            on_retry=on_retry,
+            catch=(openai.OpenAIError, json.JSONDecodeError),
+        )
+
+    def prepare(self, requests: Sequence[NaruRequest]) -> None:
+        """Before the first question: the server answers and serves ``model`` (else one clear error)."""
+        if not requests or not self.check_model:
+            return
+        try:
+            listing = self._call(lambda: self.client.models.list(), "GET /models")
+        except RetryError as e:
+            if e.status in (404, 405, 501):  # a server without /models: nothing to check
+                return
+            raise RuntimeError(f"naru_openai_compat: the server at {self.base_url} is not usable: {e}") from e
+        served = [m.id for m in getattr(listing, "data", []) or []]
+        if served and self.model not in served:
+            raise ValueError(
+                f"naru_openai_compat: model {self.model!r} is not served at {self.base_url}; it serves {served}"
+            )
+
+    # -- the message ------------------------------------------------------------------------------
+    def video_url(self, path: str) -> str:
+        p = Path(path)
+        if self.video_url_prefix is None:
+            return p.resolve().as_uri()
+        if self.video_root is not None:
+            rel = p.resolve().relative_to(self.video_root.resolve()).as_posix()
+        else:
+            rel = p.name
+        return self.video_url_prefix.rstrip("/") + "/" + quote(rel)
+
+    def video_parts(self, request: NaruRequest) -> list[dict[str, Any]]:
+        """The message parts for the request's video (identical for every question on it)."""
+        if request.video is None:
+            raise ValueError(f"question {request.question_id}: no video")
+        if self.video_mode == "video_url":
+            return [{"type": "video_url", "video_url": {"url": self.video_url(request.video)}}]
+        with self._parts_lock:
+            entry = self._parts.get(request.video)
+            if entry is None:
+                entry = self._parts[request.video] = _Parts()
+                while len(self._parts) > self._parts_capacity:
+                    self._parts.popitem(last=False)
+            else:
+                self._parts.move_to_end(request.video)
+        with entry.lock:  # concurrent questions on one video decode and encode it once
+            if entry.parts is None:
+                sampled = self.frames(request)
+                entry.parts = [
+                    {"type": "image_url", "image_url": {"url": encode_jpeg(f, self.jpeg_quality)}}
+                    for f in sampled.frames
+                ]
+            return entry.parts
+
+    def messages(self, request: NaruRequest) -> list[dict[str, Any]]:
+        """Video parts first, then the question: one video's questions share a prompt prefix."""
+        return [{"role": "user", "content": [*self.video_parts(request), {"type": "text", "text": request.prompt}]}]
+
+    @staticmethod
+    def max_tokens(gen_kwargs: Mapping[str, Any]) -> int:
+        for name in ("max_tokens", "max_new_tokens"):
+            if gen_kwargs.get(name) not in (None, ""):
+                return int(gen_kwargs[name])
+        return DEFAULT_MAX_TOKENS
+
+    # -- one question -----------------------------------------------------------------------------
+    def respond(self, request: NaruRequest) -> Answer:
+        messages = self.messages(request)
+        max_tokens = self.max_tokens(request.gen_kwargs)
+        attempts = 0
+
+        def create() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return self.client.chat.completions.create(
+                model=self.model, messages=messages, max_tokens=max_tokens, temperature=0.0
+            )
+
+        try:
+            completion = self._call(create, f"question {request.question_id}")
+        except RetryError as e:
+            self._note_unreachable(e)
+            raise RequestFailed(
+                f"openai_compat: {e}",
+                {"attempts": e.attempts, "status": e.status, "error": type(e.last_error).__name__},
+            ) from e
+        with self._unreachable_lock:
+            self._unreachable = 0
+        return self.answer_from(completion, attempts)
+
+    def _note_unreachable(self, e: RetryError) -> None:
+        if not (is_connection_error(e.last_error) and not is_timeout(e.last_error)):
+            with self._unreachable_lock:
+                self._unreachable = 0
+            return
+        with self._unreachable_lock:
+            self._unreachable += 1
+            count = self._unreachable
+        if count >= self.abort_after:
+            raise ServerUnreachable(
+                f"naru_openai_compat: {count} requests in a row could not reach {self.base_url} ({e}); "
+                "stopping. Answers so far are in the response store; rerun to resume."
+            ) from e
+
+    @staticmethod
+    def answer_from(completion: Any, attempts: int = 1) -> Answer:
+        """The answer of a ``ChatCompletion``, or RequestFailed (no choice, refusal, filter, empty)."""
+        usage: dict[str, Any] = {"attempts": attempts}
+        u = getattr(completion, "usage", None)
+        if u is not None:
+            usage.update(
+                prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens
+            )
+            details = getattr(u, "prompt_tokens_details", None)
+            cached = getattr(details, "cached_tokens", None) if details is not None else None
+            if cached is not None:
+                usage["cached_tokens"] = cached
+        usage["system_fingerprint"] = getattr(completion, "system_fingerprint", None)
+        usage["response_model"] = getattr(completion, "model", None)
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            raise RequestFailed("openai_compat: the reply has no choices", usage)
+        choice = choices[0]
+        usage["finish_reason"] = choice.finish_reason
+        message = choice.message
+        refusal = getattr(message, "refusal", None)
+        if refusal:
+            raise RequestFailed(f"openai_compat: refusal: {str(refusal)[:300]}", usage)
+        if choice.finish_reason == "content_filter":
+            raise RequestFailed("openai_compat: finish_reason=content_filter", usage)
+        text = message.content or ""
+        if not text.strip():
+            raise RequestFailed(f"openai_compat: empty completion (finish_reason={choice.finish_reason})", usage)
+        return Answer(text, usage)

@@ -1,0 +1,211 @@
+"""The one retry helper every API client uses: bounded attempts, full-jitter backoff.
+
+    policy = RetryPolicy(max_attempts=6, base_delay=1.0, max_delay=60.0)
+    result = call_with_retry(lambda: client.chat.completions.create(...), policy)
+
+* Retried: HTTP 408, 409, 429 and every 5xx; timeouts; connection errors.
+* Never retried: 400, 401, 403, 404 (and every other 4xx): the request itself is wrong, and
+  asking again only costs money.
+* The wait before retry ``n`` (1-based) is uniform in ``[0, min(max_delay, base_delay * 2**(n-1))]``
+  ("full jitter"), unless the server sent a ``Retry-After`` (or ``retry-after-ms``) hint: then it
+  waits what the server asked, capped at ``max_delay``.
+* When the call fails for good, :class:`RetryError` is raised (from the last error) with the
+  number of attempts made and whether the bound was reached.
+
+Errors are classified by duck typing, so the helper works for the ``openai`` SDK, httpx,
+``google-genai`` and plain ``urllib`` alike: an HTTP status is read from ``status_code``,
+``status`` or an integer ``code`` (or ``response.status_code``); timeouts and connection errors
+by type (``TimeoutError``, ``ConnectionError``, or a class named ``*Timeout*`` or
+``*Connect*Error``). An exception may force the decision with a boolean ``retryable``
+attribute. ``sleep`` and ``rand`` are injectable so tests run instantly and deterministically.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+#: HTTP statuses worth asking again (plus every 5xx).
+RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 429})
+#: HTTP statuses that are never retried, whatever else the error says.
+NEVER_RETRY_STATUSES: frozenset[int] = frozenset({400, 401, 403, 404})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """``max_attempts`` counts the first try (1 = no retry); delays are in seconds."""
+
+    max_attempts: int = 6
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise ValueError("RetryPolicy delays must be >= 0")
+
+    def backoff(self, retry: int, rand: Callable[[], float] = random.random) -> float:
+        """Full-jitter delay before retry number ``retry`` (1-based)."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** max(0, retry - 1)))
+        return rand() * ceiling
+
+
+class RetryError(RuntimeError):
+    """A call failed for good: ``exhausted`` is True when every attempt was used."""
+
+    def __init__(self, message: str, *, attempts: int, last_error: BaseException, exhausted: bool) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.last_error = last_error
+        self.exhausted = exhausted
+
+    @property
+    def status(self) -> int | None:
+        return status_of(self.last_error)
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an error carries, if any."""
+    for attr in ("status_code", "status", "code"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    response = getattr(exc, "response", None)
+    value = getattr(response, "status_code", None)
+    if isinstance(value, int) and 100 <= value <= 599:
+        return value
+    return None
+
+
+def _type_names(exc: BaseException) -> list[str]:
+    return [cls.__name__ for cls in type(exc).__mro__]
+
+
+def is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or any("Timeout" in name for name in _type_names(exc))
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    if isinstance(exc, ConnectionError):
+        return True
+    return any(
+        ("Connect" in name and "Error" in name) or name in ("RemoteProtocolError", "ReadError", "WriteError")
+        for name in _type_names(exc)
+    )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """The default classification (see the module docstring)."""
+    forced = getattr(exc, "retryable", None)
+    if isinstance(forced, bool):
+        return forced
+    status = status_of(exc)
+    if status is not None:
+        if status in NEVER_RETRY_STATUSES:
+            return False
+        return status in RETRY_STATUSES or 500 <= status <= 599
+    return is_timeout(exc) or is_connection_error(exc)
+
+
+def _headers_of(exc: BaseException) -> Mapping[str, str] | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        headers = getattr(exc, "headers", None)
+    return headers if hasattr(headers, "get") else None
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` value: delta-seconds or an HTTP date."""
+    if value is None:
+        return None
+    value = str(value).strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if seconds == seconds else None  # NaN -> None
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The server's wait hint on an error (``retry-after-ms``, then ``Retry-After``), in seconds."""
+    headers = _headers_of(exc)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms") or headers.get("Retry-After-Ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after") or headers.get("Retry-After"))
+
+
+def describe_error(exc: BaseException) -> str:
+    status = status_of(exc)
+    text = str(exc).strip().replace("\n", " ")
+    if len(text) > 300:
+        text = text[:300] + "..."
+    head = f"HTTP {status}" if status is not None else type(exc).__name__
+    return f"{head}: {text}" if text else head
+
+
+def call_with_retry(
+    fn: Callable[[], T],
+    policy: RetryPolicy,
+    *,
+    retryable: Callable[[BaseException], bool] = is_retryable,
+    hint: Callable[[BaseException], float | None] = retry_after,
+    sleep: Callable[[float], None] = time.sleep,
+    rand: Callable[[], float] = random.random,
+    on_retry: Callable[[int, BaseException, float], None] | None = None,
+    catch: tuple[type[BaseException], ...] = (Exception,),
+) -> T:
+    """Call ``fn`` until it returns, a non-retryable error occurs, or the attempts run out.
+
+    ``on_retry(attempt, error, delay)`` is called before each wait (for logging). Raises
+    :class:`RetryError` from the last error when the call failed for good.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return fn()
+        except catch as exc:
+            if not retryable(exc):
+                raise RetryError(
+                    f"{describe_error(exc)} (not retryable, attempt {attempt})",
+                    attempts=attempt,
+                    last_error=exc,
+                    exhausted=False,
+                ) from exc
+            if attempt >= policy.max_attempts:
+                raise RetryError(
+                    f"{describe_error(exc)} (gave up after {attempt} attempt(s))",
+                    attempts=attempt,
+                    last_error=exc,
+                    exhausted=True,
+                ) from exc
+            wanted = hint(exc)
+            delay = min(wanted, policy.max_delay) if wanted is not None else policy.backoff(attempt, rand)
+            if on_retry is not None:
+                on_retry(attempt, exc, delay)
+            else:
+                log.info("attempt %d failed (%s); retrying in %.2fs", attempt, describe_error(exc), delay)
+            sleep(delay)

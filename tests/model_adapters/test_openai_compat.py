@@ -1,0 +1,631 @@
+"""``naru_openai_compat`` through the real ``openai`` SDK against a local stub server.
+
+The fast tests drive the adapter's ``generate_until`` directly with lmms-eval ``Instance``s; the
+``slow`` ones run the real ``lmms-eval`` console script in a subprocess (end to end, crash and
+resume, resume after failures).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lmms_eval.api.instance import Instance
+
+from model_adapters.base import FAILED_MARKER
+from model_adapters.openai_compat import OpenAICompat, ServerUnreachable
+from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion, load_local
+from naru_eval.lmms_run import lmms_eval_command, run_lmms_eval
+from naru_eval.lmms_tasks import doc_to_text, doc_to_visual
+from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, is_retryable, parse_retry_after, retry_after
+from naru_eval.scoring import METRICS, score_response
+from naru_eval.store import ResponseStore
+from naru_eval.synthetic import SyntheticSpec, make_dataset
+from tests.conftest import read_jsonl
+from tests.stubs import OpenAIStub, Reply, StubRequest
+from tests.test_lmms_e2e import expected_metrics
+
+pytestmark = pytest.mark.api
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_KEY = "sk-naru-test-0123456789abcdefSECRET"
+TASK, SPLIT = "naru_mcq", "test"
+INVALID_TEXT = "I cannot determine the answer from the video."
+
+
+# ----------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """18 questions (2 per category) over 4 short H.264 videos."""
+    return make_dataset(
+        tmp_path_factory.mktemp("naru18"), SyntheticSpec(counts={c: 2 for c in CATEGORIES}, n_videos=4, seed=3)
+    )
+
+
+@pytest.fixture(scope="module")
+def docs(data) -> list[dict[str, Any]]:
+    ds = load_local(data)
+    out = []
+    for q in ds.questions:
+        doc = q.to_doc()
+        doc["video"] = str(ds.video_file(q))
+        out.append(doc)
+    return out
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+
+
+def instances(docs: list[dict[str, Any]], order: list[int] | None = None, gen_kwargs: dict | None = None):
+    gk = {"max_new_tokens": 32} if gen_kwargs is None else gen_kwargs
+    return [
+        Instance(
+            "generate_until",
+            (doc_to_text(docs[i]), dict(gk), doc_to_visual, i, TASK, SPLIT),
+            idx=0,
+            metadata={"task": TASK, "doc_id": i, "repeats": 1},
+        )
+        for i in (order if order is not None else range(len(docs)))
+    ]
+
+
+def make_model(stub_or_url: OpenAIStub | str, tmp_path: Path, docs, **args: Any) -> tuple[OpenAICompat, list[float]]:
+    base_url = stub_or_url if isinstance(stub_or_url, str) else stub_or_url.base_url
+    args.setdefault("retry_base_delay", 0.5)
+    model = OpenAICompat(model="stub", base_url=base_url, response_store=str(tmp_path / "store.sqlite"), **args)
+    model.task_dict = {TASK: {SPLIT: docs}}
+    sleeps: list[float] = []
+    model.sleep = sleeps.append
+    return model, sleeps
+
+
+def answer_for(text: str) -> str:
+    """The stub's deterministic answer to a prompt: a letter, or (1 in 5) no answer at all."""
+    h = hashlib.sha256(text.encode()).digest()
+    return INVALID_TEXT if h[0] % 5 == 0 else f"The answer is {LETTERS[h[1] % 4]}."
+
+
+def stub_responder(req: StubRequest) -> str:
+    return answer_for(req.text)
+
+
+def intended_letters(docs) -> dict[str, str | None]:
+    """question_id -> the letter the stub's answer carries (None = invalid)."""
+    out = {}
+    for doc in docs:
+        ans = answer_for(doc_to_text(doc))
+        out[doc["question_id"]] = None if ans == INVALID_TEXT else ans[len("The answer is ")]
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def decode_jpeg(url: str):
+    from PIL import Image
+
+    assert url.startswith("data:image/jpeg;base64,")
+    img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    img.load()
+    return img
+
+
+# -------------------------------------------------------------------------------- the message
+
+
+def test_frames_mode_sends_n_jpegs_then_the_question(tmp_path, docs):
+    with OpenAIStub(responder=stub_responder) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=4)
+        out = model.generate_until(instances(docs))
+        reqs = stub.chat_requests()
+    assert len(reqs) == len(docs)
+    assert out == [answer_for(doc_to_text(d)) for d in docs]  # answers come back in request order
+    by_text = {r.text: r for r in reqs}
+    for doc, nreq in zip(docs, model.to_naru_requests(instances(docs)), strict=True):
+        req = by_text[doc_to_text(doc)]
+        assert req.part_types == ["image_url"] * 4 + ["text"]  # video first, question last
+        sampled = model.frames(nreq).frames
+        assert len(sampled) == 4
+        for url in req.media_urls:
+            img = decode_jpeg(url)
+            assert img.format == "JPEG" and img.mode == "RGB"
+            assert img.size == (sampled.shape[2], sampled.shape[1])
+        assert req.body["model"] == "stub"
+        assert req.body["temperature"] == 0
+        assert req.body["max_tokens"] == 32
+    # questions on one video share the same media prefix, byte for byte
+    media = {}
+    for doc in docs:
+        media.setdefault(doc["video_id"], set()).add(tuple(by_text[doc_to_text(doc)].media_urls))
+    assert all(len(v) == 1 for v in media.values())
+
+
+def test_max_tokens_defaults_to_16(tmp_path, docs):
+    with OpenAIStub() as stub:
+        model, _ = make_model(stub, tmp_path, docs[:1], num_frames=2)
+        model.generate_until(instances(docs[:1], gen_kwargs={}))
+        assert stub.chat_requests()[0].body["max_tokens"] == 16
+
+
+def test_video_url_mode_sends_one_part_and_decodes_nothing(tmp_path, docs, monkeypatch):
+    def no_decoding(*a, **k):
+        raise AssertionError("video_url mode must not decode frames")
+
+    monkeypatch.setattr("naru_eval.frame_cache.sample_frames", no_decoding)
+    monkeypatch.setattr(OpenAICompat, "frames", no_decoding)
+    with OpenAIStub() as stub:
+        model, _ = make_model(stub, tmp_path, docs, video_mode="video_url")
+        assert model.needs_frames is False
+        model.generate_until(instances(docs))
+        reqs = stub.chat_requests()
+    assert len(reqs) == len(docs)
+    sent = {(r.text, tuple(r.media_urls)) for r in reqs}
+    assert all(r.part_types == ["video_url", "text"] for r in reqs)
+    assert sent == {(doc_to_text(d), (Path(d["video"]).resolve().as_uri(),)) for d in docs}
+
+    with OpenAIStub() as stub:
+        model, _ = make_model(
+            stub, tmp_path / "b", docs[:2], video_mode="video_url", video_url_prefix="http://media.local:9000/naru/"
+        )
+        model.generate_until(instances(docs[:2]))
+        urls = sorted(u for r in stub.chat_requests() for u in r.media_urls)
+    assert urls == sorted(f"http://media.local:9000/naru/{Path(d['video']).name}" for d in docs[:2])
+
+
+# -------------------------------------------------------------------------------------- retries
+
+
+def test_retries_429_then_503_then_answers(tmp_path, docs):
+    with OpenAIStub(statuses=[429, 503], responder=lambda r: "B") as stub:
+        model, sleeps = make_model(stub, tmp_path, docs[:1], num_frames=2, max_retries=5)
+        out = model.generate_until(instances(docs[:1]))
+        assert [r.status for r in stub.chat_requests()] == [429, 503, 200]
+    assert out == ["B"]
+    assert len(sleeps) == 2
+    assert 0 <= sleeps[0] <= 0.5 and 0 <= sleeps[1] <= 1.0  # full jitter under base * 2**(n-1)
+    rk, qk = model.request_key(model.to_naru_requests(instances(docs[:1]))[0])
+    stored = model.store.get(rk, qk)
+    assert stored.status == "ok" and stored.usage["attempts"] == 3
+
+
+def test_retry_after_is_honoured_and_capped(tmp_path, docs):
+    with OpenAIStub(statuses=[429, 503], retry_after=7) as stub:
+        model, sleeps = make_model(stub, tmp_path, docs[:1], num_frames=2)
+        model.generate_until(instances(docs[:1]))
+    assert sleeps == [7.0, 7.0]
+    with OpenAIStub(statuses=[429], retry_after=3600) as stub:
+        model, sleeps = make_model(stub, tmp_path / "b", docs[:1], num_frames=2, retry_max_delay=30)
+        model.generate_until(instances(docs[:1]))
+    assert sleeps == [30.0]
+
+
+def test_retries_stop_at_the_bound_and_the_failure_is_scored_invalid(tmp_path, docs):
+    with OpenAIStub(statuses=[503] * 10) as stub:
+        model, sleeps = make_model(stub, tmp_path, docs[:1], num_frames=2, max_retries=2)
+        out = model.generate_until(instances(docs[:1]))
+        assert len(stub.chat_requests()) == 3
+    assert len(sleeps) == 2
+    assert out[0].startswith(FAILED_MARKER) and "503" in out[0]
+    assert not score_response(NaruQuestion.from_doc(docs[0]), out[0]).valid
+    assert docs[0]["question_id"] in model.failures
+    rk, qk = model.request_key(model.to_naru_requests(instances(docs[:1]))[0])
+    stored = model.store.get(rk, qk)
+    assert stored.status == "failed" and stored.response is None and stored.usage["attempts"] == 3
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])
+def test_retryable_statuses(tmp_path, docs, status):
+    with OpenAIStub(statuses=[status], responder=lambda r: "C") as stub:
+        model, _ = make_model(stub, tmp_path, docs[:1], num_frames=2)
+        assert model.generate_until(instances(docs[:1])) == ["C"]
+        assert len(stub.chat_requests()) == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+def test_client_errors_are_not_retried(tmp_path, docs, status):
+    with OpenAIStub(statuses=[status] * 3) as stub:
+        model, sleeps = make_model(stub, tmp_path, docs[:1], num_frames=2)
+        out = model.generate_until(instances(docs[:1]))
+        assert len(stub.chat_requests()) == 1
+    assert sleeps == []
+    assert out[0].startswith(FAILED_MARKER) and str(status) in out[0]
+
+
+def test_timeouts_are_retried(tmp_path, docs):
+    with OpenAIStub(latency=1.0) as stub:
+        model, sleeps = make_model(stub, tmp_path, docs[:1], num_frames=2, timeout=0.2, max_retries=1)
+        out = model.generate_until(instances(docs[:1]))
+        assert len(stub.chat_requests()) == 2
+    assert len(sleeps) == 1
+    assert out[0].startswith(FAILED_MARKER) and "Timeout" in out[0]
+
+
+def test_connection_errors_are_retried_then_the_run_stops(tmp_path, docs):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    model, sleeps = make_model(url, tmp_path, docs[:1], num_frames=2, max_retries=2, check_model=False)
+    out = model.generate_until(instances(docs[:1]))
+    assert len(sleeps) == 2 and out[0].startswith(FAILED_MARKER)
+    # a dead server stops the run instead of failing every question slowly
+    model, _ = make_model(url, tmp_path / "b", docs, num_frames=2, max_retries=0, check_model=False, abort_after=3)
+    with pytest.raises(ServerUnreachable):
+        model.generate_until(instances(docs))
+    assert len(model.failures) == 2
+    # and prepare() refuses to start against it
+    model, _ = make_model(url, tmp_path / "c", docs, num_frames=2, max_retries=0)
+    with pytest.raises(RuntimeError, match="not usable"):
+        model.generate_until(instances(docs))
+
+
+def test_unserved_model_is_one_clear_error(tmp_path, docs):
+    with OpenAIStub(models=["Qwen/Qwen2.5-VL-7B-Instruct"]) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=2)
+        with pytest.raises(ValueError, match="not served"):
+            model.generate_until(instances(docs))
+        assert stub.chat_requests() == []
+
+
+# ------------------------------------------------------------------ refusals, empties, filters
+
+
+@pytest.mark.parametrize(
+    "reply,reason",
+    [
+        (Reply(content=None, refusal="I can't help with that."), "refusal"),
+        (Reply(content=""), "empty completion"),
+        (Reply(content="   \n"), "empty completion"),
+        (Reply(content="", finish_reason="content_filter"), "content_filter"),
+        (Reply(content="A", finish_reason="content_filter"), "content_filter"),
+    ],
+)
+def test_refusal_empty_and_filtered_are_failures(tmp_path, docs, reply, reason):
+    with OpenAIStub(responder=lambda r: reply) as stub:
+        model, sleeps = make_model(stub, tmp_path, docs[:1], num_frames=2)
+        out = model.generate_until(instances(docs[:1]))
+        assert len(stub.chat_requests()) == 1  # deterministic at temperature 0: not retried
+    assert out[0].startswith(FAILED_MARKER) and reason in out[0]
+    scored = score_response(NaruQuestion.from_doc(docs[0]), out[0])
+    assert not scored.valid and not scored.correct
+    stored = model.store.get(*model.request_key(model.to_naru_requests(instances(docs[:1]))[0]))
+    assert stored.status == "failed" and reason in stored.error
+
+
+def test_stub_refusal_and_empty_switches(tmp_path, docs):
+    with OpenAIStub(refusal="no") as stub:
+        model, _ = make_model(stub, tmp_path, docs[:1], num_frames=2)
+        assert "refusal" in model.generate_until(instances(docs[:1]))[0]
+    with OpenAIStub(empty=True) as stub:
+        model, _ = make_model(stub, tmp_path / "b", docs[:1], num_frames=2)
+        assert "empty completion" in model.generate_until(instances(docs[:1]))[0]
+
+
+def test_usage_and_fingerprint_are_stored(tmp_path, docs):
+    with OpenAIStub(responder=lambda r: "The answer is D", fingerprint="fp_abc") as stub:
+        model, _ = make_model(stub, tmp_path, docs[:1], num_frames=3)
+        model.generate_until(instances(docs[:1]))
+    stored = model.store.get(*model.request_key(model.to_naru_requests(instances(docs[:1]))[0]))
+    assert stored.response == "The answer is D"
+    assert stored.usage["system_fingerprint"] == "fp_abc"
+    assert stored.usage["prompt_tokens"] > 0 and stored.usage["completion_tokens"] == 4
+    assert stored.usage["total_tokens"] == stored.usage["prompt_tokens"] + 4
+
+
+# ---------------------------------------------------------------------------------- secrets
+
+
+def test_key_from_env_is_the_bearer_token(tmp_path, docs):
+    with OpenAIStub() as stub:
+        assert stub.host == "127.0.0.1"  # loopback only
+        model, _ = make_model(stub, tmp_path, docs[:1], num_frames=2)
+        assert model._client is None  # built lazily
+        model.generate_until(instances(docs[:1]))
+        assert {r.headers["authorization"] for r in stub.requests} == {f"Bearer {FAKE_KEY}"}
+    assert FAKE_KEY not in json_dump(model.describe())
+
+
+def json_dump(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, default=str)
+
+
+@pytest.mark.parametrize(
+    "arg_string",
+    [
+        "model=stub,base_url=http://127.0.0.1:1/v1,api_key=sk-abc",
+        "model=stub,base_url=http://127.0.0.1:1/v1,openai_api_key=sk-abc",
+        "model=stub,base_url=http://127.0.0.1:1/v1,token=abc",
+        f"model=stub,base_url=http://127.0.0.1:1/v1,extra={FAKE_KEY}",
+        f"model={FAKE_KEY},base_url=http://127.0.0.1:1/v1",
+    ],
+)
+def test_a_key_in_model_args_is_refused(arg_string):
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        OpenAICompat.create_from_arg_string(arg_string, {"batch_size": 1, "device": None})
+
+
+def test_bad_model_args_are_clear_errors():
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        OpenAICompat(model="stub", base_url="http://user:pw@127.0.0.1:1/v1")
+    with pytest.raises(ValueError, match="unknown model_args"):
+        OpenAICompat(model="stub", base_url="http://127.0.0.1:1/v1", num_frame=8)
+    with pytest.raises(ValueError, match="video_mode"):
+        OpenAICompat(model="stub", base_url="http://127.0.0.1:1/v1", video_mode="gif")
+    with pytest.raises(ValueError, match="base_url"):
+        OpenAICompat(model="stub")
+    with pytest.raises(ValueError, match="model="):
+        OpenAICompat(base_url="http://127.0.0.1:1/v1")
+    m = OpenAICompat.create_from_arg_string(
+        "model=stub,base_url=http://127.0.0.1:1/v1,num_frames=8,max_concurrency=3,max_retries=0,timeout=5",
+        {"batch_size": 1, "device": "cuda"},
+    )
+    assert (m.num_frames, m.max_concurrency, m.retry_policy.max_attempts, m.timeout) == (8, 3, 1, 5.0)
+    assert "device" not in m.describe()["args"]
+
+
+def test_base_url_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:5/v1")
+    assert OpenAICompat(model="stub").base_url == "http://127.0.0.1:5/v1"
+
+
+# ----------------------------------------------------------------- concurrency and ordering
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_concurrency_is_bounded(tmp_path, docs, limit):
+    with OpenAIStub(responder=stub_responder, latency=0.05) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=limit)
+        out = model.generate_until(instances(docs))
+        assert stub.max_in_flight <= limit
+        if limit > 1:
+            assert stub.max_in_flight > 1
+    assert out == [answer_for(doc_to_text(d)) for d in docs]
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_requests_are_grouped_by_video(tmp_path, docs, limit):
+    # lmms-eval hands the questions over interleaved across videos
+    order = sorted(range(len(docs)), key=lambda i: (i % 3, i))
+    with OpenAIStub(responder=stub_responder, latency=0.02) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=limit)
+        out = model.generate_until(instances(docs, order))
+        reqs = sorted(stub.chat_requests(), key=lambda r: r.received)
+    assert out == [answer_for(doc_to_text(docs[i])) for i in order]
+    video_of = {doc_to_text(d): d["video_id"] for d in docs}
+    assert len(video_of) == len(docs)  # every prompt names one question
+    videos = [video_of[r.text] for r in reqs]
+    counts = Counter(videos)
+    assert len(counts) == 4
+    for v, n in counts.items():
+        pos = [i for i, x in enumerate(videos) if x == v]
+        # contiguous when serial; with a pool only the in-flight window can interleave
+        assert pos[-1] - pos[0] <= n - 1 + 2 * (limit - 1), videos
+
+
+def test_answers_in_the_store_are_not_asked_again(tmp_path, docs):
+    with OpenAIStub(responder=lambda r: Reply(status=500) if "[N.1]" in r.text else answer_for(r.text)) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=2, max_retries=0, max_concurrency=4)
+        model.generate_until(instances(docs))
+        failed = {d["question_id"] for d in docs if d["category"] == "N.1"}
+        assert set(model.failures) == failed
+        stub.reset()
+        stub.responder = stub_responder
+        again, _ = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=4)
+        out = again.generate_until(instances(docs))
+        assert sorted(r.text for r in stub.chat_requests()) == sorted(
+            doc_to_text(d) for d in docs if d["question_id"] in failed
+        )
+    assert again.reused == len(docs) - len(failed)
+    assert out == [answer_for(doc_to_text(d)) for d in docs]
+
+
+# ------------------------------------------------------------------------- the retry helper
+
+
+class _HTTPError(Exception):
+    def __init__(self, status: int, headers: dict[str, str] | None = None) -> None:
+        super().__init__(f"status {status}")
+        self.status_code = status
+        self.headers = headers or {}
+
+
+def test_retry_helper_classification_and_hints():
+    assert all(is_retryable(_HTTPError(s)) for s in (408, 409, 429, 500, 503, 599))
+    assert not any(is_retryable(_HTTPError(s)) for s in (400, 401, 403, 404, 422))
+    assert is_retryable(TimeoutError()) and is_retryable(ConnectionResetError())
+    assert not is_retryable(ValueError("bad"))
+    assert retry_after(_HTTPError(429, {"Retry-After": "2.5"})) == 2.5
+    assert retry_after(_HTTPError(429, {"retry-after-ms": "1500"})) == 1.5
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
+    assert parse_retry_after("soon") is None
+
+
+def test_retry_helper_backoff_is_bounded_full_jitter():
+    policy = RetryPolicy(max_attempts=8, base_delay=1.0, max_delay=10.0)
+    sleeps: list[float] = []
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        raise _HTTPError(503)
+
+    with pytest.raises(RetryError) as err:
+        call_with_retry(flaky, policy, sleep=sleeps.append, rand=lambda: 1.0, on_retry=lambda *a: None)
+    assert len(calls) == 8 and err.value.attempts == 8 and err.value.exhausted and err.value.status == 503
+    assert sleeps == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0]
+    sleeps.clear()
+    with pytest.raises(RetryError):
+        call_with_retry(flaky, policy, sleep=sleeps.append, rand=lambda: 0.25, on_retry=lambda *a: None)
+    assert sleeps == [0.25, 0.5, 1.0, 2.0, 2.5, 2.5, 2.5]
+    with pytest.raises(RetryError) as err:
+        call_with_retry(lambda: (_ for _ in ()).throw(_HTTPError(400)), policy, sleep=sleeps.append)
+    assert err.value.attempts == 1 and not err.value.exhausted
+
+
+# ------------------------------------------------------------------- the real lmms-eval, slow
+
+
+def lmms_env(data: Path, store: Path) -> dict[str, str]:
+    # PYTHONPATH: the adapter under test is this checkout's; the task YAMLs come from the install
+    return {
+        "NARU_DATA_DIR": str(data),
+        "NARU_RESPONSE_STORE": str(store),
+        "OPENAI_API_KEY": FAKE_KEY,
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+def model_args(stub: OpenAIStub, **extra: Any) -> str:
+    args = {"model": "stub", "base_url": stub.base_url, "num_frames": 4, **extra}
+    return ",".join(f"{k}={v}" for k, v in args.items())
+
+
+def assert_metrics(run, data: Path, intended: dict[str, str | None]) -> None:
+    assert run.ok, run.stderr[-5000:]
+    want = expected_metrics(data / "annotations.jsonl", intended, set(intended))
+    for m in METRICS:
+        assert run.metric(TASK, m) == pytest.approx(want[m], abs=1e-9), m
+
+
+def store_counts(path: Path) -> dict[str, int]:
+    if not path.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:
+            return dict(conn.execute("SELECT status, count(*) FROM responses GROUP BY status").fetchall())
+    except sqlite3.OperationalError:
+        return {}
+
+
+@pytest.mark.slow
+def test_lmms_eval_end_to_end_and_the_key_stays_secret(data, docs, tmp_path):
+    store = tmp_path / "store.sqlite"
+    with OpenAIStub(responder=stub_responder) as stub:
+        run = run_lmms_eval(
+            "naru_openai_compat", model_args(stub), [TASK], tmp_path / "out", env=lmms_env(data, store), timeout=240
+        )
+        reqs = stub.chat_requests()
+    assert_metrics(run, data, intended_letters(docs))
+    assert run.results()["n-samples"][TASK]["effective"] == len(docs)
+    assert len(reqs) == len(docs) and all(r.part_types == ["image_url"] * 4 + ["text"] for r in reqs)
+    assert {r.headers["authorization"] for r in stub.requests} == {f"Bearer {FAKE_KEY}"}
+    assert "api_key" not in run.results()["config"]["model_args"]
+    # the key is in no file lmms-eval or the store wrote
+    written = [p for p in (tmp_path / "out").rglob("*") if p.is_file()] + list(tmp_path.glob("store.sqlite*"))
+    assert run.results_file in written and store in written
+    for p in written:
+        assert FAKE_KEY.encode() not in p.read_bytes(), p
+    assert FAKE_KEY not in run.stdout + run.stderr
+    assert store_counts(store) == {"ok": len(docs)}
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_then_resume_pays_for_nothing_twice(data, docs, tmp_path):
+    store, out = tmp_path / "store.sqlite", tmp_path / "out"
+    half = len(docs) // 2
+    env = {**os.environ, "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", **lmms_env(data, store)}
+    with OpenAIStub(responder=stub_responder, hold_after=half) as stub:
+        cmd = [
+            *lmms_eval_command(),
+            "--model", "naru_openai_compat",
+            "--model_args", model_args(stub, max_concurrency=4),
+            "--tasks", TASK,
+            "--output_path", str(out),
+            "--log_samples",
+            "--batch_size", "1",
+        ]  # fmt: skip
+        log = (tmp_path / "run1.log").open("w")
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not (store_counts(store).get("ok", 0) >= half and stub.held()):
+                assert proc.poll() is None, (tmp_path / "run1.log").read_text()[-4000:]
+                assert time.monotonic() < deadline, "run 1 never reached half way"
+                time.sleep(0.05)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            log.close()
+        in_flight = {r.signature for r in stub.held()}
+        n_run1 = len(stub.chat_requests())
+        stub.release()
+        assert store_counts(store) == {"ok": half} and 1 <= len(in_flight) <= 4
+        assert not list(out.rglob("*_results.json"))
+
+        run = run_lmms_eval(
+            "naru_openai_compat",
+            model_args(stub, max_concurrency=4),
+            [TASK],
+            out,
+            env=lmms_env(data, store),
+            timeout=240,
+        )
+        reqs = stub.chat_requests()
+    assert_metrics(run, data, intended_letters(docs))  # (a)
+    per_question = Counter(r.signature for r in reqs)
+    assert len(per_question) == len(docs)
+    for sig, n in per_question.items():  # (b): only what was in flight at the kill is asked twice
+        assert n <= (2 if sig in in_flight else 1)
+    assert len(reqs) - n_run1 == len(docs) - half
+    assert store_counts(store) == {"ok": len(docs)}  # (c)
+    answers = ResponseStore(store)
+    rows = answers._conn.execute("SELECT response FROM responses").fetchall()
+    assert sorted(r[0] for r in rows) == sorted(answer_for(doc_to_text(d)) for d in docs)
+
+
+@pytest.mark.slow
+def test_failed_questions_are_invalid_then_reasked_alone(data, docs, tmp_path):
+    store, out = tmp_path / "store.sqlite", tmp_path / "out"
+    bad_videos = {"vid001.mp4", "vid002.mp4"}
+    bad = {d["question_id"] for d in docs if Path(d["video"]).name in bad_videos}
+    failing = True
+
+    def responder(req: StubRequest) -> str | Reply:
+        if failing and Path(req.media_urls[0]).name in bad_videos:
+            return Reply(status=500)
+        return answer_for(req.text)
+
+    args = {"video_mode": "video_url", "max_retries": 1, "retry_base_delay": 0.01}
+    with OpenAIStub(responder=responder) as stub:
+        run1 = run_lmms_eval(
+            "naru_openai_compat", model_args(stub, **args), [TASK], out, env=lmms_env(data, store), timeout=240
+        )
+        reqs1 = stub.chat_requests()
+        intended = intended_letters(docs)
+        assert_metrics(run1, data, {q: (None if q in bad else v) for q, v in intended.items()})
+        assert len(reqs1) == len(docs) + len(bad)  # each failing question: 1 try + 1 retry
+        log = run1.stdout + run1.stderr
+        assert f"{len(bad)} request(s) failed and are scored invalid" in log
+        assert all(q in log for q in bad)
+        samples = {s["overall"]["question_id"]: s["overall"] for s in read_jsonl(run1.sample_files[TASK])}
+        assert {q for q, s in samples.items() if s["method"] == "invalid:failed"} == bad
+        assert store_counts(store) == {"ok": len(docs) - len(bad), "failed": len(bad)}
+
+        failing = False
+        stub.reset()
+        run2 = run_lmms_eval(
+            "naru_openai_compat", model_args(stub, **args), [TASK], out, env=lmms_env(data, store), timeout=240
+        )
+        reqs2 = stub.chat_requests()
+    assert_metrics(run2, data, intended)
+    texts = {d["question_id"]: doc_to_text(d) for d in docs}
+    assert sorted(r.text for r in reqs2) == sorted(texts[q] for q in bad)
+    assert store_counts(store) == {"ok": len(docs)}
