@@ -1,6 +1,7 @@
 """``naru-eval``: the project's one console script.
 
-Subcommands: ``validate-data``, ``demo``, ``score``, ``make-synthetic``, ``tasks-path``.
+Subcommands: ``validate-data``, ``demo``, ``score``, ``make-synthetic``, ``tasks-path``,
+``diagnose`` (and those registered by the other ``cli_*`` modules).
 """
 
 from __future__ import annotations
@@ -120,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tasks-path", help="print where the installed NARU task YAMLs live")
     p.set_defaults(func=cmd_tasks_path)
+
+    # Subcommands that live beside their library code (each module imports nothing heavy at top).
+    from naru_eval import cli_diagnose
+
+    for module in (cli_diagnose,):
+        module.register(sub)
     return parser
 
 

@@ -28,35 +28,49 @@ def _preflight(env_key: tuple[str | None, ...]) -> ValidationReport:
     return validate(videos=os.environ.get("NARU_SKIP_VIDEO_CHECK", "") not in ("1", "true"))
 
 
-def load_preflighted() -> Dataset:
+def _preflight_report() -> ValidationReport:
     keys = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_HF_SPLIT", "NARU_VIDEO_DIR", "NARU_SKIP_VIDEO_CHECK")
     report = _preflight(tuple(os.environ.get(k) for k in keys))
     report.raise_for_problems()
     assert report.dataset is not None
-    return report.dataset
+    return report
 
 
-def _to_hf(dataset: Dataset, questions: list[NaruQuestion]) -> Any:
+def load_preflighted() -> Dataset:
+    return _preflight_report().dataset  # type: ignore[return-value]
+
+
+def _to_hf(
+    report: ValidationReport, questions: list[NaruQuestion], extra: Mapping[str, Mapping[str, Any]] | None = None
+) -> Any:
+    """Docs for lmms-eval: the question, its video path, and its duration (from the annotation,
+    else as the preflight read it from the container) so duration diagnostics need no data dir."""
     import datasets  # lazy
 
+    assert report.dataset is not None
     rows = []
     for q in questions:
         doc = q.to_doc()
-        path = dataset.video_file(q)
+        path = report.dataset.video_file(q)
         doc["video"] = str(path) if path is not None else None
         doc["level"] = q.level
+        if doc.get("duration_s") is None and q.video_id in report.videos:
+            doc["duration_s"] = report.videos[q.video_id].duration_s
+        if extra:
+            doc.update(extra.get(q.question_id, {}))
         rows.append(doc)
     return datasets.Dataset.from_list(rows)
 
 
 def process_docs_all(_placeholder: Any) -> Any:
-    dataset = load_preflighted()
-    return _to_hf(dataset, order_for_ranks(dataset.questions, world_size_from_env()))
+    report = _preflight_report()
+    return _to_hf(report, order_for_ranks(report.dataset.questions, world_size_from_env()))  # type: ignore[union-attr]
 
 
 def process_docs_500(_placeholder: Any) -> Any:
-    dataset = load_preflighted()
-    return _to_hf(dataset, order_for_ranks(select_subset(dataset.questions), world_size_from_env()))
+    report = _preflight_report()
+    subset = select_subset(report.dataset.questions)  # type: ignore[union-attr]
+    return _to_hf(report, order_for_ranks(subset, world_size_from_env()))
 
 
 def doc_to_visual(doc: Mapping[str, Any]) -> list[str]:
@@ -71,13 +85,99 @@ def doc_to_target(doc: Mapping[str, Any]) -> str:
     return doc["answer"]
 
 
+def _response(results: list[Any]) -> str | None:
+    response = results[0] if results else None
+    return response if response is None or isinstance(response, str) else str(response)
+
+
 def process_results(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
     """Score one response; pure and thread-safe (lmms-eval runs it in a pool, with retries)."""
-    response = results[0] if results else None
-    if response is not None and not isinstance(response, str):
-        response = str(response)
+    response = _response(results)
     return metric_payloads(score_response(NaruQuestion.from_doc(doc), response))
 
 
 def aggregate(items: list[Mapping[str, Any]]) -> float | None:
     return aggregate_score(items)
+
+
+# --------------------------------------------------------------------------- task variants
+# Blind (no video) and circular (rotated options) variants; see naru_eval.variants.
+
+
+@functools.lru_cache(maxsize=4)
+def _preflight_text(env_key: tuple[str | None, ...]) -> ValidationReport:
+    """The schema-only preflight of the blind tasks (they never open a video)."""
+    return validate(videos=False)
+
+
+def load_preflighted_text() -> Dataset:
+    """The schema-checked dataset, videos not probed (blind tasks need none)."""
+    keys = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_HF_SPLIT", "NARU_VIDEO_DIR")
+    report = _preflight_text(tuple(os.environ.get(k) for k in keys))
+    report.raise_for_problems()
+    assert report.dataset is not None
+    return report.dataset
+
+
+def _blind_to_hf(questions: list[NaruQuestion]) -> Any:
+    import datasets  # lazy
+
+    rows = []
+    for q in questions:
+        doc = q.to_doc()
+        doc["video"] = None  # no adapter can reach the video through the doc either
+        doc["level"] = q.level
+        rows.append(doc)
+    return datasets.Dataset.from_list(rows)
+
+
+def process_docs_blind_all(_placeholder: Any) -> Any:
+    dataset = load_preflighted_text()
+    return _blind_to_hf(order_for_ranks(dataset.questions, world_size_from_env()))
+
+
+def process_docs_blind_500(_placeholder: Any) -> Any:
+    dataset = load_preflighted_text()
+    return _blind_to_hf(order_for_ranks(select_subset(dataset.questions), world_size_from_env()))
+
+
+def doc_to_visual_blind(doc: Mapping[str, Any]) -> list[str]:
+    """No visual input: the model sees the prompt text only."""
+    return []
+
+
+def process_results_blind(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+    """As :func:`process_results`, each payload marked ``blind: true``."""
+    from naru_eval.variants import blind_payloads
+
+    response = _response(results)
+    return blind_payloads(score_response(NaruQuestion.from_doc(doc), response))
+
+
+def process_docs_circular_500(_placeholder: Any) -> Any:
+    """The 500-question subset, each question as four docs: its cyclic option rotations."""
+    from naru_eval.variants import N_ROTATIONS, circular_questions
+
+    report = _preflight_report()
+    rotated = circular_questions(select_subset(report.dataset.questions))  # type: ignore[union-attr]
+    extra = {
+        rq.question_id: {"base_question_id": base, "rotation": k, "n_rotations": N_ROTATIONS} for rq, base, k in rotated
+    }
+    return _to_hf(report, order_for_ranks([rq for rq, _, _ in rotated], world_size_from_env()), extra)
+
+
+def process_results_circular(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+    """Score one rotated doc; payloads carry ``base_question_id`` and ``rotation``."""
+    from naru_eval.variants import N_ROTATIONS, circular_payloads
+
+    response = _response(results)
+    sample = score_response(NaruQuestion.from_doc(doc), response)
+    n_rot = doc.get("n_rotations") or N_ROTATIONS
+    return circular_payloads(sample, str(doc["base_question_id"]), int(doc["rotation"]), int(n_rot))
+
+
+def aggregate_circular(items: list[Mapping[str, Any]]) -> float | None:
+    """``circular``: percent of questions right in all rotations (grouped by base_question_id)."""
+    from naru_eval.variants import aggregate_circular as _agg
+
+    return _agg(items)

@@ -12,6 +12,7 @@ payloads that carry it, then serves every metric, and lmms-eval's clustered stan
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,6 +39,7 @@ class ScoredSample:
     method: str  # how it was extracted, or "invalid:<kind>"
     correct: bool
     valid: bool
+    duration_s: float | None = None  # the video's length when the data has it (diagnostics)
 
 
 def score_response(question: NaruQuestion, response: str | None) -> ScoredSample:
@@ -53,6 +55,7 @@ def score_response(question: NaruQuestion, response: str | None) -> ScoredSample
         method=ext.method,
         correct=ext.letter == question.answer,
         valid=ext.valid,
+        duration_s=question.duration_s,
     )
 
 
@@ -93,8 +96,16 @@ def compute_metrics(samples: Sequence[ScoredSample]) -> dict[str, float | None]:
     return {m: aggregate_score(p[m] for p in map(metric_payloads, samples)) for m in METRICS}
 
 
+_DEFAULTED = frozenset(
+    name for name, f in ScoredSample.__dataclass_fields__.items() if f.default is not dataclasses.MISSING
+)
+
+
 def samples_from_log(path: str | Path) -> list[ScoredSample]:
-    """Read ScoredSamples back from an lmms-eval ``*_samples_<task>.jsonl`` log."""
+    """Read ScoredSamples back from an lmms-eval ``*_samples_<task>.jsonl`` log.
+
+    Fields with a default (``duration_s``) may be absent: logs written before they existed
+    still read."""
     fields = set(ScoredSample.__dataclass_fields__)
     out = []
     with open(path, encoding="utf-8") as f:
@@ -105,7 +116,7 @@ def samples_from_log(path: str | Path) -> list[ScoredSample]:
             payload = rec.get("overall")
             if not isinstance(payload, dict):
                 raise ValueError(f"{path}:{lineno}: no 'overall' payload; not a NARU MCQ sample log")
-            out.append(ScoredSample(**{k: payload[k] for k in fields}))
+            out.append(ScoredSample(**{k: payload[k] for k in fields if k in payload or k not in _DEFAULTED}))
     return out
 
 
