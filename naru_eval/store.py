@@ -38,12 +38,14 @@ CREATE TABLE IF NOT EXISTS responses (
 CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT NULL, created REAL NOT NULL);
 """
 
-_SECRET_WORDS = ("key", "token", "secret", "password", "authorization")
+_SECRET_NAMES = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "authorization", "bearer"})
+_SECRET_SUFFIXES = ("_key", "-key", "_token", "-token", "_secret", "_password", "apikey")
 
 
 def is_secret(name: str) -> bool:
+    """api_key, hf_token, client_secret, … are secrets; max_new_tokens or keyframe_interval are not."""
     low = name.lower()
-    return any(w in low for w in _SECRET_WORDS)
+    return low in _SECRET_NAMES or low.endswith(_SECRET_SUFFIXES)
 
 
 def redact(mapping: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,11 @@ def test_run_key_ignores_secrets_and_tracks_settings():
     base = {"model": "m", "args": {"num_frames": 8}}
     assert run_key(base) == run_key({**base, "api_key": "sk-secret"})
     assert run_key(base) != run_key({"model": "m", "args": {"num_frames": 16}})
-    assert redact({"api_key": "x", "token": "y", "Authorization": "z", "fps": 1}) == {"fps": 1}
+    assert redact({"api_key": "x", "token": "y", "Authorization": "z", "hf_token": "t", "fps": 1}) == {"fps": 1}
+    # settings that merely contain the words are kept: they change answers
+    kept = {"max_new_tokens": 8, "max_video_tokens": 100, "keyframe_interval": 5}
+    assert redact(kept) == kept
+    assert run_key({"args": {"max_new_tokens": 8}}) != run_key({"args": {"max_new_tokens": 16}})
 
 
 def test_runs_table_holds_no_secret(tmp_path):

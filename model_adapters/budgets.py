@@ -1,0 +1,98 @@
+"""Default frame budgets: the most frames each open-weight family samples per video.
+
+The NARU paper evaluates open-weight models with "the maximum uniform sparse-frame sampling
+permitted by each model's context window" (64-128 frames in its runs; its frame sweep is
+8/16/32/64/128). The rule used here, per family:
+
+    budget = the largest sweep value (<= 128) whose visual tokens, at the frame size the NARU
+             sampler delivers (<= 448x448 px), fit the checkpoint's context window, and that
+             the model's own documentation allows for video.
+
+Every number below names where its inputs come from. ``num_frames=`` (or ``fps=`` with
+``max_frames=``) in ``--model_args`` overrides the default; see docs/adapters.md.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class FrameBudget(NamedTuple):
+    """A family's default frame count and the arithmetic behind it."""
+
+    frames: int
+    checkpoint: str  # the reference checkpoint the numbers are for
+    context_tokens: int  # the language model's context window (max_position_embeddings)
+    tokens_per_frame: int  # visual tokens one <=448x448 frame costs
+    source: str
+
+
+#: family -> default frame budget (the family classes read ``.frames``)
+FRAME_BUDGETS: dict[str, FrameBudget] = {
+    "qwen2_5_vl": FrameBudget(
+        frames=128,
+        checkpoint="Qwen/Qwen2.5-VL-7B-Instruct",
+        context_tokens=128_000,
+        tokens_per_frame=128,
+        source=(
+            "config.json max_position_embeddings=128000; 14 px patches, 2x2 spatial merge and 2-frame "
+            "temporal patches: a 448x448 frame costs (448/28)^2/2 = 128 tokens, so 128 frames = 16,384 "
+            "tokens. qwen-vl-utils 0.0.14 (vision_process.py) allows FPS_MAX_FRAMES=768 and "
+            "VIDEO_MAX_TOKEN_NUM=768 per frame with MODEL_SEQ_LEN=128000, so 128 is the sweep's top value."
+        ),
+    ),
+    "qwen3_vl": FrameBudget(
+        frames=128,
+        checkpoint="Qwen/Qwen3-VL-8B-Instruct",
+        context_tokens=262_144,
+        tokens_per_frame=98,
+        source=(
+            "config.json text_config.max_position_embeddings=262144 (256K native context, model card); "
+            "16 px patches, 2x2 merge, 2-frame temporal patches: (448/32)^2/2 = 98 tokens per frame plus a "
+            "'<t seconds>' timestamp per temporal patch; 128 frames ~ 13K tokens. transformers "
+            "Qwen3VLVideoProcessor max_frames=768."
+        ),
+    ),
+    "qwen3_5": FrameBudget(
+        frames=128,
+        checkpoint="Qwen/Qwen3.5-9B",
+        context_tokens=262_144,
+        tokens_per_frame=98,
+        source=(
+            "Qwen3.5 reuses the Qwen3-VL vision tower and video processor (transformers 5.24 maps "
+            "qwen3_5 to Qwen3VLProcessor/Qwen3VLVideoProcessor): 98 tokens per frame; model card: "
+            "262,144-token native context. Not checked against a downloaded config here."
+        ),
+    ),
+    "internvl3_5": FrameBudget(
+        frames=128,
+        checkpoint="OpenGVLab/InternVL3_5-8B-HF",
+        context_tokens=40_960,
+        tokens_per_frame=256,
+        source=(
+            "InternVL3_5-8B config.json llm_config (Qwen3-8B) max_position_embeddings=40960; one 448x448 "
+            "tile per video frame, image_seq_length=256 tokens (+ 'FrameN: <img></img>' ~ 6 tokens): "
+            "128 frames ~ 33.5K tokens fit 40,960; 256 frames would not."
+        ),
+    ),
+    "minicpm_o_2_6": FrameBudget(
+        frames=64,
+        checkpoint="openbmb/MiniCPM-o-2_6",
+        context_tokens=32_768,
+        tokens_per_frame=64,
+        source=(
+            "config.json max_position_embeddings=32768; 64 resampler queries per 448x448 slice "
+            "(preprocessor_config.json image_feature_size=64). The model card's video example sets "
+            "MAX_NUM_FRAMES=64, as does lmms-eval 0.7.3 (lmms_eval/models/simple/minicpm_o.py): the "
+            "model's documented video limit, below what the context would hold."
+        ),
+    ),
+}
+
+
+def default_frames(family: str) -> int:
+    """The default frame budget of ``family`` (a key of :data:`FRAME_BUDGETS`)."""
+    try:
+        return FRAME_BUDGETS[family].frames
+    except KeyError:
+        raise KeyError(f"no frame budget for family {family!r}; known: {sorted(FRAME_BUDGETS)}") from None

@@ -1,0 +1,340 @@
+"""``HFVideoModel``: the transformers machinery every open-weight family shares.
+
+A family is a small subclass that names its model classes and, where it differs, how the video
+enters the chat and the processor. Per request the base:
+
+1. takes the frames from :meth:`NaruModel.frames` (the one sampler, through the frame cache):
+   a uint8 ``N x H x W x 3`` array, with the frame numbers, timestamps and the video's fps;
+2. builds the chat (the video first, then the prompt text) and renders the processor's chat
+   template as text only (``tokenize=False``: nothing in the template opens the video);
+3. calls the processor with those exact frames, ``do_sample_frames=False`` and a
+   ``video_metadata`` entry (fps, total frames, frame numbers) so models with temporal position
+   ids or timestamps (Qwen2.5-VL, Qwen3-VL, Qwen3.5) see the real sampling rate, N / duration;
+4. generates greedily (``do_sample=False``, never a temperature) and decodes only the new tokens.
+
+Nothing is loaded at import or in ``__init__``: the processor and weights are built on first use,
+so a run whose answers are all in the response store never loads a model.
+
+Model args (strings from ``--model_args``): ``pretrained`` (hub id or directory), ``device``
+(default ``cuda`` when available, else ``cpu``), ``dtype`` (``auto``: the checkpoint's),
+``device_map`` (e.g. ``auto`` to shard a large checkpoint over the visible GPUs),
+``attn_implementation``, ``max_new_tokens`` (else the task's, else 16), ``system_prompt``,
+``trust_remote_code``, ``revision``, plus the base's ``num_frames`` / ``fps`` / ``max_frames`` /
+``max_pixels``. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
+on ``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from loguru import logger
+
+from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed, _as_bool, _opt_int
+
+#: max_new_tokens when neither the model args nor the task's generation_kwargs give one
+DEFAULT_MAX_NEW_TOKENS = 16
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value in (None, "", "none", "None") else str(value)
+
+
+class HFVideoModel(NaruModel):
+    """Base of the transformers families; subclasses set the class attributes below."""
+
+    model_id = "naru_hf"
+    #: key of model_adapters.budgets.FRAME_BUDGETS
+    family: ClassVar[str] = ""
+    #: config.model_type -> the transformers class that loads it (the family's checkpoints)
+    model_classes: ClassVar[Mapping[str, str]] = {}
+    #: extra keyword arguments for the processor call (besides text/videos/video_metadata)
+    video_kwargs: ClassVar[Mapping[str, Any]] = {"do_sample_frames": False}
+    #: extra variables for the chat template (e.g. enable_thinking; a family may set it per instance)
+    template_kwargs: Mapping[str, Any] = {}
+
+    def __init__(
+        self,
+        pretrained: str,
+        device: str | None = None,
+        dtype: str | None = "auto",
+        device_map: str | None = None,
+        attn_implementation: str | None = None,
+        max_new_tokens: int | str | None = None,
+        system_prompt: str | None = None,
+        trust_remote_code: bool | str = False,
+        revision: str | None = None,
+        cap_pixels_per_frame: bool | str = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not pretrained:
+            raise ValueError(f"{self.model_id}: pretrained=<hub id or checkpoint directory> is required")
+        self.pretrained = str(pretrained)
+        self.dtype_name = _opt_str(dtype) or "auto"
+        self.attn_implementation = _opt_str(attn_implementation)
+        self.max_new_tokens = _opt_int(max_new_tokens)
+        self.system_prompt = _opt_str(system_prompt)
+        self.trust_remote_code = _as_bool(trust_remote_code)
+        self.revision = _opt_str(revision)
+        self.cap_pixels_per_frame = _as_bool(cap_pixels_per_frame)
+        self._setup_devices(_opt_str(device), _opt_str(device_map))
+        self.model: Any = None
+        self.processor: Any = None
+
+    # -- placement --------------------------------------------------------------------------
+    def _setup_devices(self, device: str | None, device_map: str | None) -> None:
+        import torch
+
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world > 1:
+            # accelerate launch: data parallel, one whole model per process on its own GPU.
+            from accelerate import Accelerator
+
+            self.accelerator = Accelerator()
+            local = self.accelerator.local_process_index
+            self._device = torch.device(f"cuda:{local}")
+            self.device_map: str | dict[str, Any] | None = {"": f"cuda:{local}"}
+            self._rank = self.accelerator.process_index
+            self._world_size = self.accelerator.num_processes
+            if device_map not in (None, "", "none"):
+                logger.warning(
+                    f"{self.model_id}: device_map={device_map} ignored under accelerate launch "
+                    f"(WORLD_SIZE={world}); rank {self._rank} uses cuda:{local}"
+                )
+            return
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._device = torch.device(device)
+        # device_map=auto (or balanced, sequential, a JSON map) shards a large checkpoint over
+        # the visible GPUs; otherwise the whole model goes to `device`.
+        self.device_map = device_map if device_map else str(self._device)
+
+    @property
+    def device(self) -> Any:
+        return self._device
+
+    # -- the run key --------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        desc = super().describe()
+        # Nested on purpose: the store drops top-level keys that look like secrets, and
+        # "max_new_tokens" contains "token".
+        desc["hf"] = {
+            "pretrained": self.pretrained,
+            "revision": self.revision,
+            "dtype": self.dtype_name,
+            "max_new_tokens": self.max_new_tokens,
+            "system_prompt": self.system_prompt,
+            "template_kwargs": dict(self.template_kwargs),
+            "cap_pixels_per_frame": self.cap_pixels_per_frame,
+        }
+        return desc
+
+    # -- loading ------------------------------------------------------------------------------
+    def _torch_dtype(self) -> Any:
+        import torch
+
+        if self.dtype_name == "auto":
+            return "auto"
+        dt = getattr(torch, self.dtype_name, None)
+        if not isinstance(dt, torch.dtype):
+            raise ValueError(f"{self.model_id}: unknown dtype={self.dtype_name!r} (auto, bfloat16, float16, float32)")
+        return dt
+
+    def _pretrained_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {}
+        if self.revision:
+            kw["revision"] = self.revision
+        if self.trust_remote_code:
+            kw["trust_remote_code"] = True
+        return kw
+
+    def model_class(self) -> Any:
+        """The transformers class for this checkpoint's ``model_type``."""
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(self.pretrained, **self._pretrained_kwargs())
+        name = self.model_classes.get(config.model_type)
+        if name is None:
+            raise ValueError(
+                f"{self.model_id}: {self.pretrained} is a {config.model_type!r} checkpoint; this adapter "
+                f"loads {sorted(self.model_classes)}"
+            )
+        cls = getattr(transformers, name, None)
+        if cls is None:
+            raise ImportError(f"{self.model_id}: transformers {transformers.__version__} has no {name}")
+        return cls
+
+    def load(self) -> None:
+        """Build the processor and the model (called once, on first use)."""
+        from transformers import AutoProcessor
+
+        cls = self.model_class()
+        kw: dict[str, Any] = {"dtype": self._torch_dtype(), "device_map": self.device_map}
+        if self.attn_implementation:
+            kw["attn_implementation"] = self.attn_implementation
+        logger.info(f"{self.model_id}: loading {cls.__name__} from {self.pretrained} ({kw})")
+        self.processor = AutoProcessor.from_pretrained(self.pretrained, **self._pretrained_kwargs())
+        self.model = cls.from_pretrained(self.pretrained, **kw, **self._pretrained_kwargs()).eval()
+
+    def ensure_loaded(self) -> None:
+        if self.model is None:
+            self.load()
+
+    def prepare(self, requests: Sequence[NaruRequest]) -> None:
+        """Load before the first answer when there is work (a bad checkpoint fails up front);
+        a run served entirely from the response store never loads the model."""
+        if requests:
+            self.ensure_loaded()
+
+    @property
+    def input_device(self) -> Any:
+        """Where inputs go: the model's first device (also under device_map=auto)."""
+        dev = getattr(self.model, "device", None)
+        return dev if dev is not None else self._device
+
+    # -- per-request hooks (families override what differs) ---------------------------------
+    def sampled(self, request: NaruRequest) -> Any:
+        """The request's frames, or None for a text-only (blind) request; an unreadable video
+        fails the request for good."""
+        from naru_eval.video import VideoError
+
+        if request.video is None:
+            return None
+        try:
+            s = self.frames(request)
+        except VideoError as e:
+            raise RequestFailed(f"video: {e}") from None
+        if len(s.frames) == 0:
+            raise RequestFailed(f"video {request.video}: no frames sampled")
+        return s
+
+    def messages(self, request: NaruRequest, with_video: bool = True) -> list[dict[str, Any]]:
+        """The chat: the video first (unless text-only), then the prompt text (and a system turn)."""
+        msgs: list[dict[str, Any]] = []
+        if self.system_prompt:
+            msgs.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
+        content: list[dict[str, Any]] = [{"type": "video"}] if with_video else []
+        content.append({"type": "text", "text": request.prompt})
+        msgs.append({"role": "user", "content": content})
+        return msgs
+
+    def video_input(self, sampled: Any) -> Any:
+        """The frames as the processor takes them: the sampler's uint8 N x H x W x 3 array."""
+        return sampled.frames
+
+    def video_metadata(self, sampled: Any) -> dict[str, Any]:
+        """transformers VideoMetadata of the sampled frames: with the video's fps, total frames and
+        frame numbers, ``sampled_fps`` = N / duration and timestamps = frame / fps."""
+        info = sampled.info
+        h, w = sampled.frames.shape[1:3]
+        return {
+            "total_num_frames": int(info.frame_count),
+            "fps": float(info.fps),
+            "duration": float(info.duration_s),
+            "frames_indices": [int(i) for i in sampled.indices],
+            "width": int(w),
+            "height": int(h),
+        }
+
+    def processor_kwargs(self) -> dict[str, Any]:
+        kw = dict(self.video_kwargs)
+        vp = getattr(self.processor, "video_processor", None)
+        valid = getattr(getattr(vp, "valid_kwargs", None), "__annotations__", {})
+        if "cap_pixels_per_frame" in valid:
+            # qwen-vl-utils' per-frame pixel cap (the reference behaviour); silences the
+            # transformers warning about the uncapped default.
+            kw["cap_pixels_per_frame"] = self.cap_pixels_per_frame
+        return kw
+
+    def generation_kwargs(self, request: NaruRequest) -> dict[str, Any]:
+        """Greedy by default: do_sample=False and no temperature/top_p/top_k."""
+        gk = request.gen_kwargs
+        max_new = self.max_new_tokens or _opt_int(gk.get("max_new_tokens")) or DEFAULT_MAX_NEW_TOKENS
+        temperature = float(gk.get("temperature") or 0.0)
+        sample = _as_bool(gk.get("do_sample", False)) and temperature > 0
+        out: dict[str, Any] = {"max_new_tokens": int(max_new), "do_sample": sample}
+        num_beams = _opt_int(gk.get("num_beams"))
+        if num_beams and num_beams > 1:
+            out["num_beams"] = num_beams
+        if sample:
+            out["temperature"] = temperature
+            for k in ("top_p", "top_k"):
+                if gk.get(k) is not None:
+                    out[k] = gk[k]
+        return out
+
+    # -- the answer ---------------------------------------------------------------------------
+    def respond(self, request: NaruRequest) -> Answer:
+        sampled = self.sampled(request)  # an unreadable video fails before any loading
+        self.ensure_loaded()
+        try:
+            return self.generate(request, sampled)
+        except Exception as e:  # out of GPU memory fails this request, not the run
+            if type(e).__name__ == "OutOfMemoryError":
+                self._empty_cache()
+                n = len(sampled.frames) if sampled is not None else 0
+                raise RequestFailed(f"out of memory with {n} frames: {e}") from None
+            raise
+
+    def build_inputs(self, request: NaruRequest, sampled: Any) -> Any:
+        text = self.processor.apply_chat_template(
+            self.messages(request, with_video=sampled is not None),
+            tokenize=False,
+            add_generation_prompt=True,
+            **self.template_kwargs,
+        )
+        if sampled is None:  # blind tasks: the question alone
+            return self.processor(text=[text], return_tensors="pt")
+        return self.processor(
+            text=[text],
+            videos=[self.video_input(sampled)],
+            video_metadata=[self.video_metadata(sampled)],
+            return_tensors="pt",
+            **self.processor_kwargs(),
+        )
+
+    def generate(self, request: NaruRequest, sampled: Any) -> Answer:
+        import torch
+
+        inputs = self.build_inputs(request, sampled)
+        dtype = getattr(self.model, "dtype", None)
+        device = self.input_device
+        batch = {}
+        for k, v in inputs.items():
+            if isinstance(v, torch.Tensor):
+                # pixels take the model's dtype; ids, grids and timings keep theirs
+                v = v.to(device=device, dtype=dtype) if k.startswith("pixel_values") and dtype else v.to(device)
+            batch[k] = v
+        # Generation arguments override the checkpoint's generation_config (some ship sampling
+        # defaults; with do_sample=False transformers ignores their temperature/top_p/top_k).
+        gen = self.generation_kwargs(request)
+        tok = getattr(self.processor, "tokenizer", None)
+        if getattr(self.model.generation_config, "pad_token_id", None) is None and tok is not None:
+            if tok.pad_token_id is not None:
+                gen["pad_token_id"] = tok.pad_token_id
+        n_in = int(batch["input_ids"].shape[1])
+        with torch.inference_mode():
+            out = self.model.generate(**batch, **gen)
+        new = out[:, n_in:]
+        text = self.processor.batch_decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)[0]
+        text = self.cut_at_stops(text.strip(), request.gen_kwargs.get("until"))
+        frames = int(len(sampled.frames)) if sampled is not None else 0
+        usage = {"input_tokens": n_in, "output_tokens": int(new.shape[1]), "frames": frames}
+        return Answer(text, usage)
+
+    @staticmethod
+    def cut_at_stops(text: str, until: Any) -> str:
+        stops = [until] if isinstance(until, str) else list(until or [])
+        for s in stops:
+            if s and s in text:
+                text = text[: text.index(s)]
+        return text.strip()
+
+    def _empty_cache(self) -> None:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

@@ -1,0 +1,22 @@
+"""InternVL3.5 through the transformers-native classes (the ``-HF`` checkpoints, e.g.
+``OpenGVLab/InternVL3_5-8B-HF``): ``InternVLForConditionalGeneration`` + ``InternVLProcessor``.
+
+The chat template writes ``<video>`` for the video item; the processor expands it to one
+``FrameN: <img>…</img>`` line per frame, each frame resized to a single 448x448 tile (256
+tokens). The frames given are kept as they are (``do_sample_frames=False``). InternVL has no
+temporal position ids, so the metadata only documents the sampling. The original
+trust_remote_code checkpoints (``OpenGVLab/InternVL3_5-8B`` without ``-HF``) are not loaded by
+this adapter: their ``model_type`` is ``internvl_chat`` and the adapter says so.
+"""
+
+from __future__ import annotations
+
+from model_adapters.budgets import default_frames
+from model_adapters.hf_base import HFVideoModel
+
+
+class InternVL3_5(HFVideoModel):
+    model_id = "naru_internvl3_5"
+    family = "internvl3_5"
+    default_num_frames = default_frames("internvl3_5")
+    model_classes = {"internvl": "InternVLForConditionalGeneration"}

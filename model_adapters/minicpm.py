@@ -1,0 +1,117 @@
+"""MiniCPM-o-2.6 through its trust_remote_code ``chat`` interface (no transformers-native class).
+
+Loading follows the model card: ``AutoModel.from_pretrained(..., trust_remote_code=True,
+init_vision=True, init_audio=False, init_tts=False)`` (vision only: the audio encoder and TTS
+are not needed and cost memory) and ``AutoTokenizer.from_pretrained(..., trust_remote_code=True)``.
+Per question the sampled frames go in as PIL images, then the prompt, in one user turn:
+
+    model.chat(msgs=[{"role": "user", "content": [*frames, prompt]}], tokenizer=tokenizer,
+               sampling=False, use_image_id=False, max_slice_nums=2, ...)
+
+(``use_image_id=False`` and ``max_slice_nums=2`` are the model card's video settings.) With
+``sampling=False`` the remote code runs beam search (3 beams, repetition_penalty 1.2); to decode
+greedily like the other families the adapter passes ``num_beams=1`` and
+``repetition_penalty=1.0``; ``native_decoding=true`` keeps the model's own defaults.
+
+The remote code on the hub pins transformers 4.44.2 and imports names transformers 5.x removed
+(``transformers.LogitsWarper``, ``WHISPER_ATTENTION_CLASSES``), so the real checkpoint needs an
+environment of its own; see docs/adapters.md. The adapter code itself is exercised with a tiny
+stand-in remote-code checkpoint (tests/tiny_models.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model_adapters.base import Answer, NaruRequest
+from model_adapters.budgets import default_frames
+from model_adapters.hf_base import HFVideoModel, _as_bool, _opt_int
+
+
+class MiniCPM_O(HFVideoModel):
+    model_id = "naru_minicpm_o"
+    family = "minicpm_o_2_6"
+    default_num_frames = default_frames("minicpm_o_2_6")
+    model_classes = {"minicpmo": "AutoModel"}
+
+    def __init__(
+        self,
+        max_slice_nums: int | str = 2,
+        use_image_id: bool | str = False,
+        native_decoding: bool | str = False,
+        trust_remote_code: bool | str = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(trust_remote_code=trust_remote_code, **kwargs)
+        self.max_slice_nums = _opt_int(max_slice_nums)
+        self.use_image_id = _as_bool(use_image_id)
+        self.native_decoding = _as_bool(native_decoding)
+        self.tokenizer: Any = None
+
+    def describe(self) -> dict[str, Any]:
+        desc = super().describe()
+        desc["hf"].update(
+            max_slice_nums=self.max_slice_nums, use_image_id=self.use_image_id, native_decoding=self.native_decoding
+        )
+        return desc
+
+    def load(self) -> None:
+        from loguru import logger
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        remote = self._pretrained_kwargs()
+        config = AutoConfig.from_pretrained(self.pretrained, **remote)
+        if config.model_type not in self.model_classes:
+            raise ValueError(
+                f"{self.model_id}: {self.pretrained} is a {config.model_type!r} checkpoint; this adapter loads "
+                f"MiniCPM-o-2.6 ({sorted(self.model_classes)}, trust_remote_code)"
+            )
+        kw: dict[str, Any] = {
+            "dtype": self._torch_dtype(),
+            "device_map": self.device_map,
+            "init_vision": True,
+            "init_audio": False,
+            "init_tts": False,
+        }
+        if self.attn_implementation:
+            kw["attn_implementation"] = self.attn_implementation
+        logger.info(f"{self.model_id}: loading AutoModel (remote code) from {self.pretrained} ({kw})")
+        self.tokenizer = AutoTokenizer.from_pretrained(self.pretrained, **remote)
+        self.model = AutoModel.from_pretrained(self.pretrained, **kw, **remote).eval()
+        self.processor = None  # the remote chat() builds its own processor
+
+    def video_input(self, sampled: Any) -> list[Any]:
+        """The frames as PIL images (what the remote chat() takes)."""
+        from PIL import Image
+
+        return [Image.fromarray(f) for f in sampled.frames]
+
+    def chat_kwargs(self, request: NaruRequest) -> dict[str, Any]:
+        gen = self.generation_kwargs(request)
+        kw: dict[str, Any] = {
+            "sampling": gen["do_sample"],
+            "max_new_tokens": gen["max_new_tokens"],
+            "use_image_id": self.use_image_id,
+        }
+        if self.max_slice_nums is not None:
+            kw["max_slice_nums"] = self.max_slice_nums
+        if gen["do_sample"]:
+            kw.update({k: gen[k] for k in ("temperature", "top_p", "top_k") if k in gen})
+        elif not self.native_decoding:
+            kw.update(num_beams=gen.get("num_beams", 1), repetition_penalty=1.0)
+        return kw
+
+    def generate(self, request: NaruRequest, sampled: Any) -> Answer:
+        frames = self.video_input(sampled) if sampled is not None else []  # none for blind tasks
+        content: list[Any] = [*frames, request.prompt]
+        msgs = [{"role": "user", "content": content}]
+        if self.system_prompt:
+            msgs.insert(0, {"role": "system", "content": [self.system_prompt]})
+        out = self.model.chat(msgs=msgs, tokenizer=self.tokenizer, **self.chat_kwargs(request))
+        if isinstance(out, tuple):
+            out = out[0]
+        text = getattr(out, "text", out)
+        if not isinstance(text, str):
+            text = str(text)
+        text = self.cut_at_stops(text.strip(), request.gen_kwargs.get("until"))
+        return Answer(text, {"frames": len(frames)})

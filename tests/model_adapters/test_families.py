@@ -1,0 +1,226 @@
+"""Each family's adapter on a tiny random checkpoint, in process: the frames the processor (or
+MiniCPM-o's chat) receives are exactly the sampled ones, decoding is greedy, and a string comes
+back. The answers themselves are nonsense (random weights)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from model_adapters import ADAPTERS
+from model_adapters.base import Answer, NaruRequest, RequestFailed
+from model_adapters.budgets import FRAME_BUDGETS
+from naru_eval.synthetic import read_frame_index
+from naru_eval.video import sample_frames, uniform_indices
+
+HF_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5", "naru_internvl3_5"]
+ALL_FAMILIES = [*HF_FAMILIES, "naru_minicpm_o"]
+N = 5  # odd on purpose: Qwen pads to whole 2-frame temporal patches, the frames given stay 5
+
+
+def adapter_class(model_id: str) -> type:
+    module, name = ADAPTERS[model_id].rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def make(model_id: str, path, **args: Any) -> Any:
+    args = {"num_frames": N, "device": "cpu", "store": "false", **args}
+    return adapter_class(model_id)(pretrained=str(path), **{k: str(v) for k, v in args.items()})
+
+
+def request(video, gen_kwargs: dict | None = None, qid: str = "q1") -> NaruRequest:
+    prompt = "[N.1] What colour fills segment 1?\nA. red\nB. blue\nC. green\nD. white\nAnswer with the option's letter."
+    gk = {"max_new_tokens": 6, "temperature": 0, "do_sample": False, "until": ["\n\n"], **(gen_kwargs or {})}
+    return NaruRequest({"question_id": qid}, prompt, [str(video)], gk, "naru_mcq", 0)
+
+
+class Spy:
+    """Records every call of a callable and forwards attribute access to it."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self.calls: list[tuple[tuple, dict, Any]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._target(*args, **kwargs)
+        self.calls.append((args, kwargs, out))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+def expected(video) -> tuple[np.ndarray, list[int]]:
+    want = uniform_indices(60, N)
+    return sample_frames(video, num_frames=N).frames, want
+
+
+@pytest.mark.parametrize("model_id", HF_FAMILIES)
+def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, indexed_video):
+    a = make(model_id, tiny_checkpoint(model_id))
+    assert a.model is None and a.processor is None  # nothing loads before the first request
+    a.ensure_loaded()
+    a.processor = Spy(a.processor)
+    a.model.generate = generate = Spy(a.model.generate)
+
+    ans = a.respond(request(indexed_video))
+
+    assert isinstance(ans, Answer) and isinstance(ans.text, str)
+    assert ans.usage["frames"] == N and ans.usage["output_tokens"] <= 6
+    (args, kw, out), *more = a.processor.calls
+    assert not more and not args
+    frames, want = expected(indexed_video)
+    (video,) = kw["videos"]
+    assert isinstance(video, np.ndarray) and video.dtype == np.uint8 and video.shape == (N, 64, 64, 3)
+    assert np.array_equal(video, frames)
+    assert [read_frame_index(f) for f in video] == want
+    (meta,) = kw["video_metadata"]
+    assert meta["frames_indices"] == want and meta["total_num_frames"] == 60
+    assert meta["fps"] == pytest.approx(10.0) and meta["duration"] == pytest.approx(6.0)
+    assert kw["do_sample_frames"] is False  # the processor never re-samples
+    (text,) = kw["text"]
+    assert "Answer with the option's letter." in text
+
+    # per family: the processor turned those N frames into the model's video input
+    if model_id == "naru_qwen2_5_vl":
+        assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
+        # temporal position spacing from the real sampling rate: 2 frames / (N / 6 s)
+        assert float(out["second_per_grid_ts"][0]) == pytest.approx(2 / (N / 6.0))
+        assert kw["cap_pixels_per_frame"] is True
+    elif model_id in ("naru_qwen3_vl", "naru_qwen3_5"):
+        assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
+        decoded = a.processor.tokenizer.decode(out["input_ids"][0])
+        stamps = [float(t) for t in re.findall(r"<([\d.]+) seconds>", decoded)]
+        pairs = [want[i : i + 2] for i in range(0, N, 2)]
+        assert stamps == pytest.approx([round(sum(p + p[-1:] * (2 - len(p))) / 2 / 10.0, 1) for p in pairs])
+    else:  # InternVL: one tile per frame, labelled Frame1..FrameN
+        assert out["pixel_values"].shape[0] == N
+        decoded = a.processor.tokenizer.decode(out["input_ids"][0])
+        assert f"Frame{N}:" in decoded and f"Frame{N + 1}:" not in decoded
+
+    # greedy: do_sample=False, no temperature, the task's max_new_tokens
+    ((), gkw, _) = generate.calls[0]
+    assert gkw["do_sample"] is False and gkw["max_new_tokens"] == 6
+    assert not {"temperature", "top_p", "top_k"} & set(gkw)
+
+
+def test_greedy_despite_sampling_generation_config(tiny_checkpoint, indexed_video):
+    """The tiny Qwen2.5-VL checkpoint samples at temperature 2 by default: answers must not vary."""
+    a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"))
+    assert a.respond(request(indexed_video)).text  # loads
+    assert a.model.generation_config.do_sample is True
+    texts = {a.respond(request(indexed_video, {"max_new_tokens": 12})).text for _ in range(3)}
+    assert len(texts) == 1
+
+
+def test_max_new_tokens_default_and_override(tiny_checkpoint, indexed_video):
+    a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"))
+    r = request(indexed_video)
+    assert a.generation_kwargs(r._replace(gen_kwargs={}))["max_new_tokens"] == 16
+    assert a.generation_kwargs(r)["max_new_tokens"] == 6
+    b = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"), max_new_tokens=3)
+    assert b.generation_kwargs(r)["max_new_tokens"] == 3
+    assert b.request_key(r)[0] != a.request_key(r)[0]  # part of the run key
+
+
+def test_qwen3_5_thinking_off_by_default(tiny_checkpoint, indexed_video):
+    a = make("naru_qwen3_5", tiny_checkpoint("naru_qwen3_5"))
+    a.ensure_loaded()
+    a.processor = Spy(a.processor)
+    a.respond(request(indexed_video))
+    (text,) = a.processor.calls[0][1]["text"]
+    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    on = make("naru_qwen3_5", tiny_checkpoint("naru_qwen3_5"), enable_thinking="true")
+    assert on.template_kwargs == {"enable_thinking": True}
+    assert on.request_key(request(indexed_video))[0] != a.request_key(request(indexed_video))[0]
+
+
+def test_minicpm_o_chat_gets_the_frames_as_pil(tiny_checkpoint, indexed_video):
+    """Against the stand-in remote-code checkpoint (MiniCPM-o's chat interface, not its network)."""
+    a = make("naru_minicpm_o", tiny_checkpoint("naru_minicpm_o"))
+    assert a.model is None
+    a.ensure_loaded()
+    a.model.chat = chat = Spy(a.model.chat)
+    ans = a.respond(request(indexed_video))
+    assert ans.text.startswith(f"{N} frames 64x64")
+    ((), kw, _) = chat.calls[0]
+    (msg,) = kw["msgs"]
+    *pil, prompt = msg["content"]
+    frames, want = expected(indexed_video)
+    assert len(pil) == N and all(p.mode == "RGB" and p.size == (64, 64) for p in pil)
+    assert np.array_equal(np.stack([np.asarray(p) for p in pil]), frames)
+    assert [read_frame_index(np.asarray(p)) for p in pil] == want
+    assert prompt.endswith("Answer with the option's letter.")
+    assert kw["tokenizer"] is a.tokenizer
+    assert kw["sampling"] is False and kw["num_beams"] == 1 and kw["repetition_penalty"] == 1.0
+    assert kw["use_image_id"] is False and kw["max_slice_nums"] == 2 and kw["max_new_tokens"] == 6
+    native = make("naru_minicpm_o", tiny_checkpoint("naru_minicpm_o"), native_decoding="true")
+    assert not {"num_beams", "repetition_penalty"} & set(native.chat_kwargs(request(indexed_video)))
+
+
+@pytest.mark.parametrize("model_id", ALL_FAMILIES)
+def test_blind_request_is_text_only(model_id, tiny_checkpoint, indexed_video):
+    """A request with no video (the blind tasks) is answered from the text alone."""
+    a = make(model_id, tiny_checkpoint(model_id))
+    blind = request(indexed_video)._replace(videos=[])
+    a.ensure_loaded()
+    if model_id == "naru_minicpm_o":
+        a.model.chat = Spy(a.model.chat)
+        out = a.respond(blind)
+        ((_, kwargs, _),) = a.model.chat.calls
+        assert kwargs["msgs"][-1]["content"] == [blind.prompt]
+    else:
+        a.processor = Spy(a.processor)
+        out = a.respond(blind)
+        ((_, kwargs, _),) = a.processor.calls
+        assert "videos" not in kwargs
+    assert isinstance(out, Answer) and isinstance(out.text, str) and out.usage["frames"] == 0
+
+
+@pytest.mark.parametrize("model_id", ALL_FAMILIES)
+def test_unreadable_video_fails_the_request_without_loading(model_id, tiny_checkpoint, tmp_path):
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"not a video" * 100)
+    a = make(model_id, tiny_checkpoint(model_id))
+    with pytest.raises(RequestFailed, match="bad.mp4"):
+        a.respond(request(bad))
+    assert a.model is None
+
+
+def test_wrong_checkpoint_type_is_named(tiny_checkpoint):
+    a = make("naru_qwen3_vl", tiny_checkpoint("naru_qwen2_5_vl"))
+    with pytest.raises(ValueError, match="'qwen2_5_vl' checkpoint"):
+        a.ensure_loaded()
+
+
+@pytest.mark.parametrize(
+    "model_id,family",
+    [
+        ("naru_qwen2_5_vl", "qwen2_5_vl"),
+        ("naru_qwen3_vl", "qwen3_vl"),
+        ("naru_qwen3_5", "qwen3_5"),
+        ("naru_internvl3_5", "internvl3_5"),
+        ("naru_minicpm_o", "minicpm_o_2_6"),
+    ],
+)
+def test_frame_budgets(model_id, family):
+    cls = adapter_class(model_id)
+    assert cls.family == family and cls.default_num_frames == FRAME_BUDGETS[family].frames
+    assert 64 <= cls.default_num_frames <= 128
+    b = FRAME_BUDGETS[family]
+    assert b.frames * b.tokens_per_frame < b.context_tokens and b.source
+    assert cls(pretrained="x", store="false").num_frames == b.frames  # lazy: no checkpoint needed
+    assert cls(pretrained="x", num_frames="32", store="false").num_frames == 32
+
+
+def test_run_key_tracks_the_checkpoint(tiny_checkpoint, indexed_video):
+    a = make("naru_qwen2_5_vl", "/ckpt/a")
+    b = make("naru_qwen2_5_vl", "/ckpt/b")
+    r = request(indexed_video)
+    assert a.request_key(r)[0] != b.request_key(r)[0]
+    assert a.describe()["hf"]["pretrained"] == "/ckpt/a"
+    assert a.request_key(r) == make("naru_qwen2_5_vl", "/ckpt/a", device="cuda:3").request_key(r)

@@ -1,0 +1,419 @@
+"""Tiny random-initialised checkpoints, written to disk, for each open-weight family.
+
+Each builder writes a directory the adapters load through the real ``from_pretrained`` path
+(``pretrained=<dir>``): a config, weights (``save_pretrained``), a byte-level BPE tokenizer trained
+here with the ``tokenizers`` library, and the family's real processor (``save_pretrained``, with a
+chat template of the family's shape). Nothing is downloaded. Models are a few hundred thousand
+parameters (hidden 64, 2 layers, a one-block vision tower) and the processors resize frames to
+56-64 px, so a generate over 4-8 frames takes well under a second on CPU.
+
+MiniCPM-o-2.6 has no transformers-native class and its hub remote code cannot be had offline
+(nor imported by transformers 5.x), so :func:`build_minicpm_o_stub` writes a *stand-in*
+trust_remote_code checkpoint with MiniCPM-o's ``chat`` interface: it checks what the adapter
+passes and answers with a summary of it, and exercises the real AutoModel/AutoTokenizer
+remote-code loading path, not MiniCPM-o's network.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+QWEN_SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<think>",
+    "</think>",
+]
+INTERNVL_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"]
+
+CORPUS = [
+    "You are a helpful assistant.",
+    "Answer with the option's letter (A, B, C or D) from the given choices directly.",
+    "A. The screen is red B. The screen is green C. The screen is blue D. The screen is yellow",
+    "What colour fills segment 1? magenta cyan white black",
+    "動画の第1区間で画面は何色ですか? 答えはAです。",
+    "system user assistant Frame1: Frame2: seconds 0.5 1.0 2.5",
+]
+
+# The families' chat templates, reduced to what matters here: where the video goes.
+QWEN2_5_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+QWEN3_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+    "{% else %}<think>\n{% endif %}{% endif %}"
+)
+INTERNVL_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n'}}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for content in message['content'] %}{% if content['type'] == 'image' %}{{ '<IMG_CONTEXT>\n' }}"
+    "{% elif content['type'] == 'video' %}{{ '<video>\n' }}{% elif content['type'] == 'text' %}"
+    "{{ content['text'] }}{% endif %}{% endfor %}{% endif %}{{'<|im_end|>\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{'<|im_start|>assistant\n' }}{% endif %}"
+)
+
+TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "max_position_embeddings": 4096}
+
+
+def train_tokenizer(special: Sequence[str], vocab_size: int = 400, **named: Any) -> Any:
+    """A byte-level BPE trained on a few lines, wrapped as a transformers fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=list(special), initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(CORPUS * 4, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", **named)
+
+
+def _ids(tokenizer: Any, names: Sequence[str]) -> dict[str, int]:
+    return {n: tokenizer.convert_tokens_to_ids(n) for n in names}
+
+
+def _save(out: Path, model: Any, processor: Any) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
+
+
+def _seeded() -> None:
+    import torch
+
+    torch.manual_seed(0)
+
+
+def build_qwen2_5_vl(out: str | Path) -> Path:
+    from transformers import (
+        GenerationConfig,
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    tok = train_tokenizer(QWEN_SPECIAL)
+    ids = _ids(tok, QWEN_SPECIAL)
+    size = {"shortest_edge": 56 * 56, "longest_edge": 112 * 112}
+    processor = Qwen2_5_VLProcessor(
+        image_processor=Qwen2VLImageProcessor(size=size),
+        video_processor=Qwen2VLVideoProcessor(size=size),
+        tokenizer=tok,
+        chat_template=QWEN2_5_TEMPLATE,
+    )
+    config = Qwen2_5_VLConfig(
+        text_config={
+            **TEXT,
+            "vocab_size": len(tok),
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        vision_config={
+            "depth": 1,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "out_hidden_size": 64,
+            "fullatt_block_indexes": [0],
+            "tokens_per_second": 2,
+        },
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    _seeded()
+    model = Qwen2_5_VLForConditionalGeneration(config)
+    # Like the real checkpoint's, this generation_config samples by default (here hot enough to
+    # vary between runs): the adapter must decode greedily anyway.
+    model.generation_config = GenerationConfig(
+        do_sample=True,
+        temperature=2.0,
+        top_p=1.0,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    return _save(Path(out), model, processor)
+
+
+def _qwen3_vision(out_hidden: int = 64) -> dict[str, Any]:
+    return {
+        "depth": 1,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 2,
+        "patch_size": 16,
+        "out_hidden_size": out_hidden,
+        "num_position_embeddings": 16,
+        "deepstack_visual_indexes": [0],
+    }
+
+
+def _qwen3_processor(tok: Any) -> Any:
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    size = {"shortest_edge": 64 * 64, "longest_edge": 128 * 128}
+    return Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(size=size, patch_size=16),
+        video_processor=Qwen3VLVideoProcessor(size=size),
+        tokenizer=tok,
+        chat_template=QWEN3_TEMPLATE,
+    )
+
+
+def build_qwen3_vl(out: str | Path) -> Path:
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    tok = train_tokenizer(QWEN_SPECIAL)
+    ids = _ids(tok, QWEN_SPECIAL)
+    config = Qwen3VLConfig(
+        text_config={
+            **TEXT,
+            "vocab_size": len(tok),
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": [4, 2, 2],
+                "mrope_interleaved": True,
+            },
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        vision_config=_qwen3_vision(),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    _seeded()
+    return _save(Path(out), Qwen3VLForConditionalGeneration(config), _qwen3_processor(tok))
+
+
+def build_qwen3_5(out: str | Path) -> Path:
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    tok = train_tokenizer(QWEN_SPECIAL)
+    ids = _ids(tok, QWEN_SPECIAL)
+    config = Qwen3_5Config(
+        text_config={
+            **TEXT,
+            "vocab_size": len(tok),
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "layer_types": ["linear_attention", "full_attention"],
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 2,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.25,
+                "mrope_section": [2, 1, 1],
+                "mrope_interleaved": True,
+            },
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        vision_config=_qwen3_vision(),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    _seeded()
+    return _save(Path(out), Qwen3_5ForConditionalGeneration(config), _qwen3_processor(tok))
+
+
+def build_internvl(out: str | Path) -> Path:
+    from transformers import (
+        GotOcr2ImageProcessor,
+        InternVLConfig,
+        InternVLForConditionalGeneration,
+        InternVLProcessor,
+        InternVLVideoProcessor,
+    )
+
+    tok = train_tokenizer(
+        INTERNVL_SPECIAL,
+        extra_special_tokens={
+            "start_image_token": "<img>",
+            "end_image_token": "</img>",
+            "context_image_token": "<IMG_CONTEXT>",
+            "video_token": "<video>",
+        },
+    )
+    ids = _ids(tok, INTERNVL_SPECIAL)
+    side, patch, downsample = 56, 14, 0.5
+    seq = int((side // patch) ** 2 * downsample**2)  # tokens per frame: 4
+    processor = InternVLProcessor(
+        image_processor=GotOcr2ImageProcessor(size={"height": side, "width": side}, max_patches=1),
+        video_processor=InternVLVideoProcessor(size={"height": side, "width": side}),
+        tokenizer=tok,
+        image_seq_length=seq,
+        chat_template=INTERNVL_TEMPLATE,
+    )
+    config = InternVLConfig(
+        vision_config={
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "image_size": [side, side],
+            "patch_size": [patch, patch],
+        },
+        text_config={
+            **TEXT,
+            "model_type": "qwen3",  # InternVL3.5's language model is Qwen3
+            "vocab_size": len(tok),
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        image_token_id=ids["<IMG_CONTEXT>"],
+        image_seq_length=seq,
+        downsample_ratio=downsample,
+    )
+    _seeded()
+    return _save(Path(out), InternVLForConditionalGeneration(config), processor)
+
+
+# --------------------------------------------------------------------------- MiniCPM-o stand-in
+
+_STUB_CONFIG = """
+from transformers import PretrainedConfig
+
+
+class MiniCPMOStubConfig(PretrainedConfig):
+    model_type = "minicpmo"
+
+    def __init__(self, init_vision=True, init_audio=True, init_tts=True, hidden_size=8, **kwargs):
+        self.init_vision = init_vision
+        self.init_audio = init_audio
+        self.init_tts = init_tts
+        self.hidden_size = hidden_size
+        super().__init__(**kwargs)
+"""
+
+_STUB_MODEL = '''
+"""A stand-in with MiniCPM-o-2.6's chat() interface (NOT the real model): it checks the call
+the way the real remote code would consume it and answers with a summary of what it got."""
+import numpy as np
+import torch
+from PIL import Image
+from transformers import PreTrainedModel
+
+from .configuration_minicpmo_stub import MiniCPMOStubConfig
+
+
+class MiniCPMOStub(PreTrainedModel):
+    config_class = MiniCPMOStubConfig
+    base_model_prefix = "stub"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.proj = torch.nn.Linear(3, config.hidden_size)
+        self.calls = []
+        self.post_init()
+
+    def _init_weights(self, module):
+        pass
+
+    def chat(self, image=None, msgs=None, tokenizer=None, processor=None, max_new_tokens=2048,
+             sampling=True, max_slice_nums=None, use_image_id=None, **kwargs):
+        assert self.config.init_vision and not self.config.init_audio and not self.config.init_tts
+        assert tokenizer is not None and msgs and msgs[-1]["role"] == "user"
+        content = msgs[-1]["content"]
+        frames = [c for c in content if isinstance(c, Image.Image)]
+        texts = [c for c in content if isinstance(c, str)]
+        assert content[: len(frames)] == frames and len(texts) == 1, "frames first, then the prompt"
+        # what the real model computes on: pixels through a layer
+        if not frames:  # text-only chat, as the real model allows
+            return f"0 frames text {len(texts[0])}"
+        pix = torch.stack([torch.from_numpy(np.asarray(f, dtype=np.float32)).mean((0, 1)) for f in frames])
+        score = self.proj(pix / 255.0).sum().item()
+        self.calls.append({"frames": [(f.size, f.mode) for f in frames], "prompt": texts[0],
+                           "sampling": sampling, "max_new_tokens": max_new_tokens,
+                           "max_slice_nums": max_slice_nums, "use_image_id": use_image_id, **kwargs})
+        w, h = frames[0].size
+        return f"{len(frames)} frames {w}x{h} score {score:.3f}"
+'''
+
+
+def build_minicpm_o_stub(out: str | Path) -> Path:
+    """A trust_remote_code checkpoint with MiniCPM-o-2.6's ``chat`` interface (a stand-in)."""
+    import torch
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "configuration_minicpmo_stub.py").write_text(_STUB_CONFIG, encoding="utf-8")
+    (out / "modeling_minicpmo_stub.py").write_text(_STUB_MODEL, encoding="utf-8")
+    config = {
+        "model_type": "minicpmo",
+        "architectures": ["MiniCPMOStub"],
+        "auto_map": {
+            "AutoConfig": "configuration_minicpmo_stub.MiniCPMOStubConfig",
+            "AutoModel": "modeling_minicpmo_stub.MiniCPMOStub",
+        },
+        "hidden_size": 8,
+        "init_vision": True,
+        "init_audio": True,
+        "init_tts": True,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    _seeded()
+    save_file({"proj.weight": torch.randn(8, 3), "proj.bias": torch.zeros(8)}, str(out / "model.safetensors"))
+    train_tokenizer(QWEN_SPECIAL).save_pretrained(out)
+    return out
+
+
+#: adapter model id -> builder
+BUILDERS: dict[str, Callable[[str | Path], Path]] = {
+    "naru_qwen2_5_vl": build_qwen2_5_vl,
+    "naru_qwen3_vl": build_qwen3_vl,
+    "naru_qwen3_5": build_qwen3_5,
+    "naru_internvl3_5": build_internvl,
+    "naru_minicpm_o": build_minicpm_o_stub,
+}
