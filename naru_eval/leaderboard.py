@@ -1,0 +1,1005 @@
+"""``naru-eval leaderboard``: one versioned leaderboard from lmms-eval output directories.
+
+Every ``*_results.json`` under the given directories is read together with its sample logs
+(``<stamp>_samples_<task>.jsonl``). Each (model, task, frames or fps, judge) becomes one entry:
+every metric **recomputed from the sample log** (and checked against what lmms-eval reported),
+question counts, 95% bootstrap intervals clustered by video, the run configuration (secrets
+dropped), and provenance/cost from the frame-sweep manifest when there is one. Entries with the
+same key are never merged silently: identical numbers are deduplicated with a note, different
+numbers are a conflict (listed; the command exits 1).
+
+Outputs (``-o results/leaderboard.json``): the JSON (schema in ``docs/leaderboard.md``), a
+Markdown table (``.md``) and a self-contained HTML page (``.html``: inline CSS, figures as
+base64 PNG, nothing fetched), plus the figures as PNG files in ``<stem>_plots/``.
+
+This module also holds the helpers ``scripts/frame_sweep.sh`` calls (``python -m
+naru_eval.leaderboard sweep-status|sweep-manifest``): whether a budget's run directory holds a
+finished run, and its ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as _dt
+import html
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from naru_eval.data import CATEGORIES
+from naru_eval.scoring import METRICS, close, compute_metrics, samples_from_log
+from naru_eval.store import is_secret, redact
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+#: model_args keys naming the model (the first present wins), as lmms-eval's output folder does
+MODEL_NAME_ARGS = ("pretrained", "model", "model_version", "model_name", "model_id")
+VERSION_PACKAGES = ("naru-eval", "lmms-eval", "torch", "transformers")
+DEFAULT_REPS = 2000
+DEFAULT_SEED = 0
+
+
+# --------------------------------------------------------------------------- small parsers
+
+
+def parse_model_args(text: str | None) -> dict[str, str]:
+    """lmms-eval's ``k=v,k2=v2`` string as a dict (values kept as strings)."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        k, sep, v = part.partition("=")
+        out[k.strip()] = v.strip() if sep else ""
+    return out
+
+
+def redact_args_string(text: str | None) -> str:
+    """``k=v,…`` with secret-looking entries (api_key, token, …) dropped."""
+    return ",".join(f"{k}={v}" for k, v in redact(parse_model_args(text)).items())
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """Command-line words with any secret ``k=v`` piece masked (``api_key=***``)."""
+    out = []
+    for word in argv:
+        parts = []
+        for piece in word.split(","):
+            k, sep, _v = piece.partition("=")
+            parts.append(f"{k}=***" if sep and is_secret(k.lstrip("-")) else piece)
+        out.append(",".join(parts))
+    return out
+
+
+def same_model_args(logged: str | None, ours: str | None) -> bool:
+    """Whether lmms-eval's logged ``model_args`` are ``ours``; secrets are compared by key only
+    (lmms-eval writes ``[REDACTED]`` for them)."""
+    a, b = parse_model_args(logged), parse_model_args(ours)
+    if set(a) != set(b):
+        return False
+    return all(a[k] == b[k] or is_secret(k) or "[REDACTED]" in (a[k], b[k]) for k in a)
+
+
+def budget_of(model_args: Mapping[str, str]) -> tuple[int | None, float | None]:
+    """(num_frames, fps) parsed from model_args; fps wins, as in the adapters."""
+    fps = model_args.get("fps")
+    if fps not in (None, "", "none", "None"):
+        return None, float(fps)
+    nf = model_args.get("num_frames")
+    if nf not in (None, "", "none", "None"):
+        return int(nf), None
+    return None, None
+
+
+def budget_label(frames: int | None, fps: float | None) -> str:
+    if fps is not None:
+        return f"fps={fps:g}"
+    if frames is not None:
+        return f"frames={frames}"
+    return "frames=default"
+
+
+def _num(v: Any) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+# --------------------------------------------------------------------------- run directories
+
+
+def find_results_files(paths: Sequence[str | Path]) -> list[tuple[Path, Path]]:
+    """(results file, the root it was found under), recursively, each file once, sorted."""
+    seen: dict[Path, Path] = {}
+    for p in paths:
+        root = Path(p)
+        if not root.exists():
+            raise FileNotFoundError(f"{root}: no such file or directory")
+        files = [root] if root.is_file() else sorted(root.rglob("*_results.json"))
+        for f in files:
+            seen.setdefault(f.resolve(), root.resolve() if root.is_dir() else f.resolve().parent)
+    return sorted(seen.items())
+
+
+def sample_logs(results_file: Path) -> dict[str, Path]:
+    """task -> ``<stamp>_samples_<task>.jsonl`` next to a ``<stamp>_results.json``."""
+    stamp = results_file.name[: -len("_results.json")]
+    out = {}
+    for p in sorted(results_file.parent.glob(f"{stamp}_samples_*.jsonl")):
+        out[p.name[len(f"{stamp}_samples_") : -len(".jsonl")]] = p
+    return out
+
+
+def find_manifest(results_file: Path, root: Path) -> Path | None:
+    """The nearest ``manifest.json`` from the results file's folder up to ``root``."""
+    d = results_file.resolve().parent
+    root = root.resolve()
+    while True:
+        m = d / MANIFEST_NAME
+        if m.is_file():
+            return m
+        if d == root or d.parent == d or root not in d.parents:
+            return None
+        d = d.parent
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def run_completeness(results: Mapping[str, Any], results_file: Path, tasks: Sequence[str]) -> list[str]:
+    """Why the run is not complete for ``tasks`` (empty list: complete)."""
+    problems = []
+    logs = sample_logs(results_file)
+    for task in tasks:
+        if task not in results.get("results", {}):
+            problems.append(f"task {task} missing from results")
+            continue
+        ns = results.get("n-samples", {}).get(task, {})
+        orig, eff = ns.get("original"), ns.get("effective")
+        if not orig or eff != orig:
+            problems.append(f"{task}: n-samples effective={eff} of original={orig}")
+        if task not in logs:
+            problems.append(f"{task}: no sample log")
+        elif eff and _count_lines(logs[task]) != eff:
+            problems.append(f"{task}: sample log has {_count_lines(logs[task])} lines, expected {eff}")
+    return problems
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass
+class Leaderboard:
+    data: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _label_for(results_file: Path, labels: Mapping[str, str]) -> str | None:
+    best = None
+    for prefix, name in labels.items():
+        pre = Path(prefix).resolve()
+        if results_file == pre or pre in results_file.parents:
+            if best is None or len(str(pre)) > len(best[0]):
+                best = (str(pre), name)
+    return best[1] if best else None
+
+
+def model_label(config: Mapping[str, Any], args: Mapping[str, str], manifest: Mapping[str, Any] | None) -> str:
+    if manifest and manifest.get("label"):
+        return str(manifest["label"])
+    for k in MODEL_NAME_ARGS:
+        if args.get(k):
+            return args[k]
+    return str(config.get("model") or "unknown")
+
+
+def _judge(
+    results: Mapping[str, Any], task: str, args: Mapping[str, str], manifest: Mapping[str, Any] | None
+) -> str | None:
+    cfg = results.get("configs", {}).get(task, {}) or {}
+    meta = cfg.get("metadata", {}) or {}
+    for v in (
+        meta.get("judge"),
+        meta.get("judge_model"),
+        cfg.get("judge"),
+        args.get("judge"),
+        (manifest or {}).get("judge"),
+    ):
+        if v:
+            return str(v)
+    return None
+
+
+def _cost(results: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    out: dict[str, Any] = {}
+    for k in ("usage", "cost"):
+        if manifest and manifest.get(k):
+            out[k] = manifest[k]
+    if results.get("usage"):
+        out["lmms_eval_usage"] = results["usage"]
+    return out or None
+
+
+def _reported(results: Mapping[str, Any], task: str) -> dict[str, float | None]:
+    res = results.get("results", {}).get(task, {})
+    out = {}
+    for k, v in res.items():
+        if k.endswith(",none") and "_stderr" not in k and isinstance(v, (int, float, type(None))):
+            out[k[: -len(",none")]] = _num(v)
+    return out
+
+
+def entry_id(model: str, task: str, budget: str, judge: str | None) -> str:
+    return f"{model} | {task} | {budget} | judge={judge or '-'}"
+
+
+def build_entries(
+    paths: Sequence[str | Path],
+    labels: Mapping[str, str] | None = None,
+    reps: int = DEFAULT_REPS,
+    seed: int = DEFAULT_SEED,
+    include_incomplete: bool = False,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """One entry per (results file, task); warnings about what was skipped or did not match."""
+    from naru_eval.stats import bootstrap_ci, counts
+
+    entries: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    files = find_results_files(paths)
+    if not files:
+        warnings.append(f"no *_results.json under {', '.join(map(str, paths))}")
+    for rf, root in files:
+        try:
+            results = json.loads(rf.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            warnings.append(f"{_rel(rf)}: unreadable results file ({e}); skipped")
+            continue
+        config = results.get("config", {}) or {}
+        args = parse_model_args(config.get("model_args"))
+        mpath = find_manifest(rf, root)
+        manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath else None
+        label = _label_for(rf, labels or {}) or model_label(config, args, manifest)
+        frames, fps = budget_of(args)
+        logs = sample_logs(rf)
+        for task in sorted(results.get("results", {})):
+            if task not in logs:
+                if task in results.get("group_subtasks", {}):
+                    continue  # a group row: its tasks have their own entries
+                warnings.append(f"{_rel(rf)}: task {task} has no sample log (run with --log_samples); skipped")
+                continue
+            incomplete = run_completeness(results, rf, [task])
+            if incomplete and not include_incomplete:
+                warnings.append(f"{_rel(rf)}: {task} is incomplete ({'; '.join(incomplete)}); skipped")
+                continue
+            reported = _reported(results, task)
+            judge = _judge(results, task, args, manifest)
+            budget = budget_label(frames, fps)
+            entry: dict[str, Any] = {
+                "id": entry_id(label, task, budget, judge),
+                "model": label,
+                "task": task,
+                "frames": frames,
+                "fps": fps,
+                "budget": budget,
+                "judge": judge,
+            }
+            try:
+                samples = samples_from_log(logs[task])
+            except (ValueError, KeyError, TypeError):
+                samples = None
+            if samples is not None:
+                metrics = compute_metrics(samples)
+                ci = bootstrap_ci(samples, reps=reps, seed=seed)
+                mismatch = [m for m in METRICS if m in reported and not close(reported[m], metrics[m], 1e-6)]
+                if mismatch:
+                    warnings.append(
+                        f"{_rel(rf)}: {task}: {', '.join(mismatch)} reported by lmms-eval differ from the sample log; "
+                        "the leaderboard uses the sample log"
+                    )
+                entry.update(
+                    metrics={m: metrics[m] for m in METRICS},
+                    ci95={m: (list(ci[m]) if ci[m] else None) for m in METRICS},
+                    n=counts(samples),
+                    metrics_source="sample_log",
+                    reported_matches_log=not mismatch,
+                )
+            else:  # e.g. an open-ended task: lmms-eval's numbers, no recomputation
+                entry.update(
+                    metrics=reported,
+                    ci95=None,
+                    n={"overall": _count_lines(logs[task])},
+                    metrics_source="results_json",
+                    reported_matches_log=None,
+                )
+            ns = results.get("n-samples", {}).get(task, {})
+            entry["complete"] = not incomplete
+            entry["run"] = {
+                "results_file": _rel(rf),
+                "samples_file": _rel(logs[task]),
+                "adapter": config.get("model"),
+                "model_args": redact(args),
+                "num_frames": frames,
+                "fps": fps,
+                "task_version": results.get("versions", {}).get(task),
+                "task_hash": results.get("task_hashes", {}).get(task),
+                "lmms_eval_version": results.get("lmms_eval_version"),
+                "date": results.get("date"),
+                "n_samples": {"original": ns.get("original"), "effective": ns.get("effective")},
+            }
+            entry["manifest"] = (
+                {
+                    "path": _rel(mpath),
+                    "label": manifest.get("label"),
+                    "versions": manifest.get("versions"),
+                    "git_revision": manifest.get("git_revision"),
+                    "data_fingerprint": (manifest.get("data") or {}).get("fingerprint"),
+                    "launcher": manifest.get("launcher"),
+                    "status": manifest.get("status"),
+                }
+                if manifest and mpath
+                else None
+            )
+            entry["cost"] = _cost(results, manifest)
+            entries.append(entry)
+    return entries, warnings
+
+
+def _same_numbers(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    if a.get("n") != b.get("n"):
+        return False
+    ma, mb = a.get("metrics", {}), b.get("metrics", {})
+    return set(ma) == set(mb) and all(close(_num(ma[k]), _num(mb[k]), 1e-9) for k in ma)
+
+
+def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict], list[dict]]:
+    """(entries kept, duplicates deduplicated, conflicts). Conflicting entries are all kept, flagged."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for e in entries:
+        groups[e["id"]].append(e)
+    kept: list[dict[str, Any]] = []
+    duplicates: list[dict] = []
+    conflicts: list[dict] = []
+    for key, group in groups.items():
+        if len(group) == 1:
+            kept.append(group[0])
+            continue
+        if all(_same_numbers(group[0], g) for g in group[1:]):
+            kept.append(group[0])
+            group[0]["duplicates"] = [g["run"]["results_file"] for g in group[1:]]
+            duplicates.append(
+                {
+                    "id": key,
+                    "kept": group[0]["run"]["results_file"],
+                    "dropped": [g["run"]["results_file"] for g in group[1:]],
+                    "note": "identical numbers (every metric and n): deduplicated",
+                }
+            )
+            continue
+        diffs: dict[str, list[Any]] = {}
+        for m in sorted({k for g in group for k in g.get("metrics", {})}):
+            vals = [g.get("metrics", {}).get(m) for g in group]
+            if any(not close(_num(v), _num(vals[0]), 1e-9) for v in vals):
+                diffs[m] = vals
+        ns = [g.get("n", {}).get("overall") for g in group]
+        if len(set(ns)) > 1:
+            diffs["n"] = ns
+        for g in group:
+            g["conflict"] = True
+            kept.append(g)
+        conflicts.append({"id": key, "files": [g["run"]["results_file"] for g in group], "differences": diffs})
+    return kept, duplicates, conflicts
+
+
+# --------------------------------------------------------------------------- paper comparison
+
+
+def paper_comparison(
+    entries: Sequence[Mapping[str, Any]], names: Mapping[str, str], ref: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Our entries beside the paper's rows (table II for naru_mcq; Fig. 3 end points for
+    naru_mcq_500 at 8/128 frames; table III recall for open-ended tasks), with the difference."""
+    rows: list[dict[str, Any]] = []
+
+    def add(
+        e: Mapping[str, Any], paper_model: str, source: str, metric: str, ours_key: str, paper: float, approx: bool
+    ):
+        ours = _num(e.get("metrics", {}).get(ours_key))
+        ci = (e.get("ci95") or {}).get(ours_key)
+        rows.append(
+            {
+                "model": e["model"],
+                "paper_model": paper_model,
+                "source": source,
+                "task": e["task"],
+                "budget": e["budget"],
+                "metric": metric,
+                "ours": ours,
+                "ours_ci95": ci,
+                "paper": paper,
+                "diff": None if ours is None else ours - paper,
+                "paper_in_ci": None if not ci else bool(ci[0] <= paper <= ci[1]),
+                "approximate": approx,
+            }
+        )
+
+    for e in entries:
+        paper_model = names.get(e["model"])
+        if not paper_model:
+            continue
+        if e["task"] == "naru_mcq":
+            for metric, value in ref["table_ii"]["rows"].get(paper_model, {}).items():
+                add(e, paper_model, "table_ii", metric, metric, value, False)
+        if e["task"] == "naru_mcq_500" and e.get("frames") is not None:
+            value = ref["frame_sweep"]["overall"].get(paper_model, {}).get(str(e["frames"]))
+            if value is not None:
+                add(e, paper_model, "frame_sweep", "overall", "overall", float(value), True)
+        recall_key = next((k for k in e.get("metrics", {}) if "recall" in k.lower()), None)
+        recall = ref["table_iii"]["rows"].get(paper_model)
+        if recall_key and recall is not None:
+            ours = _num(e["metrics"][recall_key])
+            scale = 100.0 if ours is not None and ours > 1.0 else 1.0
+            add(e, paper_model, "table_iii", recall_key, recall_key, recall * scale, False)
+    return rows
+
+
+def paper_points(names: Mapping[str, str], ref: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Our model name -> the paper's approximate sweep end points, for the Fig. 3 overlay."""
+    return {
+        ours: dict(ref["frame_sweep"]["overall"][p]) for ours, p in names.items() if p in ref["frame_sweep"]["overall"]
+    }
+
+
+# --------------------------------------------------------------------------- the leaderboard
+
+
+def build_leaderboard(
+    paths: Sequence[str | Path],
+    paper_names: Mapping[str, str] | None = None,
+    reference: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    reps: int = DEFAULT_REPS,
+    seed: int = DEFAULT_SEED,
+    include_incomplete: bool = False,
+) -> Leaderboard:
+    from naru_eval import paper
+
+    ref = dict(reference) if reference is not None else paper.load_reference()
+    names = dict(paper_names or {})
+    errors: list[str] = []
+    known = paper.paper_models(ref)
+    for ours, theirs in names.items():
+        if theirs not in known:
+            errors.append(
+                f"--paper-name {ours}={theirs}: the paper has no model {theirs!r} (known: {', '.join(known)})"
+            )
+    raw, warnings = build_entries(paths, labels, reps, seed, include_incomplete)
+    entries, duplicates, conflicts = resolve_duplicates(raw)
+    entries.sort(
+        key=lambda e: (
+            e["task"],
+            e["frames"] if e["frames"] is not None else -1,
+            e.get("fps") or 0,
+            -(_num(e["metrics"].get("overall")) or 0),
+            e["model"],
+        )
+    )
+    for d in duplicates:
+        warnings.append(
+            f"duplicate entry {d['id']}: identical numbers in {d['kept']} and {', '.join(d['dropped'])}; kept one"
+        )
+    for c in conflicts:
+        diffs = "; ".join(f"{k}: {v}" for k, v in c["differences"].items())
+        errors.append(
+            f"conflicting entries for {c['id']} (same key, different numbers): {', '.join(c['files'])} ({diffs})"
+        )
+    fps_ = {
+        e["manifest"]["data_fingerprint"]
+        for e in entries
+        if e.get("manifest") and e["manifest"].get("data_fingerprint")
+    }
+    if len(fps_) > 1:
+        warnings.append(f"entries were evaluated on different data (fingerprints {', '.join(sorted(fps_))})")
+    unmatched = sorted(set(names) - {e["model"] for e in entries})
+    if unmatched:
+        warnings.append(f"--paper-name given for model(s) with no entry: {', '.join(unmatched)}")
+    checks = paper.consistency_checks(ref)
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_by": f"naru-eval {_version('naru-eval')}",
+        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "sources": [_rel(Path(p)) for p in paths],
+        "bootstrap": {
+            "method": "percentile bootstrap, videos resampled with replacement",
+            "cluster": "video_id",
+            "reps": reps,
+            "seed": seed,
+            "level": 0.95,
+        },
+        "metrics": list(METRICS),
+        "entries": entries,
+        "duplicates": duplicates,
+        "conflicts": conflicts,
+        "paper": {
+            "source": ref["source"],
+            "names": names,
+            "comparison": paper_comparison(entries, names, ref),
+            "consistency": [c.as_dict() for c in checks],
+            "consistent": all(c.ok is not False for c in checks),
+        },
+        "warnings": warnings,
+        "errors": errors,
+    }
+    return Leaderboard(data, warnings, errors)
+
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _f(v: Any, digits: int = 1) -> str:
+    v = _num(v)
+    return "N/A" if v is None else f"{v:.{digits}f}"
+
+
+def _ci(ci: Sequence[float] | None) -> str:
+    return "" if not ci else f"[{ci[0]:.1f}, {ci[1]:.1f}]"
+
+
+def _main_columns() -> list[str]:
+    return ["overall", "narrative", "cultural", *CATEGORIES, "invalid_rate"]
+
+
+def markdown(data: Mapping[str, Any]) -> str:
+    """The leaderboard as Markdown: a table per task, the paper comparison and consistency check."""
+    lines = [
+        "# NARU leaderboard",
+        "",
+        f"schema_version {data['schema_version']}; generated {data['generated_at']} by {data['generated_by']}. "
+        "Accuracies in %, recomputed from the lmms-eval sample logs; brackets: 95% bootstrap CI clustered by video "
+        f"({data['bootstrap']['reps']} reps, seed {data['bootstrap']['seed']}).",
+        "",
+    ]
+    if data["errors"]:
+        lines += ["**Errors:**", "", *[f"- {e}" for e in data["errors"]], ""]
+    if data["warnings"]:
+        lines += ["Warnings:", "", *[f"- {w}" for w in data["warnings"]], ""]
+    cols = _main_columns()
+    for task in sorted({e["task"] for e in data["entries"]}):
+        rows = [e for e in data["entries"] if e["task"] == task]
+        lines += [f"## {task}", ""]
+        mcq = all(e.get("metrics_source") == "sample_log" for e in rows)
+        if mcq:
+            lines.append("| model | budget | overall [95% CI] | " + " | ".join(cols[1:]) + " | n | videos |")
+            lines.append("|---|---|---|" + "---:|" * (len(cols) - 1) + "---:|---:|")
+            for e in rows:
+                m = e["metrics"]
+                flag = " (CONFLICT)" if e.get("conflict") else ""
+                lines.append(
+                    f"| {e['model']}{flag} | {e['budget']} | {_f(m['overall'])} {_ci(e['ci95']['overall'])} | "
+                    + " | ".join(_f(m.get(c)) for c in cols[1:])
+                    + f" | {e['n']['overall']} | {e['n']['videos']} |"
+                )
+        else:
+            keys = sorted({k for e in rows for k in e["metrics"]})
+            lines.append("| model | budget | judge | " + " | ".join(keys) + " | n |")
+            lines.append("|---|---|---|" + "---:|" * len(keys) + "---:|")
+            for e in rows:
+                lines.append(
+                    f"| {e['model']} | {e['budget']} | {e['judge'] or '-'} | "
+                    + " | ".join(_f(e["metrics"].get(k), 3) for k in keys)
+                    + f" | {e['n'].get('overall')} |"
+                )
+        lines.append("")
+    comp = data["paper"]["comparison"]
+    lines += ["## Beside the paper", ""]
+    if comp:
+        lines += [
+            "| our model | paper model | source | task | budget | metric | ours [95% CI] | paper | diff | paper in CI |",
+            "|---|---|---|---|---|---|---|---:|---:|---|",
+        ]
+        for r in comp:
+            src = r["source"] + (" (approx.)" if r["approximate"] else "")
+            inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
+            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.1f}"
+            lines.append(
+                f"| {r['model']} | {r['paper_model']} | {src} | {r['task']} | {r['budget']} | {r['metric']} | "
+                f"{_f(r['ours'])} {_ci(r['ours_ci95'])} | {r['paper']:g} | {diff} | {inci} |"
+            )
+    else:
+        lines.append("No run is mapped to a paper model (pass `--paper-name MODEL=PAPER_MODEL`).")
+    lines += ["", "## Paper consistency check", ""]
+    from naru_eval.paper import ConsistencyCheck, format_checks
+
+    lines.append(format_checks([ConsistencyCheck(**c) for c in data["paper"]["consistency"]]))
+    lines += ["", f"Paper figures: {data['paper']['source']['document']} ({data['paper']['source']['file']})", ""]
+    return "\n".join(lines)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em;color:#222;max-width:1400px}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f2f2f2}td.l,th.l{text-align:left}
+tr.conflict td{background:#fde2e2}.ci{color:#666;font-size:.85em}
+.err{color:#a00}.warn{color:#8a5a00}.ok{color:#1a6b1a}.bad{color:#a00;font-weight:bold}
+figure{margin:1em 0}figcaption{font-size:.85em;color:#555;max-width:800px}
+img{max-width:100%;border:1px solid #eee}
+code{background:#f5f5f5;padding:0 3px}
+"""
+
+
+def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Sequence[str] = ()) -> str:
+    """A self-contained page: inline CSS, figures as data: URIs, no external reference."""
+    e_ = html.escape
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"><title>NARU leaderboard</title>',
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>NARU leaderboard</h1>",
+        f"<p>schema_version {data['schema_version']} &middot; generated {e_(data['generated_at'])} by "
+        f"{e_(data['generated_by'])}. Accuracies in %, recomputed from the lmms-eval sample logs; grey brackets: 95% "
+        f"bootstrap CI clustered by video ({data['bootstrap']['reps']} reps, seed {data['bootstrap']['seed']}).</p>",
+    ]
+    for err in data["errors"]:
+        out.append(f'<p class="err">Error: {e_(err)}</p>')
+    for w in data["warnings"]:
+        out.append(f'<p class="warn">Warning: {e_(w)}</p>')
+    cols = _main_columns()
+    for task in sorted({e["task"] for e in data["entries"]}):
+        rows = [e for e in data["entries"] if e["task"] == task]
+        out.append(f"<h2>{e_(task)}</h2>")
+        if all(e.get("metrics_source") == "sample_log" for e in rows):
+            head = "".join(f"<th>{e_(c)}</th>" for c in cols)
+            out.append(
+                f'<table class="leaderboard"><tr><th class="l">model</th><th class="l">budget</th>{head}<th>n</th><th>videos</th></tr>'
+            )
+            for e in rows:
+                cells = "".join(
+                    f"<td>{_f(e['metrics'].get(c))}<br><span class='ci'>{_ci((e.get('ci95') or {}).get(c))}</span></td>"
+                    for c in cols
+                )
+                cls = ' class="conflict"' if e.get("conflict") else ' class="entry"'
+                out.append(
+                    f"<tr{cls}><td class='l'>{e_(e['model'])}</td><td class='l'>{e_(e['budget'])}</td>{cells}"
+                    f"<td>{e['n']['overall']}</td><td>{e['n']['videos']}</td></tr>"
+                )
+        else:
+            keys = sorted({k for e in rows for k in e["metrics"]})
+            head = "".join(f"<th>{e_(k)}</th>" for k in keys)
+            out.append(
+                f'<table class="leaderboard"><tr><th class="l">model</th><th class="l">budget</th><th class="l">judge</th>{head}<th>n</th></tr>'
+            )
+            for e in rows:
+                cells = "".join(f"<td>{_f(e['metrics'].get(k), 3)}</td>" for k in keys)
+                out.append(
+                    f"<tr class='entry'><td class='l'>{e_(e['model'])}</td><td class='l'>{e_(e['budget'])}</td>"
+                    f"<td class='l'>{e_(e['judge'] or '-')}</td>{cells}<td>{e['n'].get('overall')}</td></tr>"
+                )
+        out.append("</table>")
+    out.append("<h2>Figures</h2>")
+    for p in plots:
+        b64 = base64.b64encode(p.png).decode("ascii")
+        out.append(
+            f'<figure><img class="plot" alt="{e_(p.title)}" src="data:image/png;base64,{b64}">'
+            f"<figcaption>{e_(p.caption)}</figcaption></figure>"
+        )
+    for s in skipped:
+        out.append(f"<p class='warn'>Not drawn: {e_(s)}</p>")
+    out.append("<h2>Beside the paper</h2>")
+    comp = data["paper"]["comparison"]
+    if comp:
+        out.append(
+            '<table class="paper"><tr><th class="l">our model</th><th class="l">paper model</th><th class="l">source</th>'
+            '<th class="l">task</th><th class="l">budget</th><th class="l">metric</th><th>ours</th><th>95% CI</th>'
+            "<th>paper</th><th>diff</th><th>paper in CI</th></tr>"
+        )
+        for r in comp:
+            src = r["source"] + (" (approx.)" if r["approximate"] else "")
+            inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
+            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.1f}"
+            out.append(
+                f"<tr><td class='l'>{e_(r['model'])}</td><td class='l'>{e_(r['paper_model'])}</td><td class='l'>{e_(src)}</td>"
+                f"<td class='l'>{e_(r['task'])}</td><td class='l'>{e_(r['budget'])}</td><td class='l'>{e_(r['metric'])}</td>"
+                f"<td>{_f(r['ours'])}</td><td>{_ci(r['ours_ci95'])}</td><td>{r['paper']:g}</td><td>{diff}</td><td>{inci}</td></tr>"
+            )
+        out.append("</table>")
+    else:
+        out.append("<p>No run is mapped to a paper model (pass <code>--paper-name MODEL=PAPER_MODEL</code>).</p>")
+    out.append("<h2>Paper consistency check</h2>")
+    out.append(
+        '<table class="consistency"><tr><th class="l">check</th><th class="l">model</th><th class="l">result</th><th class="l">detail</th></tr>'
+    )
+    for c in data["paper"]["consistency"]:
+        res = {True: "<span class='ok'>OK</span>", False: "<span class='bad'>MISMATCH</span>", None: "n/a"}[c["ok"]]
+        out.append(
+            f"<tr><td class='l'>{e_(c['name'])}</td><td class='l'>{e_(c['model'] or '')}</td><td class='l'>{res}</td>"
+            f"<td class='l'>{e_(c['detail'])}</td></tr>"
+        )
+    out.append("</table>")
+    out.append(f"<p>Paper figures: {e_(data['paper']['source']['document'])}</p>")
+    out.append("<h2>Runs</h2>")
+    out.append(
+        '<table class="runs"><tr><th class="l">entry</th><th class="l">adapter</th><th class="l">model_args</th>'
+        '<th class="l">task version</th><th class="l">versions</th><th class="l">git</th><th class="l">data</th>'
+        '<th class="l">cost</th><th class="l">results file</th></tr>'
+    )
+    for e in data["entries"]:
+        run, man = e["run"], e.get("manifest") or {}
+        args = ",".join(f"{k}={v}" for k, v in run["model_args"].items())
+        vers = ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items() if v)
+        out.append(
+            f"<tr><td class='l'>{e_(e['id'])}</td><td class='l'>{e_(str(run['adapter']))}</td><td class='l'>{e_(args)}</td>"
+            f"<td class='l'>{e_(str(run['task_version']))}</td><td class='l'>{e_(vers)}</td>"
+            f"<td class='l'>{e_(str(man.get('git_revision') or ''))}</td><td class='l'>{e_(str(man.get('data_fingerprint') or ''))}</td>"
+            f"<td class='l'>{e_(json.dumps(e['cost']) if e.get('cost') else '')}</td><td class='l'>{e_(run['results_file'])}</td></tr>"
+        )
+    out.append("</table></body></html>")
+    return "\n".join(out)
+
+
+def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) -> dict[str, Path]:
+    """Write ``.json``, ``.md``, ``.html`` (same stem) and ``<stem>_plots/*.png``."""
+    json_path = Path(json_path)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    figs, skipped = [], []
+    if plots:
+        from naru_eval.paper import load_reference
+        from naru_eval.plots import make_plots
+
+        figs, skipped = make_plots(lb.data["entries"], paper_points(lb.data["paper"]["names"], load_reference()))
+    paths = {"json": json_path, "md": json_path.with_suffix(".md"), "html": json_path.with_suffix(".html")}
+    json_path.write_text(json.dumps(lb.data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    paths["md"].write_text(markdown(lb.data), encoding="utf-8")
+    paths["html"].write_text(render_html(lb.data, figs, skipped), encoding="utf-8")
+    pdir = json_path.with_name(json_path.stem + "_plots")
+    if pdir.is_dir():  # figures of an earlier build that this one may not draw again
+        for old in [
+            *pdir.glob("fig3_frame_sweep_*.png"),
+            *pdir.glob("fig4_level_change_*.png"),
+            pdir / "category_heatmap.png",
+        ]:
+            old.unlink(missing_ok=True)
+    if figs:
+        pdir.mkdir(exist_ok=True)
+        for p in figs:
+            (pdir / f"{p.name}.png").write_bytes(p.png)
+            paths[p.name] = pdir / f"{p.name}.png"
+    return paths
+
+
+# --------------------------------------------------------------------------- sweep helpers
+
+
+def run_status(
+    directory: str | Path, model: str, model_args: str, tasks: Sequence[str], since: float | None = None
+) -> tuple[int, str, Path | None]:
+    """Whether ``directory`` holds a finished run of this configuration.
+
+    Returns (0, msg, results file) when complete; (3, msg, None) when there is no finished run
+    (nothing yet, or a crashed/partial one); (4, msg, file) when it holds results of a different
+    model or model_args (refuse to mix). ``since``: ignore results files older than this time.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        return 3, f"{d}: not started", None
+    other: Path | None = None
+    reasons = []
+    for rf in sorted(d.rglob("*_results.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        if since is not None and rf.stat().st_mtime < since:
+            continue
+        try:
+            res = json.loads(rf.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            reasons.append(f"{rf}: unreadable")
+            continue
+        cfg = res.get("config", {}) or {}
+        if cfg.get("model") != model or not same_model_args(cfg.get("model_args"), model_args):
+            other = other or rf
+            continue
+        problems = run_completeness(res, rf, tasks)
+        if not problems:
+            return 0, f"{rf}: complete", rf
+        reasons.append(f"{rf}: {'; '.join(problems)}")
+    if other is not None:
+        return 4, f"{other} holds results of a different model/model_args; use another output directory", other
+    return 3, "; ".join(reasons) or f"{d}: no results file", None
+
+
+def git_revision(path: str | Path) -> str | None:
+    """``<sha>`` (``-dirty`` when the work tree has changes) of the checkout holding ``path``."""
+    try:
+        sha = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if sha.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def usage_from_store(store_path: str | Path, adapter: str, num_frames: int | None) -> dict[str, Any] | None:
+    """Summed numeric ``usage`` fields (tokens, cost) the response store holds for this adapter
+    and budget, over every run key it registered; None when there is nothing."""
+    p = Path(store_path)
+    if not p.is_file():
+        return None
+    try:
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=10)
+        try:
+            runs = con.execute("SELECT run_key, description FROM runs").fetchall()
+            keys = []
+            for key, desc in runs:
+                d = json.loads(desc)
+                if d.get("model") == adapter and d.get("num_frames") == num_frames:
+                    keys.append(key)
+            if not keys:
+                return None
+            marks = ",".join("?" * len(keys))
+            rows = con.execute(f"SELECT usage, status FROM responses WHERE run_key IN ({marks})", keys).fetchall()
+        finally:
+            con.close()
+    except (sqlite3.Error, json.JSONDecodeError):
+        return None
+    total: dict[str, float] = defaultdict(float)
+    answered = failed = 0
+    for usage, status in rows:
+        answered += status == "ok"
+        failed += status == "failed"
+        for k, v in (json.loads(usage) if usage else {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                total[k] += v
+    return {
+        "answers": answered,
+        "failed": failed,
+        **{k: (int(v) if float(v).is_integer() else v) for k, v in total.items()},
+    }
+
+
+def _data_info() -> dict[str, Any]:
+    try:
+        from naru_eval.data import load_dataset_from_env
+
+        ds = load_dataset_from_env(strict=False)
+        return {"fingerprint": ds.fingerprint, "source": ds.source, "questions": len(ds.questions)}
+    except Exception as e:  # noqa: BLE001 - recorded, never fatal: lmms-eval's preflight reports data problems
+        return {"fingerprint": None, "error": f"{type(e).__name__}: {e}"}
+
+
+def write_manifest(directory: str | Path, updates: Mapping[str, Any]) -> Path:
+    """Merge ``updates`` into ``directory/manifest.json`` (atomic replace); return its path."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / MANIFEST_NAME
+    current = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    current.update(updates)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(current, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _sweep_env() -> tuple[str, str, list[str], int]:
+    model = os.environ["SWEEP_MODEL"]
+    args = os.environ.get("SWEEP_MODEL_ARGS", "")
+    tasks = [t for t in os.environ["SWEEP_TASKS"].split(",") if t]
+    return model, args, tasks, int(os.environ["SWEEP_BUDGET"])
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def sweep_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m naru_eval.leaderboard sweep-status|sweep-manifest DIR`` (for frame_sweep.sh).
+
+    The configuration comes from the environment (SWEEP_MODEL, SWEEP_MODEL_ARGS, SWEEP_TASKS,
+    SWEEP_BUDGET, SWEEP_LAUNCHER, SWEEP_LABEL, SWEEP_EXTRA, SWEEP_REPO), so secrets never show in
+    a process list through this helper; they are dropped before anything is written.
+    """
+    p = argparse.ArgumentParser(prog="python -m naru_eval.leaderboard")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sweep-status", help="exit 0: finished; 3: to run; 4: holds a different configuration")
+    s.add_argument("dir")
+    s.add_argument("--since", type=float, help="ignore results files older than this epoch time")
+    m = sub.add_parser("sweep-manifest", help="write/update DIR/manifest.json")
+    m.add_argument("dir")
+    m.add_argument("--status", required=True, choices=("running", "done", "failed"))
+    m.add_argument("--seconds", type=float)
+    m.add_argument("--message")
+    m.add_argument("--if-not-done", action="store_true", help="leave a manifest that already says done alone")
+    args = p.parse_args(argv)
+    model, margs, tasks, budget = _sweep_env()
+    if args.cmd == "sweep-status":
+        code, msg, _ = run_status(args.dir, model, margs, tasks, args.since)
+        print(msg)
+        return code
+    mpath = Path(args.dir) / MANIFEST_NAME
+    if args.if_not_done and (
+        not mpath.exists() or json.loads(mpath.read_text(encoding="utf-8")).get("status") == "done"
+    ):
+        return 0
+    updates: dict[str, Any] = {"status": args.status, "updated_at": _now()}
+    if args.status == "running":
+        path = Path(args.dir) / MANIFEST_NAME
+        prev = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        updates.update(
+            {
+                "manifest_version": MANIFEST_VERSION,
+                "tool": "scripts/frame_sweep.sh",
+                "label": os.environ.get("SWEEP_LABEL") or model_label({"model": model}, parse_model_args(margs), None),
+                "model": model,
+                "model_args": redact(parse_model_args(margs)),
+                "model_args_string": redact_args_string(margs),
+                "budget": {"num_frames": budget},
+                "tasks": tasks,
+                "launcher": " ".join(redact_argv(os.environ.get("SWEEP_LAUNCHER", "").split())),
+                "lmms_eval_extra_args": redact_argv(json.loads(os.environ.get("SWEEP_EXTRA") or "[]")),
+                "versions": {k: _version(k) for k in VERSION_PACKAGES},
+                "python": sys.version.split()[0],
+                "git_revision": git_revision(os.environ.get("SWEEP_REPO") or Path(__file__).resolve().parent),
+                "data": _data_info(),
+                "env": {
+                    k: os.environ.get(k)
+                    for k in ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_RESPONSE_STORE", "NARU_FRAME_CACHE")
+                    if os.environ.get(k)
+                },
+                "invocations": int(prev.get("invocations", 0)) + 1,
+                "started_at": _now(),
+                "results_file": None,
+                "usage": prev.get("usage"),
+            }
+        )
+    else:
+        code, msg, rf = run_status(args.dir, model, margs, tasks)
+        updates["finished_at"] = _now()
+        if rf is not None and code == 0:
+            updates["results_file"] = str(rf.relative_to(Path(args.dir)))
+        if args.seconds is not None:
+            updates["seconds"] = args.seconds
+        if args.message:
+            updates["message"] = args.message
+        store = os.environ.get("NARU_RESPONSE_STORE")
+        usage = usage_from_store(store, model, budget) if store else None
+        if usage:
+            updates["usage"] = usage
+    write_manifest(args.dir, updates)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return sweep_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

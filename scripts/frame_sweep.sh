@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Frame-budget sweep: one model over f in {8,16,32,64,128} on naru_mcq_500 (the paper's Fig. 3/4).
+#
+#   scripts/frame_sweep.sh --model naru_qwen2_5_vl --model_args pretrained=Qwen/Qwen2.5-VL-7B-Instruct \
+#       --out results/sweeps/qwen2_5_vl
+#   scripts/frame_sweep.sh --model naru_replay --model_args 'predictions=preds_{F}.jsonl' \
+#       --budgets 8,16 --out out/replay
+#   scripts/frame_sweep.sh ... --launcher "accelerate launch --num_processes 4 -m lmms_eval"
+#   sbatch --array=0-4 scripts/frame_sweep.slurm --model ... --out ...      (one budget per array task)
+#
+# Each budget F gets OUT/fF/ (lmms-eval's output directory) with manifest.json (model, args
+# without secrets, budget, package versions, git revision, data fingerprint, usage). Resumable:
+# a budget whose results file exists with complete n-samples is skipped; an unfinished one is run
+# again and the response store (NARU_RESPONSE_STORE, default OUT/responses.sqlite) skips the
+# questions already answered. lmms-eval 0.7.3 exits 0 even when the evaluation crashed, so each
+# run is judged by its results file: no complete, fresh results file = a loud failure (exit 1).
+# Every lmms-eval start is logged to OUT/sweep.log ("f=F invoke").
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: scripts/frame_sweep.sh --model MODEL [--model_args ARGS] --out OUT [options] [-- LMMS_EVAL_ARGS...]
+
+  --model M          lmms-eval --model (any adapter: naru_qwen2_5_vl, naru_openai_compat, naru_replay, ...)
+  --model_args A     lmms-eval --model_args; "{F}" is replaced by the budget, and num_frames=F is
+                     appended (A must not set num_frames or fps itself)
+  --out OUT          output root; budget F goes to OUT/fF/ (required)
+  --budgets LIST     comma-separated frame budgets (default: 8,16,32,64,128)
+  --index I          run only the I-th (0-based) budget of LIST; SLURM arrays pass $SLURM_ARRAY_TASK_ID
+  --tasks LIST       lmms-eval tasks (default: naru_mcq_500)
+  --open             also run the open-ended task naru_open
+  --label NAME       the model's name on the leaderboard (default: pretrained=/model= of the args, else M)
+  --launcher CMD     how lmms-eval is started (default: lmms-eval), e.g.
+                     "accelerate launch --num_processes 4 -m lmms_eval"
+  --python PY        python with naru-eval installed, for the manifest and checks
+                     (default: $PYTHON, else the python next to lmms-eval, else python3)
+  --store-per-budget one response store per budget, OUT/fF/responses.sqlite (SLURM arrays: SQLite
+                     must not be shared across nodes over a network filesystem)
+  --quiet            lmms-eval's output goes to OUT/fF/lmms_eval.log only (default: also to the terminal)
+  --dry-run          print what would run (secrets masked) and run nothing
+  -h, --help         this help
+  -- ARGS...         passed to lmms-eval as they are (e.g. -- --limit 20 --verbosity DEBUG)
+
+Environment: NARU_DATA_DIR or NARU_HF_DATASET (the data, required); NARU_RESPONSE_STORE (default
+OUT/responses.sqlite; "{F}" is replaced by the budget); NARU_FRAME_CACHE (default OUT/frames);
+PYTHON (see --python).
+Exit status: 0 when every selected budget has a complete results file, 1 on the first failure,
+2 on a usage error.
+EOF
+}
+
+die() { echo "frame_sweep: error: $*" >&2; exit "${2:-1}"; }
+
+MODEL="" MODEL_ARGS="" OUT="" BUDGETS="8,16,32,64,128" INDEX="" TASKS="naru_mcq_500" OPEN=0
+LABEL="" LAUNCHER="" PY="${PYTHON:-}" DRY=0 QUIET=0 STORE_PER_BUDGET=0
+EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --model) MODEL="${2:?--model needs a value}"; shift 2 ;;
+    --model_args|--model-args) MODEL_ARGS="${2?--model_args needs a value}"; shift 2 ;;
+    --out|--output_path) OUT="${2:?--out needs a value}"; shift 2 ;;
+    --budgets) BUDGETS="${2:?--budgets needs a value}"; shift 2 ;;
+    --index) INDEX="${2:?--index needs a value}"; shift 2 ;;
+    --tasks) TASKS="${2:?--tasks needs a value}"; shift 2 ;;
+    --open) OPEN=1; shift ;;
+    --label) LABEL="${2:?--label needs a value}"; shift 2 ;;
+    --launcher) LAUNCHER="${2:?--launcher needs a value}"; shift 2 ;;
+    --python) PY="${2:?--python needs a value}"; shift 2 ;;
+    --quiet) QUIET=1; shift ;;
+    --store-per-budget) STORE_PER_BUDGET=1; shift ;;
+    --dry-run) DRY=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) echo "frame_sweep: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+[[ -n "$MODEL" ]] || die "--model is required (see --help)" 2
+[[ -n "$OUT" ]] || die "--out is required (see --help)" 2
+if [[ $OPEN -eq 1 && ",$TASKS," != *",naru_open,"* ]]; then TASKS="$TASKS,naru_open"; fi
+IFS=',' read -r -a ARG_PARTS <<< "$MODEL_ARGS"
+for kv in ${ARG_PARTS[@]+"${ARG_PARTS[@]}"}; do
+  k="${kv%%=*}"; k="${k// /}"
+  case "${k,,}" in
+    num_frames|fps) die "--model_args sets $k; the sweep sets num_frames=F itself" 2 ;;
+  esac
+done
+
+IFS=',' read -r -a ALL_BUDGETS <<< "$BUDGETS"
+for f in "${ALL_BUDGETS[@]}"; do [[ "$f" =~ ^[1-9][0-9]*$ ]] || die "budget '$f' is not a positive integer" 2; done
+if [[ -n "$INDEX" ]]; then
+  [[ "$INDEX" =~ ^[0-9]+$ && "$INDEX" -lt ${#ALL_BUDGETS[@]} ]] \
+    || die "--index $INDEX is outside the ${#ALL_BUDGETS[@]} budget(s) ${BUDGETS}" 2
+  SELECTED=("${ALL_BUDGETS[$INDEX]}")
+else
+  SELECTED=("${ALL_BUDGETS[@]}")
+fi
+
+# the python that has naru-eval, and how lmms-eval is started
+if [[ -z "$PY" ]]; then
+  if command -v lmms-eval >/dev/null 2>&1 && [[ -x "$(dirname "$(command -v lmms-eval)")/python" ]]; then
+    PY="$(dirname "$(command -v lmms-eval)")/python"
+  else
+    PY=python3
+  fi
+fi
+if [[ -n "$LAUNCHER" ]]; then
+  read -r -a LAUNCH <<< "$LAUNCHER"
+elif [[ -n "${PYTHON:-}" ]]; then
+  LAUNCH=("$PYTHON" -m lmms_eval)
+elif command -v lmms-eval >/dev/null 2>&1; then
+  LAUNCH=(lmms-eval)
+else
+  LAUNCH=("$PY" -m lmms_eval)
+fi
+
+OUT_ABS="$("$PY" -c 'import os,sys; print(os.path.abspath(sys.argv[1]))' "$OUT")" \
+  || die "cannot run $PY (pass --python, or install naru-eval)"
+if [[ $STORE_PER_BUDGET -eq 1 ]]; then
+  PER_BUDGET_STORE="$OUT_ABS/f{F}/responses.sqlite"
+  STORE_TEMPLATE="${NARU_RESPONSE_STORE:-$PER_BUDGET_STORE}"
+else
+  STORE_TEMPLATE="${NARU_RESPONSE_STORE:-$OUT_ABS/responses.sqlite}"
+fi
+export NARU_FRAME_CACHE="${NARU_FRAME_CACHE:-$OUT_ABS/frames}"
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(dirname "$SCRIPT_DIR")"
+if [[ -z "${NARU_DATA_DIR:-}" && -z "${NARU_HF_DATASET:-}" && $DRY -eq 0 ]]; then
+  die "set NARU_DATA_DIR (or NARU_HF_DATASET) to the NARU data; see docs/data.md" 2
+fi
+
+# k=v,... with secret-looking keys masked, for anything printed or logged
+mask() {
+  local out="" kv k parts=()
+  IFS=',' read -r -a parts <<< "$1"
+  for kv in ${parts[@]+"${parts[@]}"}; do
+    k="${kv%%=*}"
+    if [[ "$kv" == *=* && "${k,,}" =~ (key|token|secret|password|authorization) ]]; then kv="$k=***"; fi
+    out+="${out:+,}$kv"
+  done
+  printf '%s' "$out"
+}
+mask_stream() {
+  sed -u -E 's/([A-Za-z_]*(key|token|secret|password|authorization)[A-Za-z_]*=)[^,) '"'"'"]+/\1***/Ig'
+}
+log() {
+  local line
+  line="$(date -u +%Y-%m-%dT%H:%M:%SZ) $*"
+  [[ $DRY -eq 1 ]] || echo "$line" >> "$OUT_ABS/sweep.log"
+  echo "frame_sweep: $*" >&2
+}
+quote() {  # shell words, single-quoted only where needed
+  local w s="" q="'"
+  for w in "$@"; do
+    if [[ "$w" =~ ^[A-Za-z0-9_./:=,@%+{}-]+$ ]]; then s+="$w "; else s+="$q${w//$q/$q\\$q$q}$q "; fi
+  done
+  printf '%s' "${s% }"
+}
+
+[[ $DRY -eq 1 ]] || mkdir -p "$OUT_ABS"
+export SWEEP_MODEL="$MODEL" SWEEP_TASKS="$TASKS" SWEEP_LABEL="$LABEL" SWEEP_REPO="$REPO_DIR"
+export SWEEP_LAUNCHER="${LAUNCH[*]}"
+SWEEP_EXTRA="$("$PY" -c 'import json,sys; print(json.dumps(sys.argv[1:]))' ${EXTRA[@]+"${EXTRA[@]}"})" \
+  || die "cannot run $PY (pass --python, or install naru-eval)"
+export SWEEP_EXTRA
+
+for F in "${SELECTED[@]}"; do
+  DIR="$OUT_ABS/f$F"
+  ARGS="${MODEL_ARGS//\{F\}/$F}"
+  ARGS="${ARGS:+$ARGS,}num_frames=$F"
+  export SWEEP_MODEL_ARGS="$ARGS" SWEEP_BUDGET="$F"
+  export NARU_RESPONSE_STORE="${STORE_TEMPLATE//\{F\}/$F}"
+  CMD=("${LAUNCH[@]}" --model "$MODEL" --model_args "$ARGS" --tasks "$TASKS" --output_path "$DIR"
+       --log_samples --batch_size 1 ${EXTRA[@]+"${EXTRA[@]}"})
+
+  set +e
+  STATUS_MSG="$("$PY" -m naru_eval.leaderboard sweep-status "$DIR" 2>&1)"
+  CODE=$?
+  set -e
+  case $CODE in
+    0)
+      log "f=$F skip: complete ($STATUS_MSG)"
+      # a sweep killed between lmms-eval's end and the manifest update: record the run as done
+      [[ $DRY -eq 1 ]] || "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status "done" --if-not-done \
+        --message "complete results found on a later sweep" || true
+      continue ;;
+    3) ;;
+    4) die "f=$F: $STATUS_MSG" ;;
+    *) die "f=$F: cannot check $DIR: $STATUS_MSG" ;;
+  esac
+
+  SHOWN=("${LAUNCH[@]}" --model "$MODEL" --model_args "$(mask "$ARGS")" --tasks "$TASKS" --output_path "$DIR"
+         --log_samples --batch_size 1 ${EXTRA[@]+"${EXTRA[@]}"})
+  if [[ $DRY -eq 1 ]]; then
+    echo "# f=$F ($STATUS_MSG)"
+    echo "$(quote "NARU_RESPONSE_STORE=$NARU_RESPONSE_STORE" "NARU_FRAME_CACHE=$NARU_FRAME_CACHE") $(quote "${SHOWN[@]}")"
+    continue
+  fi
+
+  mkdir -p "$DIR"
+  exec 9>"$DIR/.lock"
+  if command -v flock >/dev/null 2>&1; then
+    flock -n 9 || die "f=$F: $DIR is locked by another sweep process"
+  fi
+  "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status running || die "f=$F: cannot write $DIR/manifest.json"
+  START=$(date +%s)
+  log "f=$F invoke: $(quote "${SHOWN[@]}")"
+  set +e
+  # lmms-eval prints model_args: secrets are masked on their way to the log and the terminal
+  if [[ $QUIET -eq 1 ]]; then
+    "${CMD[@]}" 2>&1 | mask_stream >> "$DIR/lmms_eval.log"
+  else
+    "${CMD[@]}" 2>&1 | mask_stream | tee -a "$DIR/lmms_eval.log"
+  fi
+  RC=${PIPESTATUS[0]}
+  STATUS_MSG="$("$PY" -m naru_eval.leaderboard sweep-status "$DIR" --since "$START" 2>&1)"
+  CODE=$?
+  set -e
+  SECONDS_TAKEN=$(( $(date +%s) - START ))
+  if [[ $RC -ne 0 || $CODE -ne 0 ]]; then
+    MSG="lmms-eval exited $RC; $STATUS_MSG"
+    "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status failed --seconds "$SECONDS_TAKEN" --message "$MSG" || true
+    log "f=$F FAILED: $MSG"
+    {
+      echo "frame_sweep: f=$F FAILED: no complete results file in $DIR ($MSG)."
+      echo "lmms-eval 0.7.3 exits 0 even when the evaluation crashed; the last lines of $DIR/lmms_eval.log:"
+      tail -n 40 "$DIR/lmms_eval.log" | sed 's/^/  | /'
+    } >&2
+    exit 1
+  fi
+  "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status "done" --seconds "$SECONDS_TAKEN"
+  log "f=$F done in ${SECONDS_TAKEN}s: $STATUS_MSG"
+  exec 9>&-
+done
+[[ $DRY -eq 1 ]] || log "sweep finished: budgets ${SELECTED[*]} in $OUT_ABS"

@@ -1,0 +1,336 @@
+"""``naru-eval leaderboard`` / ``compare`` on real lmms-eval output directories, the paper reference
+and its consistency check, and the HTML page in headless Chromium."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from naru_eval.cli_results import register
+from naru_eval.leaderboard import build_leaderboard, parse_model_args, same_model_args, usage_from_store
+from naru_eval.paper import (
+    PAPER_REFERENCE,
+    consistency_checks,
+    implied_overall,
+    load_reference,
+    reference_from_source,
+)
+from naru_eval.scoring import METRICS, metrics_from_samples_log
+from naru_eval.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
+from tests.conftest import read_jsonl
+from tests.test_lmms_e2e import expected_metrics, make_predictions
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def run_cli(*argv: str) -> int:
+    """The subcommands through an argparse harness, as naru_eval/cli.py will wire them."""
+    parser = argparse.ArgumentParser(prog="naru-eval")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(list(argv))
+    return args.func(args)
+
+
+# --------------------------------------------------------------------------- the paper (fast)
+
+
+def test_paper_reference_file_is_built_from_the_shared_source():
+    ref_file = json.loads((ROOT / "results" / "paper_reference.json").read_text(encoding="utf-8"))
+    assert ref_file == PAPER_REFERENCE == load_reference()
+    assert ref_file["source"]["file"] == "/work/shared/reference/naru_paper.json"
+    src = Path("/work/shared/reference/naru_paper.json")
+    if src.exists():
+        assert reference_from_source(json.loads(src.read_text(encoding="utf-8"))) == ref_file
+    assert ref_file["table_i"]["counts"] == PAPER_COUNTS
+    assert ref_file["table_ii"]["rows"]["Gemini-3-Flash"]["overall"] == 76.2
+    assert ref_file["table_iii"]["rows"]["MiniCPM-o-2.6"] == 0.21
+    assert ref_file["frame_sweep"]["overall"]["Gemini-3-Pro"] == {"8": 64, "128": 71}
+
+
+def test_paper_overall_follows_from_narrative_cultural_and_counts():
+    assert implied_overall(84.2, 68.2, 745, 736) == pytest.approx((84.2 * 745 + 68.2 * 736) / 1481)
+    assert round(implied_overall(84.2, 68.2, 745, 736), 1) == 76.2
+    checks = consistency_checks(load_reference())
+    flash = next(c for c in checks if c.model == "Gemini-3-Flash")
+    assert flash.ok is True and flash.stated == 76.2 and "76.2" in flash.detail
+    assert all(c.ok for c in checks if c.name.startswith("table I:"))
+    assert all(c.ok is not False for c in checks)
+    # rows with only an overall cannot be checked, and say so
+    assert next(c for c in checks if c.model == "Qwen3-VL-8B").ok is None
+
+
+def test_consistency_check_catches_an_inconsistent_row_and_counts():
+    ref = load_reference()
+    ref["table_ii"]["rows"]["Gemini-3-Flash"]["overall"] = 77.0
+    ref["table_i"]["counts"]["C.5"] = 150
+    bad = {(c.name, c.model): c.ok for c in consistency_checks(ref)}
+    assert bad[("table II: overall from narrative and cultural", "Gemini-3-Flash")] is False
+    assert bad[("table I: cultural count C.1-C.5", None)] is False
+    assert bad[("table I: narrative count N.1-N.4", None)] is True
+
+
+def test_model_args_helpers():
+    assert parse_model_args("pretrained=a/b,num_frames=8,,flag") == {"pretrained": "a/b", "num_frames": "8", "flag": ""}
+    assert same_model_args("predictions=x,api_key=[REDACTED],num_frames=8", "predictions=x,api_key=s3cr3t,num_frames=8")
+    assert not same_model_args("predictions=x,num_frames=8", "predictions=y,num_frames=8")
+
+
+def test_usage_from_store_sums_the_budget(tmp_path):
+    from naru_eval.store import ResponseStore, run_key
+
+    store = ResponseStore(tmp_path / "r.sqlite")
+    for nf, tokens in ((8, 10), (16, 100)):
+        desc = {"model": "naru_openai_compat", "num_frames": nf, "args": {}}
+        key = run_key(desc)
+        store.register_run(key, desc)
+        store.put_ok(key, "q1", "A", {"input_tokens": tokens, "cost_usd": 0.5})
+        store.put_ok(key, "q2", "B", {"input_tokens": tokens, "cost_usd": 0.25})
+        store.put_failed(key, "q3", "timeout")
+    store.close()
+    usage = usage_from_store(tmp_path / "r.sqlite", "naru_openai_compat", 16)
+    assert usage == {"answers": 2, "failed": 1, "input_tokens": 200, "cost_usd": 0.75}
+    assert usage_from_store(tmp_path / "r.sqlite", "naru_openai_compat", 32) is None
+    assert usage_from_store(tmp_path / "missing.sqlite", "x", 8) is None
+
+
+# --------------------------------------------------------------------------- real lmms-eval runs
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two real lmms-eval runs of naru_replay: model-a (8 frames; naru_mcq + naru_mcq_500) and
+    model-b (32 frames; naru_mcq), 45 questions over 12 videos."""
+    from naru_eval.lmms_run import run_lmms_eval
+
+    base = tmp_path_factory.mktemp("lb")
+    data = make_dataset(base / "data", SyntheticSpec(counts={c: 5 for c in PAPER_COUNTS}, n_videos=12, seed=3))
+    out = {"data": data, "base": base}
+    for name, seed, frames, tasks in (("a", 11, 8, ["naru_mcq", "naru_mcq_500"]), ("b", 12, 32, ["naru_mcq"])):
+        preds = base / f"preds_{name}.jsonl"
+        intended = make_predictions(data / "annotations.jsonl", preds, seed=seed)
+        args = f"predictions={preds},pretrained=model-{name},num_frames={frames},api_key=SECRET-{name}"
+        run = run_lmms_eval("naru_replay", args, tasks, base / "runs" / name, env={"NARU_DATA_DIR": str(data)})
+        assert run.ok, run.stderr[-4000:]
+        out[name] = {"dir": base / "runs" / name, "run": run, "intended": intended}
+    return out
+
+
+@pytest.mark.slow
+def test_leaderboard_numbers_come_from_the_sample_logs(runs, tmp_path):
+    lb = build_leaderboard([runs["a"]["dir"], runs["b"]["dir"]], reps=500)
+    assert not lb.errors, lb.errors
+    entries = {(e["model"], e["task"]): e for e in lb.data["entries"]}
+    assert set(entries) == {("model-a", "naru_mcq"), ("model-a", "naru_mcq_500"), ("model-b", "naru_mcq")}
+    for name, task in entries:
+        e = entries[(name, task)]
+        run = runs[name[-1]]["run"]
+        log = run.sample_files[task]
+        from_log = metrics_from_samples_log(log)
+        ids = {s["overall"]["question_id"] for s in read_jsonl(log)}
+        independent = expected_metrics(runs["data"] / "annotations.jsonl", runs[name[-1]]["intended"], ids)
+        for m in METRICS:
+            assert e["metrics"][m] == pytest.approx(from_log[m], abs=1e-9), (name, task, m)
+            assert e["metrics"][m] == pytest.approx(independent[m], abs=1e-9), (name, task, m)
+            assert e["metrics"][m] == pytest.approx(run.metric(task, m), abs=1e-9), (name, task, m)
+            lo, hi = e["ci95"][m]
+            assert lo <= e["metrics"][m] <= hi
+        assert e["reported_matches_log"] is True and e["metrics_source"] == "sample_log"
+        assert e["n"]["overall"] == len(ids) and e["n"]["videos"] == 12
+        assert e["n"]["narrative"] + e["n"]["cultural"] == len(ids)
+        assert e["frames"] == (8 if name == "model-a" else 32) and e["fps"] is None and e["judge"] is None
+        assert e["run"]["adapter"] == "naru_replay" and e["run"]["task_version"] == 1.0
+        assert e["run"]["model_args"]["num_frames"] == str(e["frames"])
+        assert e["id"] == f"{name} | {task} | frames={e['frames']} | judge=-"
+        # the interval tracks lmms-eval's own clustered standard error (an independent estimate)
+        se = run.results()["results"][task]["overall_stderr_clustered,none"]
+        assert 0.5 * 1.96 * se < (e["ci95"]["overall"][1] - e["ci95"]["overall"][0]) / 2 < 1.6 * 1.96 * se
+    assert lb.data["schema_version"] == 1
+    assert lb.data["bootstrap"] == {
+        "method": "percentile bootstrap, videos resampled with replacement",
+        "cluster": "video_id",
+        "reps": 500,
+        "seed": 0,
+        "level": 0.95,
+    }
+    assert "SECRET" not in json.dumps(lb.data)
+
+
+@pytest.mark.slow
+def test_leaderboard_cli_outputs_and_paper_rows(runs, tmp_path, capsys):
+    out = tmp_path / "results" / "leaderboard.json"
+    rc = run_cli(
+        "leaderboard", str(runs["a"]["dir"]), str(runs["b"]["dir"]), "-o", str(out), "--reps", "300",
+        "--paper-name", "model-a=Gemini-3-Flash", "--paper-name", "model-b=Qwen3-VL-8B",
+    )  # fmt: skip
+    printed = capsys.readouterr().out
+    assert rc == 0
+    data = json.loads(out.read_text(encoding="utf-8"))
+    md = out.with_suffix(".md").read_text(encoding="utf-8")
+    page = out.with_suffix(".html").read_text(encoding="utf-8")
+    a_full = next(e for e in data["entries"] if e["model"] == "model-a" and e["task"] == "naru_mcq")
+    rows = {(r["model"], r["source"], r["task"], r["metric"]): r for r in data["paper"]["comparison"]}
+    paper = PAPER_REFERENCE["table_ii"]["rows"]["Gemini-3-Flash"]
+    for metric, value in paper.items():
+        r = rows[("model-a", "table_ii", "naru_mcq", metric)]
+        assert r["paper"] == value and r["diff"] == pytest.approx(a_full["metrics"][metric] - value)
+        assert r["paper_in_ci"] == (a_full["ci95"][metric][0] <= value <= a_full["ci95"][metric][1])
+    sweep = rows[("model-a", "frame_sweep", "naru_mcq_500", "overall")]
+    assert sweep["paper"] == 53 and sweep["approximate"] is True
+    assert rows[("model-b", "table_ii", "naru_mcq", "overall")]["paper"] == 37.4
+    # the consistency check is in every output
+    assert data["paper"]["consistent"] is True
+    assert any(c["model"] == "Gemini-3-Flash" and c["ok"] for c in data["paper"]["consistency"])
+    for text in (md, printed):
+        assert "(84.2·745 + 68.2·736)/1481 = 76.249 ≈ 76.2" in text
+    assert "Beside the paper" in md and "| model-a | Gemini-3-Flash | table_ii |" in md
+    assert "76.249" in page and "Gemini-3-Flash" in page
+    # the heat map is drawn; no model has two budgets, so the sweep figures say why they are missing
+    assert (out.parent / "leaderboard_plots" / "category_heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Not drawn: frame-budget figures" in page
+    for forbidden in ("http://", "https://", "<script src", "<link"):
+        assert forbidden not in page
+
+
+@pytest.mark.slow
+def test_duplicates_are_noted_and_conflicts_are_errors(runs, tmp_path, capsys):
+    dup = tmp_path / "copy_of_a"
+    shutil.copytree(runs["a"]["dir"], dup)
+    lb = build_leaderboard([runs["a"]["dir"], dup], reps=200)
+    assert not lb.errors and not lb.data["conflicts"]
+    assert len(lb.data["entries"]) == 2  # naru_mcq and naru_mcq_500, once each
+    assert {d["id"] for d in lb.data["duplicates"]} == {e["id"] for e in lb.data["entries"]}
+    assert all("identical" in d["note"] for d in lb.data["duplicates"])
+    assert any("duplicate entry" in w for w in lb.warnings)
+
+    # the same key with different numbers: one answer flipped in a copy
+    other = tmp_path / "rerun_of_a"
+    shutil.copytree(runs["a"]["dir"], other)
+    log = next(other.rglob("*_samples_naru_mcq.jsonl"))
+    lines = read_jsonl(log)
+    for payload in lines[0].values():
+        if isinstance(payload, dict) and "correct" in payload:
+            payload["correct"] = not payload["correct"]
+            if "score" in payload and payload is not lines[0]["invalid_rate"]:
+                payload["score"] = 100.0 - payload["score"]
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    lb = build_leaderboard([runs["a"]["dir"], other], reps=200)
+    assert len(lb.data["conflicts"]) == 1
+    conflict = lb.data["conflicts"][0]
+    assert conflict["id"] == "model-a | naru_mcq | frames=8 | judge=-"
+    assert "overall" in conflict["differences"] and len(conflict["files"]) == 2
+    assert sum(1 for e in lb.data["entries"] if e.get("conflict")) == 2  # both kept, flagged
+    assert lb.errors and "conflicting entries" in lb.errors[0]
+    # and the command fails
+    rc = run_cli(
+        "leaderboard", str(runs["a"]["dir"]), str(other), "-o", str(tmp_path / "lb.json"), "--reps", "100", "--no-plots"
+    )
+    assert rc == 1
+    assert "conflicting entries for model-a | naru_mcq" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_incomplete_runs_are_left_out_with_a_warning(runs, tmp_path):
+    part = tmp_path / "partial"
+    shutil.copytree(runs["b"]["dir"], part)
+    rf = next(part.rglob("*_results.json"))
+    res = json.loads(rf.read_text())
+    res["n-samples"]["naru_mcq"]["effective"] -= 1
+    rf.write_text(json.dumps(res))
+    lb = build_leaderboard([part], reps=100)
+    assert lb.data["entries"] == [] and any("incomplete" in w for w in lb.warnings)
+    assert len(build_leaderboard([part], reps=100, include_incomplete=True).data["entries"]) == 1
+
+
+@pytest.mark.slow
+def test_compare_command_on_real_runs(runs, tmp_path, capsys):
+    a_log = runs["a"]["run"].sample_files["naru_mcq"]
+    rc = run_cli(
+        "compare",
+        str(a_log),
+        str(runs["b"]["dir"]),
+        "--reps",
+        "300",
+        "--permutations",
+        "500",
+        "-o",
+        str(tmp_path / "c.json"),
+    )
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "| overall | 45 |" in text and "How to read this" in text and "n=45 paired questions over 12 videos" in text
+    report = json.loads((tmp_path / "c.json").read_text())
+    row = next(r for r in report["tasks"]["naru_mcq"]["rows"] if r["metric"] == "overall")
+    want = (
+        metrics_from_samples_log(runs["b"]["run"].sample_files["naru_mcq"])["overall"]
+        - metrics_from_samples_log(a_log)["overall"]
+    )
+    assert row["diff"] == pytest.approx(want)
+    # a run against itself: no difference, p = 1
+    rc = run_cli(
+        "compare", str(runs["b"]["dir"]), str(runs["b"]["dir"]), "--json", "--reps", "100", "--permutations", "100"
+    )
+    same = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert all(r["diff"] == 0 and r["p"] == 1.0 for r in same["tasks"]["naru_mcq"]["rows"] if r["n"])
+
+
+# --------------------------------------------------------------------------- the page in a browser
+
+
+def chromium(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={cwd / 'profile'}",
+            *args,
+        ],
+        capture_output=True, text=True, timeout=120, cwd=cwd,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install -y chromium")
+def test_html_page_renders_offline_in_headless_chromium(runs, tmp_path):
+    # a sweep-like set: model-a at two budgets (the same answers), so every figure is drawn
+    f32 = tmp_path / "a_f32"
+    shutil.copytree(runs["a"]["dir"], f32)
+    rf = next(f32.rglob("*_results.json"))
+    res = json.loads(rf.read_text())
+    res["config"]["model_args"] = res["config"]["model_args"].replace("num_frames=8", "num_frames=32")
+    rf.write_text(json.dumps(res))
+    out = tmp_path / "lb" / "leaderboard.json"
+    rc = run_cli("leaderboard", str(runs["a"]["dir"]), str(f32), str(runs["b"]["dir"]), "-o", str(out), "--reps", "200",
+                 "--paper-name", "model-a=Gemini-3-Flash")  # fmt: skip
+    assert rc == 0
+    page = out.with_suffix(".html")
+    n_entries = len(json.loads(out.read_text())["entries"])
+    assert n_entries == 5
+
+    dom = chromium("--virtual-time-budget=3000", "--dump-dom", page.as_uri(), cwd=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    html = dom.stdout
+    assert html.count('<tr class="entry">') == n_entries
+    assert "model-a" in html and "model-b" in html and "Gemini-3-Flash" in html
+    imgs = html.count('<img class="plot"')
+    assert imgs == 5  # Fig. 3 and Fig. 4 for naru_mcq and naru_mcq_500, the heat map
+    assert html.count('src="data:image/png;base64,') == imgs
+
+    shot = tmp_path / "page.png"
+    cap = chromium("--window-size=1300,3200", "--hide-scrollbars", f"--screenshot={shot}", page.as_uri(), cwd=tmp_path)
+    assert cap.returncode == 0 and shot.exists(), cap.stderr[-2000:]
+    from PIL import Image
+
+    img = Image.open(shot).convert("RGB")
+    assert img.size == (1300, 3200)
+    colours = img.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 50  # not blank
+    # the figures' colours (viridis cells, blue/orange lines and bars) reach the screen: the inline
+    # CSS and tables are grey scale, so strongly coloured pixels come from the decoded PNGs
+    coloured = sum(n for n, (r, g, b) in colours if max(r, g, b) - min(r, g, b) > 80)
+    assert coloured > 20000, coloured

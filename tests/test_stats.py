@@ -1,0 +1,199 @@
+"""Bootstrap intervals clustered by video, and the paired comparison of two runs (naru_eval.stats)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from naru_eval.data import CATEGORIES, NARRATIVE
+from naru_eval.scoring import METRICS, ScoredSample, compute_metrics
+from naru_eval.stats import bootstrap_ci, compare, format_comparison, holm, score_table
+
+
+def sample(qid: str, vid: str, cat: str, correct: bool, valid: bool = True) -> ScoredSample:
+    gold = "A"
+    pred = ("A" if correct else "B") if valid else None
+    return ScoredSample(
+        qid,
+        vid,
+        cat,
+        "narrative" if cat in NARRATIVE else "cultural",
+        gold,
+        pred,
+        "bare" if valid else "invalid:empty",
+        correct,
+        valid,
+    )
+
+
+def make_run(
+    n_videos: int = 40, per_video: int = 9, p_video=None, seed: int = 0, invalid: float = 0.0
+) -> list[ScoredSample]:
+    """``per_video`` questions per video cycling through the categories; ``p_video(v)`` = P(correct)."""
+    rng = random.Random(seed)
+    out = []
+    for v in range(n_videos):
+        p = p_video(v) if p_video else 0.5
+        for k in range(per_video):
+            cat = CATEGORIES[(v + k) % len(CATEGORIES)]
+            valid = rng.random() >= invalid
+            out.append(sample(f"q{v:03d}_{k}", f"vid{v:03d}", cat, valid and rng.random() < p, valid))
+    return out
+
+
+def width(ci) -> float:
+    return ci[1] - ci[0]
+
+
+def test_ci_contains_point_estimate_for_every_metric():
+    run = make_run(p_video=lambda v: 0.3 + 0.4 * (v % 3) / 2, invalid=0.1)
+    point = compute_metrics(run)
+    ci = bootstrap_ci(run, reps=1000, seed=1)
+    assert set(ci) == set(METRICS)
+    for m in METRICS:
+        lo, hi = ci[m]
+        assert lo <= point[m] <= hi, (m, lo, point[m], hi)
+        assert 0 <= lo < hi <= 100
+
+
+def test_clustered_ci_is_wider_when_outcomes_are_correlated_within_videos():
+    # each video is all right or all wrong: 40 independent units, not 400
+    run = make_run(n_videos=40, per_video=10, p_video=lambda v: float(v % 2))
+    clustered = bootstrap_ci(run, reps=2000, seed=0)
+    naive = bootstrap_ci(run, reps=2000, seed=0, cluster="question_id")
+    assert compute_metrics(run)["overall"] == 50.0
+    assert width(clustered["overall"]) > 2.5 * width(naive["overall"])
+    # sqrt(10) times wider in theory: the design effect of 10 perfectly correlated questions
+    assert width(clustered["overall"]) / width(naive["overall"]) == pytest.approx(math.sqrt(10), rel=0.25)
+
+
+def test_clustered_ci_matches_the_analytical_clustered_standard_error():
+    """An independent check: the percentile interval's half-width ~ 1.96 x the ratio estimator's
+    cluster-robust standard error, computed here by its formula."""
+    rng = random.Random(3)
+    ability = [rng.random() for _ in range(150)]
+    run = make_run(n_videos=150, per_video=10, p_video=lambda v: ability[v], seed=4)
+    ci = bootstrap_ci(run, reps=4000, seed=5)["overall"]
+    by_video: dict[str, list[float]] = {}
+    for s in run:
+        by_video.setdefault(s.video_id, []).append(100.0 * s.correct)
+    sums = np.array([sum(v) for v in by_video.values()])
+    ns = np.array([len(v) for v in by_video.values()])
+    r = sums.sum() / ns.sum()
+    g = len(sums)
+    se = math.sqrt(g / (g - 1) * np.sum((sums - r * ns) ** 2)) / ns.sum()
+    assert width(ci) / 2 == pytest.approx(1.96 * se, rel=0.15)
+
+
+def test_bootstrap_is_seeded():
+    run = make_run(p_video=lambda v: 0.6)
+    assert bootstrap_ci(run, reps=300, seed=7) == bootstrap_ci(run, reps=300, seed=7)
+    assert bootstrap_ci(run, reps=300, seed=7) != bootstrap_ci(run, reps=300, seed=8)
+
+
+def test_metric_without_questions_has_no_interval():
+    run = [s for s in make_run() if s.category != "C.5"]
+    ci = bootstrap_ci(run, reps=200)
+    assert ci["C.5"] is None and ci["overall"] is not None
+
+
+def test_score_table_matches_compute_metrics():
+    run = make_run(p_video=lambda v: 0.5, invalid=0.2, seed=9)
+    t = score_table(run)
+    s, n = t.cluster_sums()
+    got = dict(zip(t.metrics, s.sum(0) / n.sum(0), strict=True))
+    assert got == pytest.approx(compute_metrics(run))
+
+
+# --------------------------------------------------------------------------- paired comparison
+
+
+def test_identical_runs_p_is_one_and_diff_zero():
+    run = make_run(p_video=lambda v: 0.5, invalid=0.1)
+    cmp = compare(run, list(reversed(run)), reps=500, permutation_reps=500)
+    assert cmp.paired == len(run) and not cmp.only_a and not cmp.only_b
+    for r in cmp.rows:
+        assert r.diff == 0.0
+        assert r.p == 1.0
+        assert r.ci == (0.0, 0.0)
+        assert r.a_only == r.b_only == 0
+        assert "no difference" in r.reading
+
+
+def test_known_large_difference_gives_small_p():
+    a = make_run(n_videos=60, per_video=9, p_video=lambda v: 0.35, seed=1)
+    # B: the same questions, right far more often
+    rng = random.Random(2)
+    b = [sample(s.question_id, s.video_id, s.category, rng.random() < 0.75) for s in a]
+    cmp = compare(a, b, reps=1000, permutation_reps=2000, seed=0)
+    overall = cmp.row("overall")
+    want = compute_metrics(b)["overall"] - compute_metrics(a)["overall"]
+    assert overall.diff == pytest.approx(want)
+    assert overall.diff > 25
+    assert overall.p < 0.001 and not overall.p_exact
+    assert overall.ci[0] > 0 and overall.ci[0] <= overall.diff <= overall.ci[1]
+    for level in ("narrative", "cultural"):
+        want = compute_metrics(b)[level] - compute_metrics(a)[level]
+        assert cmp.row(level).diff == pytest.approx(want)
+        assert cmp.row(level).p < 0.01
+    # category rows: difference by hand, Holm-adjusted p not below the raw p
+    for c in CATEGORIES:
+        r = cmp.row(c)
+        ia = [s.correct for s in a if s.category == c]
+        ib = [s.correct for s in b if s.category == c]
+        assert r.diff == pytest.approx(100 * (sum(ib) - sum(ia)) / len(ia))
+        assert r.n == len(ia)
+        assert r.p_holm >= r.p
+    text = format_comparison(cmp, "run A", "run B")
+    assert "B higher" in text and "How to read this" in text and f"n={len(a)}" in text
+
+
+def test_compare_is_seeded_and_pairs_by_question_id():
+    a = make_run(seed=1)
+    b = make_run(seed=2)
+    c1 = compare(a, b, reps=300, permutation_reps=300, seed=4)
+    c2 = compare(a, list(reversed(b)), reps=300, permutation_reps=300, seed=4)
+    assert [r.as_dict() for r in c1.rows] == [r.as_dict() for r in c2.rows]
+
+
+def test_compare_reports_unpaired_and_rejects_other_data():
+    a = make_run(seed=1)
+    b = make_run(seed=2)[5:]
+    cmp = compare(a, b, reps=200, permutation_reps=200)
+    assert len(cmp.only_a) == 5 and cmp.paired == len(a) - 5
+    assert any("only in A" in n for n in cmp.notes)
+    moved = [replace(a[0], video_id="elsewhere"), *a[1:]]
+    with pytest.raises(ValueError, match="different video or category"):
+        compare(a, moved)
+
+
+def test_sign_flip_p_is_exact_for_few_differing_videos():
+    """Three videos differ: the exact p-value is the share of the 8 sign patterns at least as extreme."""
+    a = make_run(n_videos=10, per_video=4, p_video=lambda v: 0.0)
+    b = [
+        sample(
+            s.question_id,
+            s.video_id,
+            s.category,
+            s.video_id in ("vid000", "vid001", "vid002") and s.question_id[-1] in "01",
+        )
+        for s in a
+    ]
+    cmp = compare(a, b, reps=100, permutation_reps=100)
+    r = cmp.row("overall")
+    d = [2.0, 2.0, 2.0]  # correct answers gained per differing video
+    stats = [abs(sum(x * y for x, y in zip(signs, d, strict=True))) for signs in itertools.product((-1, 1), repeat=3)]
+    assert r.p_exact
+    assert r.p == pytest.approx(sum(s >= abs(sum(d)) for s in stats) / len(stats))  # 2/8
+    assert r.p == pytest.approx(0.25)
+
+
+def test_holm():
+    adj = holm([0.01, 0.04, None, 0.03])
+    assert adj[2] is None
+    assert adj[0] == pytest.approx(0.03) and adj[3] == pytest.approx(0.06) and adj[1] == pytest.approx(0.06)
