@@ -17,6 +17,7 @@ ADAPTERS: dict[str, str] = {
     "naru_internvl3_5": "model_adapters.internvl.InternVL3_5",
     "naru_minicpm_o": "model_adapters.minicpm.MiniCPM_O",
     "naru_openai_compat": "model_adapters.openai_compat.OpenAICompat",
+    "naru_gemini": "model_adapters.gemini.Gemini",
 }
 
 

@@ -1,0 +1,1062 @@
+"""``naru_gemini``: Gemini through the ``google-genai`` SDK, the video sent natively (Files API).
+
+    export GOOGLE_API_KEY=...        # or GEMINI_API_KEY; never in model_args
+    lmms-eval --model naru_gemini \\
+        --model_args model=gemini-3-flash-preview,fps=0.25,media_resolution=low \\
+        --tasks naru_mcq --output_path results --log_samples
+
+What one run does (docs/gemini.md has the protocol and the arithmetic):
+
+1. **Preflight**, before any request: each question's prompt tokens are estimated from its
+   video's duration, ``fps``, ``media_resolution`` and ``audio`` (naru_eval.gemini_cost); a
+   configuration whose longest request would overflow the model's context is refused with the
+   numbers and what would fit.
+2. **Uploads**: every distinct video of the pending questions goes to an upload pool
+   (``upload_concurrency`` at a time, the longest first), once per run; the upload registry
+   (naru_eval.gemini_uploads) reuses live uploads from earlier runs after checking
+   ``files.get``. Each upload is polled until ACTIVE, for at most ``active_timeout`` seconds.
+   Optional local pre-processing (``downsample=true``, ``audio=false``;
+   naru_eval.gemini_video) shrinks what is sent.
+3. **Calibration**: ``countTokens`` on the longest video (free) corrects the estimate; a
+   configuration that would still overflow is refused before any ``generateContent``.
+4. **Questions**: ``generateContent`` with the video part first (``fileData`` plus
+   ``videoMetadata.fps``), the question after it, ``mediaResolution`` / ``thinkingConfig`` /
+   ``temperature`` / ``seed`` in ``generationConfig``. At most ``max_concurrency`` in flight,
+   adaptively (AIMD: halved on a 429, grown by one per window of successes). Bounded retries
+   with full-jitter backoff on 429/5xx/timeouts through naru_eval.retry (the SDK's are off).
+   A request that still fails, a blocked prompt (``promptFeedback.blockReason``), a SAFETY (or
+   other non-answer) finish and an empty answer raise :class:`RequestFailed`: stored as a
+   failure, scored invalid, listed, retried on the next run.
+5. **Usage**: input (per modality), output, thinking and cached tokens and the dollar cost of
+   each request are stored with its answer (the store's ``usage`` column); the run's sums are
+   logged and written to ``gemini_usage_<timestamp>.json`` (``usage_dir``, else
+   ``$NARU_CACHE_DIR``, else next to the response store).
+
+The API key is read from ``GOOGLE_API_KEY`` (then ``GEMINI_API_KEY``) only; a key in
+``model_args`` is refused (lmms-eval writes model_args into results.json). The key never
+reaches a log, the store, the usage file or the upload registry (which keeps a truncated hash).
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import inspect
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from loguru import logger
+
+from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.gemini_cost import (
+    FRAME_OVERHEAD_TOKENS,
+    FRAME_TOKENS,
+    MEDIA_RESOLUTION_ENUM,
+    TokenEstimate,
+    UsageTotals,
+    context_window,
+    estimate_request,
+    family,
+    load_prices,
+    max_fps_that_fits,
+    normalise_resolution,
+    request_cost,
+    usage_from_store,
+)
+from naru_eval.gemini_uploads import UploadRecord, UploadRegistry, account_id, default_registry_path
+from naru_eval.gemini_video import Prepared, PrepSpec, prepare_video
+from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_error, status_of
+from naru_eval.store import is_secret
+
+DEFAULT_MODEL = "gemini-3-flash-preview"
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
+THINKING_LEVELS = ("minimal", "low", "medium", "high")
+#: finish reasons that carry an answer; every other one is a failure (SAFETY, RECITATION, ...)
+ANSWER_FINISH_REASONS = frozenset({"STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED", ""})
+#: environment variables the key is read from, in order (as the SDK does)
+KEY_ENV = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
+
+_LMMS_EVAL_EXTRAS = ("device", "max_batch_size")
+_NOT_SECRET = frozenset({"max_output_tokens", "max_input_tokens"})
+_NOT_FOR_GEMINI = ("num_frames", "max_frames", "max_pixels")
+
+
+class ConfigurationRefused(ValueError):
+    """A configuration refused by the preflight, before any request is spent."""
+
+
+class ContextOverflow(ConfigurationRefused):
+    """The configuration would overflow the model's context: refused before any request."""
+
+
+class UploadFailed(RuntimeError):
+    """A video could not be uploaded or never became ACTIVE."""
+
+
+class _TransientUpload(RuntimeError):
+    """The SDK's upload broke off without an HTTP status (no upload URL, not finalized)."""
+
+    retryable = True
+
+
+def api_key_from_env() -> str | None:
+    for name in KEY_ENV:
+        value = (os.environ.get(name) or "").strip()
+        if value:
+            return value
+    return None
+
+
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"naru_gemini: {name} must be true or false, got {value!r}")
+
+
+def _none(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
+
+
+def _int(name: str, value: Any, minimum: int | None = None) -> int:
+    try:
+        out = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"naru_gemini: {name} must be an integer, got {value!r}") from None
+    if minimum is not None and out < minimum:
+        raise ValueError(f"naru_gemini: {name} must be >= {minimum}, got {out}")
+    return out
+
+
+def _float(name: str, value: Any, minimum: float = 0.0) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"naru_gemini: {name} must be a number, got {value!r}") from None
+    if out < minimum:
+        raise ValueError(f"naru_gemini: {name} must be >= {minimum}, got {out}")
+    return out
+
+
+# ------------------------------------------------------------------------ adaptive concurrency
+
+
+class AdaptiveLimiter:
+    """An AIMD limit on requests in flight: halve on a 429, +1 per ``limit`` successes.
+
+    ``cap`` is the ceiling (the adapter's ``max_concurrency``). A burst of 429s from requests
+    that all started before the last cut counts once: each slot remembers the epoch it was
+    taken in, and only a 429 from the current epoch halves the limit again.
+    """
+
+    def __init__(self, cap: int, initial: int | None = None) -> None:
+        self.cap = max(1, int(cap))
+        self.limit = float(min(self.cap, max(1, int(initial or cap))))
+        self.in_flight = 0
+        self.epoch = 0
+        self.cuts = 0
+        self.history: list[tuple[str, float]] = []
+        self._cond = threading.Condition()
+
+    def acquire(self) -> int:
+        with self._cond:
+            while self.in_flight >= int(self.limit):
+                self._cond.wait()
+            self.in_flight += 1
+            return self.epoch
+
+    def release(self) -> None:
+        with self._cond:
+            self.in_flight -= 1
+            self._cond.notify_all()
+
+    def throttled(self, epoch: int) -> None:
+        with self._cond:
+            if epoch != self.epoch:
+                return
+            self.limit = max(1.0, float(int(self.limit) // 2 or 1))
+            self.epoch += 1
+            self.cuts += 1
+            self.history.append(("429", self.limit))
+
+    def succeeded(self) -> None:
+        with self._cond:
+            if self.limit < self.cap:
+                before = int(self.limit)
+                self.limit = min(float(self.cap), self.limit + 1.0 / max(1.0, self.limit))
+                if int(self.limit) > before:
+                    self.history.append(("grow", self.limit))
+                    self._cond.notify_all()
+
+
+# --------------------------------------------------------------------------------- run state
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """A video ready to be asked about."""
+
+    video: str
+    name: str
+    uri: str
+    mime_type: str
+    sha256: str
+    reused: bool
+    prepared: Prepared
+
+
+@dataclass
+class _RunState:
+    """What one ``generate_until`` accumulates for its usage summary."""
+
+    started: float = field(default_factory=time.time)
+    pending: int = 0
+    remaining: int = 0
+    run_keys: list[str] = field(default_factory=list)
+    totals: UsageTotals = field(default_factory=UsageTotals)
+    failures: dict[str, str] = field(default_factory=dict)
+    preflight: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] | None = None
+    estimates: dict[str, int] = field(default_factory=dict)
+    written: Path | None = None
+
+
+class Gemini(NaruModel):
+    model_id = "naru_gemini"
+    needs_frames = False  # Gemini samples the uploaded file itself
+    default_num_frames = None
+    max_concurrency = 8
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        fps: float | str = 0.25,
+        media_resolution: str | None = "default",
+        audio: bool | str = True,
+        thinking_budget: int | str | None = None,
+        thinking_level: str | None = None,
+        temperature: float | str | None = "auto",
+        seed: int | str | None = None,
+        max_output_tokens: int | str | None = None,
+        base_url: str | None = None,
+        api_version: str = "v1beta",
+        max_concurrency: int | str = 8,
+        initial_concurrency: int | str | None = None,
+        upload_concurrency: int | str = 4,
+        max_retries: int | str = 5,
+        retry_base_delay: float | str = 2.0,
+        retry_max_delay: float | str = 60.0,
+        timeout: float | str = 600.0,
+        active_timeout: float | str = 1800.0,
+        poll_interval: float | str = 5.0,
+        upload_registry: str | None = None,
+        reuse_uploads: bool | str = True,
+        reuse_margin_s: float | str = 6 * 3600.0,
+        downsample: bool | str = False,
+        downsample_factor: float | str = 4.0,
+        downsample_height: int | str | None = 360,
+        video_cache: str | None = None,
+        calibrate: bool | str = True,
+        max_input_tokens: int | str | None = None,
+        max_file_gb: float | str = 2.0,
+        storage_limit_gb: float | str = 20.0,
+        usage_dir: str | None = None,
+        prices: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        local = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "__class__")}
+        self._refuse_secrets({**local, **kwargs})
+        for extra in _LMMS_EVAL_EXTRAS:
+            kwargs.pop(extra, None)
+        wrong = [n for n in _NOT_FOR_GEMINI if not _none(kwargs.get(n))]
+        if wrong:
+            raise ValueError(
+                f"naru_gemini: {wrong} do not apply: Gemini samples the uploaded video itself at fps= "
+                "(videoMetadata.fps); use fps= and media_resolution="
+            )
+        for n in _NOT_FOR_GEMINI:
+            kwargs.pop(n, None)
+        base_args = [n for n in inspect.signature(NaruModel.__init__).parameters if n not in ("self", "kwargs")]
+        unknown = sorted(set(kwargs) - set(base_args))
+        if unknown:
+            own = [n for n in inspect.signature(Gemini.__init__).parameters if n not in ("self", "kwargs")]
+            raise ValueError(f"naru_gemini: unknown model_args {unknown}; known: {', '.join(own)}")
+        if not model or not str(model).strip():
+            raise ValueError("naru_gemini: model=<Gemini model id> is required, e.g. gemini-3-flash-preview")
+        fps_value = _float("fps", fps)
+        if not 0 < fps_value <= 24:
+            raise ValueError(f"naru_gemini: fps must be in (0, 24] (videoMetadata.fps), got {fps_value}")
+        super().__init__(fps=fps_value, **kwargs)
+        self.model = str(model).strip()
+        self.media_resolution = normalise_resolution(media_resolution)
+        self.audio = _flag("audio", audio)
+        self.thinking_budget = None if _none(thinking_budget) else _int("thinking_budget", thinking_budget, -1)
+        self.thinking_level = None if _none(thinking_level) else str(thinking_level).strip().lower()
+        if self.thinking_level is not None and self.thinking_level not in THINKING_LEVELS:
+            raise ValueError(f"naru_gemini: thinking_level must be one of {THINKING_LEVELS}, got {thinking_level!r}")
+        if self.thinking_level is not None and self.thinking_budget is not None:
+            raise ValueError("naru_gemini: give thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both")
+        if isinstance(temperature, str) and temperature.strip().lower() == "auto":
+            # Google advises leaving Gemini 3 at its default temperature (1.0): lower values can
+            # loop or degrade reasoning. Earlier models: 0, as the task asks.
+            self.temperature = None if family(self.model) == "gemini-3" else 0.0
+        else:
+            self.temperature = None if _none(temperature) else _float("temperature", temperature)
+        self.seed = None if _none(seed) else _int("seed", seed)
+        self.max_output_tokens = None if _none(max_output_tokens) else _int("max_output_tokens", max_output_tokens, 1)
+        self.api_version = str(api_version)
+        resolved = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL")
+        if resolved:
+            parts = urlsplit(str(resolved))
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"naru_gemini: base_url must be an http(s) URL, got {resolved!r}")
+            if parts.username or parts.password or parts.query:
+                raise ValueError(
+                    "naru_gemini: base_url must not carry credentials or a query (lmms-eval writes model_args "
+                    "into results.json); the key comes from GOOGLE_API_KEY / GEMINI_API_KEY"
+                )
+        self.base_url = str(base_url) if base_url else None
+        self.endpoint = str(resolved) if resolved else DEFAULT_BASE_URL
+        self.max_concurrency = _int("max_concurrency", max_concurrency, 1)
+        self.initial_concurrency = (
+            None if _none(initial_concurrency) else _int("initial_concurrency", initial_concurrency, 1)
+        )
+        self.upload_concurrency = _int("upload_concurrency", upload_concurrency, 1)
+        self.max_retries = _int("max_retries", max_retries, 0)
+        self.retry_policy = RetryPolicy(
+            max_attempts=self.max_retries + 1,
+            base_delay=_float("retry_base_delay", retry_base_delay),
+            max_delay=_float("retry_max_delay", retry_max_delay),
+        )
+        self.timeout = _float("timeout", timeout)
+        self.active_timeout = _float("active_timeout", active_timeout)
+        self.poll_interval = _float("poll_interval", poll_interval)
+        self.registry_path = Path(upload_registry) if upload_registry else None
+        self.reuse_uploads = _flag("reuse_uploads", reuse_uploads)
+        self.reuse_margin_s = _float("reuse_margin_s", reuse_margin_s)
+        self.downsample = _flag("downsample", downsample)
+        factor = _float("downsample_factor", downsample_factor)
+        if factor < 1:
+            raise ValueError(
+                f"naru_gemini: downsample_factor must be >= 1 (re-encode at >= the sampling fps), got {factor}"
+            )
+        height = None if _none(downsample_height) else _int("downsample_height", downsample_height, 2)
+        self.prep_spec = PrepSpec(
+            audio=self.audio,
+            fps=fps_value * factor if self.downsample else None,
+            max_height=height if self.downsample else None,
+        )
+        self.video_cache = Path(video_cache) if video_cache else None
+        self.calibrate = _flag("calibrate", calibrate)
+        self.max_input_tokens = None if _none(max_input_tokens) else _int("max_input_tokens", max_input_tokens, 1)
+        #: the Files API's limits: 2 GB per file, 20 GB per project (files live 48 h)
+        self.max_file_gb = _float("max_file_gb", max_file_gb)
+        self.storage_limit_gb = _float("storage_limit_gb", storage_limit_gb)
+        self.usage_dir = Path(usage_dir) if usage_dir else None
+        self.prices = load_prices(prices)
+        self.price = self.prices.for_model(self.model)
+        #: waits: between retries (backoff), and between files.get polls; tests replace them
+        self.sleep: Callable[[float], None] = time.sleep
+        self.poll_sleep: Callable[[float], None] = time.sleep
+        self.clock: Callable[[], float] = time.monotonic
+        self.limiter = AdaptiveLimiter(self.max_concurrency, self.initial_concurrency)
+        self._client: Any = None
+        self._account: str | None = None
+        self._client_lock = threading.Lock()
+        self._registry: UploadRegistry | None = None
+        self._futures: dict[str, Future] = {}
+        self._futures_lock = threading.Lock()
+        self._upload_pool: ThreadPoolExecutor | None = None
+        self._stats_lock = threading.Lock()
+        self.upload_stats = {"uploaded": 0, "reused": 0, "bytes_sent": 0, "bytes_saved": 0, "preprocessed": 0}
+        self._run: _RunState | None = None
+        atexit.register(self._write_usage_if_pending)
+
+    # -- configuration ------------------------------------------------------------------------
+    @staticmethod
+    def _refuse_secrets(args: Mapping[str, Any]) -> None:
+        named = sorted(k for k, v in args.items() if is_secret(k) and k not in _NOT_SECRET and not _none(v))
+        keys = [v for v in (os.environ.get(n) for n in KEY_ENV) if v and len(v.strip()) >= 8]
+        leaked = sorted(k for k, v in args.items() if v is not None and any(key.strip() in str(v) for key in keys))
+        bad = sorted(set(named) | set(leaked))
+        if bad:
+            raise ValueError(
+                f"naru_gemini: refusing model_args {bad}: an API key must not be passed in model_args "
+                "(lmms-eval records model_args in results.json). Set GOOGLE_API_KEY or GEMINI_API_KEY."
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """Everything that changes the answers (not the URL, concurrency, retries or key)."""
+        return {
+            **super().describe(),
+            "gemini_model": self.model,
+            "api_version": self.api_version,
+            "media_resolution": self.media_resolution,
+            "audio": self.audio,
+            "thinking_budget": self.thinking_budget,
+            "thinking_level": self.thinking_level,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_output_tokens": self.max_output_tokens,
+            "preprocess": self.prep_spec.describe() if self.downsample or not self.audio else None,
+        }
+
+    # -- the client -----------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        """The ``genai.Client``, built on first use; the SDK's own retries are off."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    from google import genai
+                    from google.genai import types
+
+                    key = api_key_from_env()
+                    if not key:
+                        raise RuntimeError(
+                            "naru_gemini: no API key: set GOOGLE_API_KEY (or GEMINI_API_KEY) in the environment"
+                        )
+                    opts = types.HttpOptions(
+                        api_version=self.api_version,
+                        timeout=int(self.timeout * 1000),
+                        retry_options=types.HttpRetryOptions(attempts=1),
+                    )
+                    if self.base_url:
+                        opts.base_url = self.base_url
+                    self._account = account_id(key, self.endpoint)
+                    self._client = genai.Client(vertexai=False, api_key=key, http_options=opts)
+        return self._client
+
+    @property
+    def account(self) -> str:
+        _ = self.client
+        assert self._account is not None
+        return self._account
+
+    @property
+    def registry(self) -> UploadRegistry:
+        if self._registry is None:
+            with self._client_lock:
+                if self._registry is None:
+                    path = self.registry_path or default_registry_path(self._store_path)
+                    self._registry = UploadRegistry(path)
+        return self._registry
+
+    def _catch(self) -> tuple[type[BaseException], ...]:
+        from google.genai import errors
+
+        out: list[type[BaseException]] = [errors.APIError, json.JSONDecodeError, TimeoutError, ConnectionError]
+        out.append(_TransientUpload)
+        for mod in ("httpx", "httpx2"):
+            try:
+                out.append(__import__(mod).HTTPError)
+            except (ImportError, AttributeError):
+                pass
+        return tuple(out)
+
+    def _call(self, fn: Callable[[], Any], what: str, policy: RetryPolicy | None = None) -> Any:
+        policy = policy or self.retry_policy
+
+        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+            logger.warning(
+                f"naru_gemini: {what}: attempt {attempt}/{policy.max_attempts} failed "
+                f"({describe_error(exc)}); retrying in {delay:.1f}s"
+            )
+
+        return call_with_retry(fn, policy, sleep=self.sleep, on_retry=on_retry, catch=self._catch())
+
+    # -- the request ----------------------------------------------------------------------------
+    def contents(self, uploaded: Uploaded, prompt: str) -> list[Any]:
+        """The video part first (fileData + videoMetadata.fps), then the question."""
+        from google.genai import types
+
+        video = types.Part(
+            file_data=types.FileData(file_uri=uploaded.uri, mime_type=uploaded.mime_type),
+            video_metadata=types.VideoMetadata(fps=self.fps),
+        )
+        return [types.Content(role="user", parts=[video, types.Part(text=prompt)])]
+
+    def generation_config(self) -> Any:
+        from google.genai import types
+
+        cfg: dict[str, Any] = {}
+        if self.media_resolution != "default":
+            cfg["media_resolution"] = types.MediaResolution(MEDIA_RESOLUTION_ENUM[self.media_resolution])
+        if self.thinking_budget is not None:
+            cfg["thinking_config"] = types.ThinkingConfig(thinking_budget=self.thinking_budget)
+        elif self.thinking_level is not None:
+            cfg["thinking_config"] = types.ThinkingConfig(
+                thinking_level=types.ThinkingLevel(self.thinking_level.upper())
+            )
+        if self.temperature is not None:
+            cfg["temperature"] = self.temperature
+        if self.seed is not None:
+            cfg["seed"] = self.seed
+        if self.max_output_tokens is not None:
+            cfg["max_output_tokens"] = self.max_output_tokens
+        return types.GenerateContentConfig(**cfg)
+
+    # -- preflight --------------------------------------------------------------------------------
+    def _duration(self, request: NaruRequest) -> float:
+        dur = request.doc.get("duration_s")
+        if dur not in (None, "") and float(dur) > 0:
+            return float(dur)
+        from naru_eval.video import probe_video
+
+        return probe_video(request.video, check_end=False).duration_s  # type: ignore[arg-type]
+
+    def estimate(self, duration_s: float, prompt: str, media_resolution: str | None = None, audio: bool | None = None):
+        return estimate_request(
+            duration_s,
+            model=self.model,
+            fps=float(self.fps or 0.0),
+            media_resolution=media_resolution or self.media_resolution,
+            audio=self.audio if audio is None else audio,
+            prompt=prompt,
+        )
+
+    @property
+    def input_limit(self) -> int:
+        return self.max_input_tokens or context_window(self.model)[0]
+
+    def _overflow_message(self, video: str, est: TokenEstimate, total: int, how: str) -> str:
+        limit = self.input_limit
+        low = self.estimate(est.duration_s, "", media_resolution="low").total + est.text_tokens
+        mute = self.estimate(est.duration_s, "", audio=False).total + est.text_tokens
+        best_fps = max_fps_that_fits(
+            est.duration_s,
+            limit,
+            model=self.model,
+            media_resolution=self.media_resolution,
+            audio=self.audio,
+            text=est.text_tokens,
+        )
+        per = est.frame_tokens
+        audio = f"{est.audio_tokens:,} audio tokens (32/s)" if self.audio else "no audio"
+        return (
+            f"naru_gemini: refusing this configuration before any request: the longest video {video} "
+            f"({est.duration_s / 3600:.2f} h) needs {how} {total:,} input tokens per question, over {self.model}'s "
+            f"{limit:,}-token context: {est.frames:,} frames at fps={self.fps:g} x ({per} tokens at "
+            f"media_resolution={self.media_resolution} + {FRAME_OVERHEAD_TOKENS} overhead) = {est.video_tokens:,}, "
+            f"+ {audio}, + {est.text_tokens:,} text. Estimates that would fit or not: media_resolution=low -> "
+            f"{low:,}; audio=false -> {mute:,}; fps <= {best_fps:.3f} at this resolution and audio. "
+            "No request was spent."
+        )
+
+    def _preflight(self, requests: Sequence[NaruRequest]) -> tuple[str, NaruRequest, TokenEstimate] | None:
+        durations: dict[str, float] = {}
+        worst: tuple[int, str, NaruRequest, TokenEstimate] | None = None
+        for r in requests:
+            if r.video is None:
+                continue
+            if r.video not in durations:
+                durations[r.video] = self._duration(r)
+            est = self.estimate(durations[r.video], r.prompt)
+            assert self._run is not None
+            self._run.estimates[r.question_id] = est.total
+            if worst is None or est.total > worst[0]:
+                worst = (est.total, r.video, r, est)
+        if worst is None:
+            return None  # every question fails on its own ("no video")
+        total, video, request, est = worst
+        known = context_window(self.model)[1] or self.max_input_tokens is not None
+        assert self._run is not None
+        self._run.preflight = {
+            "videos": len(durations),
+            "hours": round(sum(durations.values()) / 3600, 3),
+            "longest_video": video,
+            "longest_s": est.duration_s,
+            "longest_estimate": total,
+            "estimated_input_tokens": sum(self._run.estimates.values()),
+            "input_limit": self.input_limit,
+            "limit_known": known,
+        }
+        if not known:
+            logger.warning(
+                f"naru_gemini: {self.model} is not in the context-window table; assuming {self.input_limit:,} "
+                "tokens (set max_input_tokens= to be exact)"
+            )
+        if total > self.input_limit:
+            raise ContextOverflow(self._overflow_message(video, est, total, "an estimated"))
+        self._check_sizes(list(durations))
+        logger.info(
+            f"naru_gemini: preflight: {len(requests)} question(s) over {len(durations)} video(s); longest "
+            f"{Path(video).name} ({est.duration_s / 3600:.2f} h) ~{total:,} input tokens of {self.input_limit:,}"
+        )
+        return video, request, est
+
+    def _check_sizes(self, videos: Sequence[str]) -> None:
+        """Files sent as they are must fit the Files API: 2 GB a file, 20 GB a project."""
+        if self.prep_spec.fps is not None or self.prep_spec.max_height is not None:
+            return  # re-encoded sizes are known only after encoding (a few MB an hour at 360p, 1 fps)
+        gb = 1024**3
+        sizes = {v: os.path.getsize(v) for v in videos}
+        too_big = sorted((s, v) for v, s in sizes.items() if s > self.max_file_gb * gb)
+        hint = (
+            "set downsample=true (re-encodes at fps x downsample_factor and downsample_height pixels high, "
+            "a few MB per hour), or raise max_file_gb= / storage_limit_gb= if Google's limits changed. "
+            "No request was spent."
+        )
+        if too_big:
+            size, video = too_big[-1]
+            raise ConfigurationRefused(
+                f"naru_gemini: refusing before any request: {len(too_big)} video(s) exceed the Files API's "
+                f"{self.max_file_gb:g} GB per-file limit (largest: {video}, {size / gb:.2f} GB); {hint}"
+            )
+        total = sum(sizes.values())
+        if total > self.storage_limit_gb * gb:
+            raise ConfigurationRefused(
+                f"naru_gemini: refusing before any request: the {len(sizes)} video(s) total {total / gb:.1f} GB, "
+                f"over the Files API's {self.storage_limit_gb:g} GB per project (uploads are kept 48 h for reuse); "
+                f"{hint}"
+            )
+
+    def _calibrate(self, video: str, request: NaruRequest, est: TokenEstimate) -> None:
+        """countTokens on the longest video: refuse if the counted configuration overflows."""
+        try:
+            uploaded = self._futures[video].result()
+        except Exception as e:  # noqa: BLE001 - its questions fail on their own
+            logger.warning(f"naru_gemini: calibration skipped: the upload of {Path(video).name} failed ({e})")
+            return
+        contents = self.contents(uploaded, request.prompt)
+        try:
+            counted = self._call(
+                lambda: self.client.models.count_tokens(model=self.model, contents=contents), "countTokens"
+            )
+        except RetryError as e:
+            logger.warning(f"naru_gemini: calibration skipped: countTokens failed ({e})")
+            return
+        total = int(getattr(counted, "total_tokens", 0) or 0)
+        if total <= 0:
+            return
+        by = _modalities(getattr(counted, "prompt_tokens_details", None))
+        # countTokens carries no generationConfig on the Gemini API: it counts at the default
+        # media resolution. Scale the video part to the configured resolution.
+        fam = FRAME_TOKENS[family(self.model)]
+        scale = (fam[self.media_resolution] + FRAME_OVERHEAD_TOKENS) / (fam["default"] + FRAME_OVERHEAD_TOKENS)
+        baseline = self.estimate(est.duration_s, request.prompt, media_resolution="default")
+        if by.get("VIDEO"):
+            calibrated = int(round(by["VIDEO"] * scale)) + total - by["VIDEO"]
+        else:
+            calibrated = int(round(total * est.total / max(1, baseline.total)))
+        info = {
+            "video": video,
+            "counted_default_resolution": total,
+            "counted_by_modality": by,
+            "estimated_default_resolution": baseline.total,
+            "ratio": round(total / max(1, baseline.total), 4),
+            "calibrated": calibrated,
+            "estimated": est.total,
+        }
+        assert self._run is not None
+        self._run.calibration = info
+        logger.info(
+            f"naru_gemini: countTokens on {Path(video).name}: {total:,} at the default resolution vs "
+            f"{baseline.total:,} estimated (x{info['ratio']}); this configuration: ~{calibrated:,} of "
+            f"{self.input_limit:,}"
+        )
+        if calibrated > self.input_limit:
+            raise ContextOverflow(self._overflow_message(video, est, calibrated, "(counted by countTokens)"))
+
+    # -- uploads --------------------------------------------------------------------------------
+    def _cache_dir(self) -> Path:
+        if self.video_cache is not None:
+            return self.video_cache
+        return self.registry.path.parent / "gemini_videos"
+
+    def _wait_active(self, name: str, video: str) -> Any:
+        from google.genai import types
+
+        deadline = self.clock() + self.active_timeout
+        while True:
+            f = self._call(lambda: self.client.files.get(name=name), f"files.get {name}")
+            state = _enum(getattr(f, "state", None))
+            if state == types.FileState.ACTIVE.value:
+                return f
+            if state == types.FileState.FAILED.value:
+                err = getattr(f, "error", None)
+                msg = getattr(err, "message", None) or err
+                raise UploadFailed(f"{Path(video).name}: Gemini could not process {name} (state FAILED: {msg})")
+            if self.clock() >= deadline:
+                raise UploadFailed(
+                    f"{Path(video).name}: {name} is still {state or 'unknown'} after {self.active_timeout:g} s "
+                    "(active_timeout); the file stays on the server for 48 h and a rerun reuses it once ACTIVE"
+                )
+            self.poll_sleep(self.poll_interval)
+
+    def _reuse(self, sha: str, video: str, prepared: Prepared) -> Uploaded | None:
+        rec = self.registry.get(sha, self.account)
+        if rec is None:
+            return None
+        if not rec.live(self.reuse_margin_s):
+            self.registry.forget(sha, self.account)
+            return None
+        try:
+            f = self._wait_active(rec.name, video)
+        except RetryError as e:
+            if e.status not in (403, 404):
+                logger.warning(f"naru_gemini: could not check upload {rec.name} ({e}); uploading again")
+            self.registry.forget(sha, self.account)
+            return None
+        except UploadFailed as e:
+            logger.warning(f"naru_gemini: upload {rec.name} is not usable ({e}); uploading again")
+            self.registry.forget(sha, self.account)
+            return None
+        expires = _epoch(getattr(f, "expiration_time", None)) or rec.expires
+        if expires is not None and expires <= time.time() + self.reuse_margin_s:
+            self.registry.forget(sha, self.account)
+            return None
+        self.registry.put(dataclasses.replace(rec, state="ACTIVE", expires=expires))
+        return Uploaded(video, rec.name, f.uri or rec.uri, rec.mime_type, sha, True, prepared)
+
+    def _upload(self, video: str) -> Uploaded:
+        """The video on the Files API and ACTIVE: reused from the registry, or uploaded now."""
+        from google.genai import types
+
+        source_sha = self.registry.sha256(video) if self.prep_spec.needed(video) else None
+        prepared = prepare_video(video, self.prep_spec, self._cache_dir(), source_sha)
+        if prepared.transformed and not prepared.cached:
+            logger.info(
+                f"naru_gemini: {Path(video).name}: pre-processed in {prepared.seconds:.1f}s, "
+                f"{prepared.source_bytes:,} -> {prepared.sent_bytes:,} bytes"
+            )
+        sha = self.registry.sha256(prepared.path)
+        if self.reuse_uploads:
+            reused = self._reuse(sha, video, prepared)
+            if reused is not None:
+                with self._stats_lock:
+                    self.upload_stats["reused"] += 1
+                return reused
+
+        def upload() -> Any:
+            try:
+                return self.client.files.upload(
+                    file=str(prepared.path),
+                    config=types.UploadFileConfig(mime_type=prepared.mime_type, display_name=f"naru-{sha[:16]}"),
+                )
+            except (KeyError, ValueError) as e:  # no upload URL / not finalized: no HTTP status
+                raise _TransientUpload(f"upload interrupted: {e}") from e
+
+        f = self._call(upload, f"upload {Path(video).name}")
+        record = UploadRecord(
+            sha256=sha,
+            account=self.account,
+            name=f.name,
+            uri=f.uri,
+            mime_type=prepared.mime_type,
+            size_bytes=prepared.sent_bytes,
+            state="PROCESSING",
+            expires=_epoch(getattr(f, "expiration_time", None)),
+            uploaded=time.time(),
+            source_path=str(video),
+        )
+        self.registry.put(record)  # at once: a crash while polling still leaves it reusable
+        with self._stats_lock:
+            self.upload_stats["uploaded"] += 1
+            self.upload_stats["bytes_sent"] += prepared.sent_bytes
+            self.upload_stats["bytes_saved"] += prepared.bytes_saved
+            self.upload_stats["preprocessed"] += int(prepared.transformed)
+        active = self._wait_active(f.name, video)
+        expires = _epoch(getattr(active, "expiration_time", None)) or record.expires
+        self.registry.put(dataclasses.replace(record, state="ACTIVE", expires=expires))
+        return Uploaded(video, f.name, active.uri or f.uri, prepared.mime_type, sha, False, prepared)
+
+    def uploaded(self, video: str) -> Uploaded:
+        """The upload of ``video``: started by :meth:`prepare`'s pool, or done here, once."""
+        with self._futures_lock:
+            fut = self._futures.get(video)
+            owner = fut is None
+            if owner:
+                fut = self._futures[video] = Future()
+        assert fut is not None
+        if owner:
+            try:
+                fut.set_result(self._upload(video))
+            except BaseException as e:  # noqa: BLE001 - handed to every waiter
+                fut.set_exception(e)
+        return fut.result()
+
+    # -- the run --------------------------------------------------------------------------------
+    def prepare(self, requests: Sequence[NaruRequest]) -> None:
+        """Preflight, then start every upload, then calibrate: all before the first question."""
+        self._write_usage_if_pending()
+        self._run = _RunState(pending=len(requests), remaining=len(requests))
+        if not requests:
+            return
+        self._run.run_keys = sorted({self.request_key(r)[0] for r in requests})
+        _ = self.client  # no key: one clear error now
+        _ = self.registry
+        plan = self._preflight(requests)
+        if plan is None:
+            return
+        longest, longest_request, longest_est = plan
+        with self._futures_lock:  # a failed upload of an earlier pass is tried again
+            for v in [v for v, f in self._futures.items() if f.done() and f.exception() is not None]:
+                del self._futures[v]
+        order = [longest] + [v for v in dict.fromkeys(r.video for r in requests) if v and v != longest]
+        pool = ThreadPoolExecutor(max_workers=self.upload_concurrency, thread_name_prefix="naru_gemini_upload")
+        with self._futures_lock:
+            for video in order:
+                if video not in self._futures:
+                    self._futures[video] = pool.submit(self._upload, video)
+        pool.shutdown(wait=False)
+        self._upload_pool = pool
+        if self.calibrate:
+            try:
+                self._calibrate(longest, longest_request, longest_est)
+            except ContextOverflow:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+
+    def respond(self, request: NaruRequest) -> Answer:
+        try:
+            return self._respond(request)
+        except RequestFailed as e:
+            if self._run is not None:
+                with self._stats_lock:
+                    self._run.failures[request.question_id] = str(e)
+                    self._run.totals.add(e.usage, ok=False)
+            raise
+        finally:
+            self._one_done()
+
+    def _respond(self, request: NaruRequest) -> Answer:
+        if request.video is None:
+            raise RequestFailed("gemini: the question has no video")
+        try:
+            uploaded = self.uploaded(request.video)
+        except Exception as e:  # noqa: BLE001 - any upload problem fails this video's questions, not the run
+            raise RequestFailed(f"gemini: upload of {Path(request.video).name} failed: {e}", {"stage": "upload"}) from e
+        contents = self.contents(uploaded, request.prompt)
+        config = self.generation_config()
+        attempts = 0
+
+        def generate() -> Any:
+            nonlocal attempts
+            attempts += 1
+            epoch = self.limiter.acquire()
+            try:
+                response = self.client.models.generate_content(model=self.model, contents=contents, config=config)
+            except BaseException as e:
+                if status_of(e) == 429:
+                    self.limiter.throttled(epoch)
+                raise
+            finally:
+                self.limiter.release()
+            self.limiter.succeeded()
+            return response
+
+        try:
+            response = self._call(generate, f"question {request.question_id}")
+        except RetryError as e:
+            raise RequestFailed(
+                f"gemini: {e}", {"attempts": e.attempts, "status": e.status, "error": type(e.last_error).__name__}
+            ) from e
+        estimated = self._run.estimates.get(request.question_id) if self._run is not None else None
+        answer = self.answer_from(response, attempts, price=self.price, estimated=estimated)
+        if self._run is not None:
+            with self._stats_lock:
+                self._run.totals.add(answer.usage, ok=True)
+        return answer
+
+    @staticmethod
+    def usage_of(response: Any, attempts: int, price: Mapping[str, float] | None, estimated: int | None) -> dict:
+        """Tokens, cost and provenance of a ``GenerateContentResponse`` (stored with the answer)."""
+        u = getattr(response, "usage_metadata", None)
+        prompt = int(getattr(u, "prompt_token_count", 0) or 0)
+        output = int(getattr(u, "candidates_token_count", 0) or 0)
+        thinking = int(getattr(u, "thoughts_token_count", 0) or 0)
+        cached = int(getattr(u, "cached_content_token_count", 0) or 0)
+        by = _modalities(getattr(u, "prompt_tokens_details", None))
+        usage: dict[str, Any] = {
+            "attempts": attempts,
+            "input_tokens": prompt,
+            "output_tokens": output,
+            "thinking_tokens": thinking,
+            "cached_tokens": cached,
+            "total_tokens": int(getattr(u, "total_token_count", 0) or (prompt + output + thinking)),
+            "input_by_modality": by,
+            "estimated_input_tokens": estimated,
+            "model_version": getattr(response, "model_version", None),
+            "response_id": getattr(response, "response_id", None),
+        }
+        usage["cost_usd"] = (
+            request_cost(
+                price,
+                prompt_tokens=prompt,
+                output_tokens=output,
+                thinking_tokens=thinking,
+                cached_tokens=cached,
+                audio_tokens=by.get("AUDIO", 0),
+            )
+            if u is not None
+            else None
+        )
+        return usage
+
+    @classmethod
+    def answer_from(
+        cls, response: Any, attempts: int = 1, price: Mapping[str, float] | None = None, estimated: int | None = None
+    ) -> Answer:
+        """The answer in a response, or RequestFailed: blocked prompt, no candidate, a non-answer
+        finish (SAFETY, RECITATION, ...), or no text."""
+        usage = cls.usage_of(response, attempts, price, estimated)
+        candidates = getattr(response, "candidates", None) or []
+        if not candidates:
+            feedback = getattr(response, "prompt_feedback", None)
+            reason = _enum(getattr(feedback, "block_reason", None)) if feedback is not None else None
+            usage["block_reason"] = reason
+            if reason:
+                msg = getattr(feedback, "block_reason_message", None)
+                raise RequestFailed(f"gemini: prompt blocked (block_reason={reason}{': ' + msg if msg else ''})", usage)
+            raise RequestFailed("gemini: the reply has no candidates (and no block reason)", usage)
+        cand = candidates[0]
+        finish = _enum(getattr(cand, "finish_reason", None)) or ""
+        usage["finish_reason"] = finish or None
+        if finish not in ANSWER_FINISH_REASONS:
+            raise RequestFailed(f"gemini: finish_reason={finish}: no answer", usage)
+        content = getattr(cand, "content", None)
+        parts = getattr(content, "parts", None) or []
+        text = "".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", False))
+        if not text.strip():
+            hint = " (thinking may have used the whole output budget)" if finish == "MAX_TOKENS" else ""
+            raise RequestFailed(f"gemini: empty answer (finish_reason={finish or 'none'}){hint}", usage)
+        return Answer(text, usage)
+
+    # -- the usage summary ---------------------------------------------------------------------------
+    def _one_done(self) -> None:
+        run = self._run
+        if run is None:
+            return
+        with self._stats_lock:
+            run.remaining -= 1
+            last = run.remaining == 0
+        if last:
+            self.write_usage_summary()
+
+    def _usage_path(self) -> Path:
+        if self.usage_dir is not None:
+            base = self.usage_dir
+        elif os.environ.get("NARU_CACHE_DIR"):
+            base = Path(os.environ["NARU_CACHE_DIR"])
+        else:
+            base = self.store.path.parent if self.store is not None else default_registry_path().parent
+        stamp = datetime.now().strftime("%Y%m%d_%H%M%S_%f")
+        return base / f"gemini_usage_{stamp}.json"
+
+    def usage_summary(self) -> dict[str, Any]:
+        run = self._run or _RunState()
+        store_totals: dict[str, Any] = {}
+        if self.store is not None and run.run_keys:
+            try:
+                sums = usage_from_store(self.store.path)
+                store_totals = {rk: sums[rk].as_dict() for rk in run.run_keys if rk in sums}
+            except Exception as e:  # noqa: BLE001 - the summary must not break a run
+                store_totals = {"error": str(e)}
+        return {
+            "model": self.model,
+            "adapter": self.model_id,
+            "config": self.describe(),
+            "run_keys": run.run_keys,
+            "store": str(self.store.path) if self.store is not None else None,
+            "started": datetime.fromtimestamp(run.started).isoformat(timespec="seconds"),
+            "finished": datetime.now().isoformat(timespec="seconds"),
+            "requests_sent": run.pending - run.remaining,
+            "answers_reused_from_store": self.reused,
+            "this_run": run.totals.as_dict(),
+            "store_totals_by_run_key": store_totals,
+            "failures": run.failures,
+            "uploads": dict(self.upload_stats),
+            "upload_registry": str(self.registry.path) if self._registry is not None else None,
+            "preflight": run.preflight,
+            "calibration": run.calibration,
+            "adaptive_concurrency": {"cap": self.limiter.cap, "final": self.limiter.limit, "cuts": self.limiter.cuts},
+            "prices": {"as_of": self.prices.as_of, "source": self.prices.source, "model": self.price},
+        }
+
+    def write_usage_summary(self) -> Path | None:
+        run = self._run
+        if run is None or run.written is not None or run.pending == 0:
+            return None
+        summary = self.usage_summary()
+        path = self._usage_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        except OSError as e:
+            logger.warning(f"naru_gemini: could not write the usage summary to {path}: {e}")
+            return None
+        run.written = path
+        t = run.totals
+        cost = f"${t.cost_usd:,.4f}" if t.cost_unknown == 0 else f"${t.cost_usd:,.4f} (+{t.cost_unknown} unpriced)"
+        logger.info(
+            f"naru_gemini: {t.requests} request(s) ({t.ok} answered, {t.failed} failed): "
+            f"{t.input_tokens:,} input tokens {t.by_modality}, {t.output_tokens:,} output, "
+            f"{t.thinking_tokens:,} thinking, {t.cached_tokens:,} cached; cost {cost} at prices as of "
+            f"{self.prices.as_of} (to be checked); uploads: {self.upload_stats['uploaded']} new "
+            f"({self.upload_stats['bytes_sent']:,} bytes), {self.upload_stats['reused']} reused. Usage: {path}"
+        )
+        return path
+
+    def refresh_usage_summary(self) -> None:
+        """Rewrite the written summary with the store's totals as they are now (the last answer
+        is stored just after the summary was first written)."""
+        run = self._run
+        if run is None or run.written is None:
+            return
+        try:
+            run.written.write_text(json.dumps(self.usage_summary(), indent=2, default=str), encoding="utf-8")
+        except OSError as e:
+            logger.warning(f"naru_gemini: could not refresh the usage summary {run.written}: {e}")
+
+    def _write_usage_if_pending(self) -> None:
+        """At exit and before the next pass: write the summary of an unfinished pass (a crash, a
+        stop), or refresh a written one with the store's final totals."""
+        run = self._run
+        if run is None or not run.pending:
+            return
+        if run.written is not None:
+            self.refresh_usage_summary()
+        elif run.remaining < run.pending:
+            self.write_usage_summary()
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _enum(value: Any) -> str | None:
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+def _modalities(details: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in details or []:
+        name = _enum(getattr(d, "modality", None)) or "UNKNOWN"
+        out[name] = out.get(name, 0) + int(getattr(d, "token_count", 0) or 0)
+    return out
+
+
+def _epoch(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
