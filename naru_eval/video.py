@@ -149,16 +149,17 @@ def sample_frames(
     """Sample frames from ``path``: ``num_frames`` uniform, or ``fps`` (capped by ``max_frames``).
 
     Exact mode seeks to the keyframe before each target and decodes forward to it, and keeps
-    decoding instead of seeking when the next target is closer than the learned GOP length, so
-    the cost approaches N x half a GOP of decoded frames whatever the video's length. Frames are
-    resized to ``max_pixels`` as they are taken; the whole video is never held in memory.
-    Approximate mode takes the keyframe at or before each target and reports the error.
+    decoding instead of seeking when that keyframe is not past the last frame decoded, so the
+    cost approaches N x half a GOP of decoded frames whatever the video's length, and never
+    exceeds one pass over the video. Frames are resized to ``max_pixels`` as they are taken,
+    into one preallocated array; the whole video is never held in memory. Approximate mode
+    takes the keyframe at or before each target (decoding only it) and reports the error.
     """
     import numpy as np
 
     if (num_frames is None) == (fps is None):
         raise ValueError("give exactly one of num_frames or fps")
-    info = info or probe_video(path)
+    info = info or probe_video(path, check_end=False)  # the end is checked by _verified_count
     claimed = info.frame_count if info.frame_count_exact else count_frames(path)
     total = _verified_count(path, claimed, info)
     n = num_frames if num_frames is not None else frames_for_fps(info.duration_s, float(fps), max_frames)
@@ -185,7 +186,7 @@ def sample_frames(
         want = np.array([t / info.fps for t in targets], dtype=np.float64)
         ts = np.array(times, dtype=np.float64)
         return SampledFrames(
-            frames=np.stack(frames) if frames else np.zeros((0, 0, 0, 3), np.uint8),
+            frames=frames if len(frames) else np.zeros((0, 0, 0, 3), np.uint8),
             indices=np.array(indices, dtype=np.int64),
             timestamps=ts,
             info=info._replace(frame_count=total, frame_count_exact=True),
@@ -196,11 +197,14 @@ def sample_frames(
 
 
 def _verified_count(path: str | os.PathLike[str], claimed: int, info: VideoInfo) -> int:
-    """The real frame count: decode the last second the container claims and see where frames end.
+    """The real frame count: read the last second the container claims and see where frames end.
 
     Containers often over- or under-report; a uniform sample computed on a wrong count picks
-    the wrong frames. Costs about one GOP of decoding. Far fewer frames than claimed is a
-    truncated file, reported as an error.
+    the wrong frames. The tail is demuxed first (packets only, a few ms); when packets fall
+    short of the claim, or carry no timestamps, the tail is decoded (about one GOP) to find where
+    frames really end. Far fewer frames than claimed is a truncated file, reported as an error.
+    A tail whose packets are present but do not decode is still caught later: decoding a target
+    there fails and ``sample_frames`` resamples on what decodes.
     """
     import av
 
@@ -208,13 +212,34 @@ def _verified_count(path: str | os.PathLike[str], claimed: int, info: VideoInfo)
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             tb = float(stream.time_base)
+            start = stream.start_time or 0
             from_t = max(0.0, (claimed - 1) / info.fps - 1.0)
-            end = _decodable_end(container, stream, stream.start_time or 0, tb, 1.0 / info.fps, from_t)
+            end = _demuxed_end(container, stream, start, tb, 1.0 / info.fps, from_t)
+            if end is None or end < 0.95 * claimed:
+                end = _decodable_end(container, stream, start, tb, 1.0 / info.fps, from_t)
     except av.error.FFmpegError as e:
         raise VideoError(path, f"cannot be opened or decoded ({type(e).__name__}: {e})") from None
     if end < 0.95 * claimed:
         raise VideoError(path, f"truncated: the container claims {claimed} frames, only {max(end, 0)} decode")
     return end
+
+
+def _demuxed_end(container: Any, stream: Any, start: int, tb: float, period: float, from_t: float) -> int | None:
+    """Frames whose packets are present from ``from_t`` on (no decoding); None if packets lack timestamps."""
+    import av
+
+    last = -1
+    container.seek(start + int(from_t / tb), stream=stream, backward=True, any_frame=False)
+    try:
+        for packet in container.demux(stream):
+            if packet.size == 0 or getattr(packet, "is_corrupt", False) or getattr(packet, "is_discard", False):
+                continue
+            if packet.pts is None:
+                return None
+            last = max(last, int(round((packet.pts - start) * tb / period)))
+    except av.error.FFmpegError:
+        pass
+    return last + 1
 
 
 def _decodable_end(container: Any, stream: Any, start: int, tb: float, period: float, from_t: float) -> int:
@@ -237,6 +262,74 @@ class _ShortVideo(Exception):
         self.frames_seen = frames_seen
 
 
+class _KeyframeIndex:
+    """Where a keyframe seek on ``path`` lands, found by demuxing one packet (no decoding).
+
+    A second handle on the file, opened on first use: seeking the decoding one would flush its
+    decoder. ``landing(ts)`` is the pts of the keyframe at or before ``ts``, or None when the
+    container cannot say (no timestamps, an error).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self.container: Any = None
+        self.stream: Any = None
+        self.failed = False
+
+    def __enter__(self) -> _KeyframeIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.container is not None:
+            self.container.close()
+
+    def landing(self, ts: int) -> int | None:
+        import av
+
+        if self.failed:
+            return None
+        try:
+            if self.container is None:
+                self.container = av.open(self.path)
+                self.stream = self.container.streams.video[0]
+            self.container.seek(ts, stream=self.stream, backward=True, any_frame=False)
+            for packet in self.container.demux(self.stream):
+                if packet.size and packet.pts is not None:
+                    return int(packet.pts)
+                if packet.size:
+                    break
+        except av.error.FFmpegError:
+            pass
+        self.failed = True  # no answer once: the learned GOP decides from now on
+        return None
+
+
+def _lone_keyframe(container: Any, stream: Any, ts: int) -> Any:
+    """The keyframe a seek to ``ts`` lands on, decoded alone (approximate mode), or None.
+
+    Its packet is sent, then the decoder is drained: a decoder that reorders B-frames would
+    otherwise wait for the following packets (and decode them) before giving the keyframe out.
+    None when that packet gives no frame on its own: the caller then decodes as usual.
+    """
+    import av
+
+    container.seek(ts, stream=stream, backward=True, any_frame=False)
+    ctx = stream.codec_context
+    try:
+        for packet in container.demux(stream):
+            if packet.size == 0:
+                continue
+            if not packet.is_keyframe:
+                return None
+            got = list(ctx.decode(packet)) + list(ctx.decode(None))
+            return got[0] if got and got[0].key_frame else None
+    except av.error.FFmpegError:
+        return None
+    finally:
+        ctx.flush_buffers()  # leaves draining mode: the decoder takes packets again
+    return None
+
+
 def _decode_targets(
     path: str | os.PathLike[str],
     targets: list[int],
@@ -244,21 +337,31 @@ def _decode_targets(
     info: VideoInfo,
     max_pixels: int | None,
     approximate: bool,
-) -> tuple[list[Any], list[int], list[float]]:
+) -> tuple[np.ndarray, list[int], list[float]]:
     import av
+    import numpy as np
 
     width, height = target_size(info.width, info.height, max_pixels)
-    frames: list[Any] = []
+    frames = np.empty((len(targets), height, width, 3), np.uint8)  # filled in place: never a second copy
     indices: list[int] = []
     times: list[float] = []
-    with av.open(str(path)) as container:
+    with av.open(str(path)) as container, _KeyframeIndex(path) as keyframes:
         stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
+        # Frame threads must be fed several packets before the first frame comes out: after each
+        # seek they decode frames past the target. Approximate mode wants one frame per seek.
+        stream.thread_type = "SLICE" if approximate else "AUTO"
         tb = float(stream.time_base)
         start = stream.start_time or 0
         period = 1.0 / info.fps
-        gop_s = 1.0  # learned from keyframe spacing as decoding goes
-        last_key_t: float | None = None
+        # Seek or keep decoding? Seeking pays off exactly when the keyframe a seek would land on
+        # lies after the last frame decoded; otherwise it decodes again what was just decoded.
+        # ``keyframes`` (a second, demux-only handle) says where a seek lands, for a fraction of
+        # a millisecond. Only if packets carry no timestamps does a learned GOP decide: ``gop_s``,
+        # the longest gap between two keyframes decoded in one run, or between the keyframe a
+        # seek landed on and its target (never measured across a seek: that would learn the
+        # targets' spacing, and then decode the whole video).
+        gop_s = 1.0
+        run_key_t: float | None = None
         decoder = None
         current_t = -1.0
 
@@ -268,23 +371,41 @@ def _decode_targets(
         for target in targets:
             target_t = target * period
             if indices and target == indices[-1] and not approximate:
-                frames.append(frames[-1])  # N > T repeats a frame: no decode
+                frames[len(indices)] = frames[len(indices) - 1]  # N > T repeats a frame: no decode
                 indices.append(target)
                 times.append(times[-1])
                 continue
-            need_seek = decoder is None or approximate or target_t < current_t or target_t - current_t > gop_s
+            if decoder is None or approximate or target_t < current_t:
+                need_seek = True
+            else:
+                landing = keyframes.landing(start + int(target_t / tb))
+                if landing is not None:
+                    need_seek = (landing - start) * tb > current_t + period / 2
+                else:
+                    need_seek = target_t - current_t > gop_s
+            if approximate:
+                key = _lone_keyframe(container, stream, start + int(target_t / tb))
+                if key is not None:
+                    t = frame_time(key)
+                    frames[len(indices)] = key.reformat(width=width, height=height, format="rgb24").to_ndarray()
+                    indices.append(int(round(t / period)))
+                    times.append(t)
+                    continue
             if need_seek:
                 container.seek(start + int(target_t / tb), stream=stream, backward=True, any_frame=False)
                 decoder = container.decode(stream)
+                run_key_t = None
             found = None
             try:
                 for frame in decoder:
                     t = frame_time(frame)
                     idx = int(round(t / period))
                     if frame.key_frame:
-                        if last_key_t is not None and t > last_key_t:
-                            gop_s = max(gop_s, t - last_key_t)
-                        last_key_t = t
+                        if run_key_t is not None and t > run_key_t:
+                            gop_s = max(gop_s, t - run_key_t)
+                        elif run_key_t is None and target_t > t:
+                            gop_s = max(gop_s, target_t - t + period)  # landed here: next keyframe is past the target
+                        run_key_t = t
                     current_t = t
                     if approximate or idx >= target:
                         found = (frame, idx, t)
@@ -297,7 +418,7 @@ def _decode_targets(
                     raise _ShortVideo(end)
                 raise VideoError(path, f"could not decode frame {target} of {total}")
             frame, idx, t = found
-            frames.append(frame.reformat(width=width, height=height, format="rgb24").to_ndarray())
+            frames[len(indices)] = frame.reformat(width=width, height=height, format="rgb24").to_ndarray()
             indices.append(idx)
             times.append(t)
     return frames, indices, times

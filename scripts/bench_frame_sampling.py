@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -144,27 +143,57 @@ def decord_available() -> str | None:
 # --------------------------------------------------------------------------- measuring
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Median seconds over ``repeat`` calls, and the last result."""
-    times, result = [], None
-    for _ in range(repeat):
+class Times:
+    """Seconds per measurement name. Repeats are interleaved (every contender once per round),
+    so a load change on the machine hits all contenders alike."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, list[float]] = {}
+        self.last: dict[str, Any] = {}
+
+    def __call__(self, name: str, fn: Callable[[], Any]) -> Any:
         t0 = time.perf_counter()
         result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
+        self.runs.setdefault(name, []).append(time.perf_counter() - t0)
+        self.last[name] = result
+        return result
+
+    def med(self, name: str) -> float:
+        return statistics.median(self.runs[name])
+
+    def best(self, name: str) -> float:
+        return min(self.runs[name])
 
 
 def shown(frames: Any) -> list[int]:
     return [read_frame_index(f) for f in frames]
 
 
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(field)
+
+
 def mem_child(spec: str, path: str) -> None:
-    """Run in a fresh process: peak RSS growth (ru_maxrss) of one call, printed as JSON."""
+    """Run in a fresh process: peak RSS growth of one call, printed as JSON.
+
+    Peak = VmHWM, reset just before the call (``/proc/self/clear_refs``); growth = peak minus
+    the RSS before the call. (``ru_maxrss`` is no use here: Linux carries the parent's value
+    into a forked child.)
+    """
     import av  # noqa: F401  (imports are part of the baseline, not the growth)
 
     info = probe_video(path)
     kind, n = spec.split(":")
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak-RSS counter
+    except OSError:
+        pass
+    before = _status_kib("VmRSS")
     if kind == "sample_frames":
         res = sample_frames(path, num_frames=int(n)).frames
     elif kind == "sample_frames_fullres":
@@ -173,8 +202,8 @@ def mem_child(spec: str, path: str) -> None:
         res, _ = decord_batch(Path(path), int(n), None)
     else:
         raise SystemExit(f"unknown {kind}")
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"growth_mib": (after - before) / 1024, "baseline_mib": before / 1024,
+    peak = _status_kib("VmHWM")
+    print(json.dumps({"growth_mib": (peak - before) / 1024, "baseline_mib": before / 1024,
                       "result_mib": res.nbytes / 2**20, "w": info.width}))  # fmt: skip
 
 
@@ -225,44 +254,10 @@ def main() -> None:
     assert (info.width, info.height) == (WIDTH, HEIGHT)
 
     sample_frames(path, num_frames=8)  # warm: imports, page cache
-    rows: dict[int, dict[str, Any]] = {}
     problems: list[str] = []
+    T = Times()
+    claimed = info.frame_count if info.frame_count_exact else count_frames(path)
 
-    for n in sizes:
-        want = uniform_indices(total, n)
-        r: dict[str, Any] = {"n": n}
-        r["sf"], s = timed(lambda n=n: sample_frames(path, num_frames=n), args.repeat)
-        ok = list(s.indices) == want and shown(s.frames) == want and s.exact and s.info.frame_count == total
-        r["sf_ok"] = ok
-        if not ok:
-            problems.append(f"sample_frames N={n}: indices/pixels do not match the segment centres")
-        r["floor"], fl = timed(lambda n=n, want=want: seek_floor(path, want, info.fps, out_size), args.repeat)
-        if shown(fl) != want:
-            problems.append(f"seek floor N={n}: wrong frames")
-        if dec_ver:
-            r["decord"], (arr, idx) = timed(lambda n=n: decord_batch(path, n, None), args.repeat)
-            r["decord_ok"] = idx == want and shown(arr) == want
-            r["decord_rs"], (arr, idx) = timed(lambda n=n: decord_batch(path, n, out_size), args.repeat)
-            r["decord_rs_ok"] = idx == want and shown(arr) == want
-        rows[n] = r
-        print(f"N={n}: {r}", file=sys.stderr, flush=True)
-
-    # Where sample_frames' time goes beyond the targets' decoding (largest N).
-    over: dict[str, float] = {}
-    over["probe"], _ = timed(lambda: probe_video(path), args.repeat)
-    over["count"], _ = timed(
-        lambda: _verified_count(path, info.frame_count if info.frame_count_exact else count_frames(path), info),
-        args.repeat,
-    )
-    over["sf_info"], _ = timed(lambda: sample_frames(path, num_frames=n_big, info=info), args.repeat)
-
-    # Approximate vs exact at the largest N.
-    approx_s, a = timed(lambda: sample_frames(path, num_frames=n_big, approximate=True), args.repeat)
-    if shown(a.frames) != list(a.indices):
-        problems.append("approximate: frames do not show the indices reported")
-    approx_err = float(a.timestamp_error_s.max())
-
-    # Ten questions on one video: one decode.
     def one_get() -> FrameCache:
         c = FrameCache()
         c.get(path, num_frames=32)
@@ -271,19 +266,40 @@ def main() -> None:
     def ten_gets() -> FrameCache:
         c = FrameCache()
         first = c.get(path, num_frames=32)
-        for _ in range(9):
+        for _ in range(9):  # ten questions on one video
             assert c.get(path, num_frames=32) is first
         return c
 
-    cache1_s, _ = timed(one_get, args.repeat)
-    cache10_s, c10 = timed(ten_gets, args.repeat)
+    for rnd in range(args.repeat):
+        for n in sizes:
+            want = uniform_indices(total, n)
+            s = T(f"sf{n}", lambda n=n: sample_frames(path, num_frames=n))
+            if rnd == 0 and not (list(s.indices) == want and shown(s.frames) == want and s.exact):
+                problems.append(f"sample_frames N={n}: indices/pixels do not match the segment centres")
+            fl = T(f"floor{n}", lambda want=want: seek_floor(path, want, info.fps, out_size))
+            if rnd == 0 and shown(fl) != want:
+                problems.append(f"seek floor N={n}: wrong frames")
+            T(f"sfinfo{n}", lambda n=n: sample_frames(path, num_frames=n, info=info))
+            if dec_ver:
+                for tag, size in (("decord", None), ("decordrs", out_size)):
+                    arr, idx = T(f"{tag}{n}", lambda n=n, size=size: decord_batch(path, n, size))
+                    if rnd == 0 and not (idx == want and shown(arr) == want):
+                        problems.append(f"{tag} N={n}: wrong frames")
+        a = T("approx", lambda: sample_frames(path, num_frames=n_big, approximate=True))
+        if rnd == 0 and shown(a.frames) != list(a.indices):
+            problems.append("approximate: frames do not show the indices reported")
+        T("probe", lambda: probe_video(path, check_end=False))
+        T("count", lambda: _verified_count(path, claimed, info))
+        T("cache1", one_get)
+        c10 = T("cache10", ten_gets)
+        print(f"round {rnd + 1}/{args.repeat} done", file=sys.stderr, flush=True)
+    approx_err = float(T.last["approx"].timestamp_error_s.max())
 
-    # The naive approach: decode everything once, keep every N's targets.
+    # The naive approach, once: decode everything, keep every N's targets.
     wanted = set().union(*(uniform_indices(total, n) for n in sizes))
-    t0 = time.perf_counter()
-    full = full_decode(path, wanted, info.fps, out_size)
-    full_s = time.perf_counter() - t0
-    if any(read_frame_index(full[i]) != i for i in sorted(wanted)) or len(full) != len(wanted):
+    full = T("full", lambda: full_decode(path, wanted, info.fps, out_size))
+    full_s = T.med("full")
+    if len(full) != len(wanted) or any(read_frame_index(full[i]) != i for i in sorted(wanted)):
         problems.append("full decode: wrong frames")
 
     mem = run_mem(f"sample_frames:{n_big}", path)
@@ -291,83 +307,94 @@ def main() -> None:
     mem_dec = run_mem(f"decord:{n_big}", path) if dec_ver else None
 
     # ---------------------------------------------------------------- report
+    m = T.med
+    yes = {True: "yes", False: "**no**"}
     print()
     print(
         f"Video: {args.minutes:g} min, {WIDTH}x{HEIGHT}, {args.fps} fps, H.264 (libx264 ultrafast, crf 18, 2 B-frames),"
         f" GOP {GOP_SECONDS * args.fps} frames ({GOP_SECONDS} s), {total} frames, {size_mb:.1f} MB."
-        f" Output frames {out_size[0]}x{out_size[1]} (default max_pixels). Median of {args.repeat}"
-        f" (full decode: once). {os.cpu_count()} CPUs, Python {platform.python_version()}, decord: "
-        + (dec_ver or "not installed")
-        + "."
+        f" Output frames {out_size[0]}x{out_size[1]} (default max_pixels). Median of {args.repeat} interleaved rounds"
+        f" (full decode: once); 'best runs' = ratio of the fastest runs. {os.cpu_count()} CPUs, Python {platform.python_version()},"
+        f" PyAV {av_version()}, decord " + (dec_ver or "not installed") + "."
     )
     print()
     head = "| N | sample_frames (exact) | seek floor | sample_frames / floor | full decode | full / sample_frames |"
     sep = "|---:|---:|---:|---:|---:|---:|"
     if dec_ver:
-        head += " decord native | decord resized | decord (faster) / sample_frames |"
+        head += " decord (1280x720) | decord (resized at load) | decord (faster) / sample_frames |"
         sep += "---:|---:|---:|"
-    head += " frames correct |"
-    sep += "---|"
-    print(head)
-    print(sep)
+    print(head + " frames correct |")
+    print(sep + "---|")
+    bad = " ".join(problems)
     for n in sizes:
-        r = rows[n]
         line = (
-            f"| {n} | {fmt_s(r['sf'])} | {fmt_s(r['floor'])} | {r['sf'] / r['floor']:.2f}x | {fmt_s(full_s)} |"
-            f" {full_s / r['sf']:.1f}x |"
+            f"| {n} | {fmt_s(m(f'sf{n}'))} | {fmt_s(m(f'floor{n}'))} | {m(f'sf{n}') / m(f'floor{n}'):.2f}x |"
+            f" {fmt_s(full_s)} | {full_s / m(f'sf{n}'):.0f}x |"
         )
         if dec_ver:
-            best = min(r["decord"], r["decord_rs"])
-            line += f" {fmt_s(r['decord'])} | {fmt_s(r['decord_rs'])} | {best / r['sf']:.2f}x |"
-        ok = "yes" if r["sf_ok"] else "NO"
-        if dec_ver:
-            ok += f" (decord: {'yes' if r['decord_ok'] and r['decord_rs_ok'] else 'NO'})"
-        line += f" {ok} |"
-        print(line)
+            best = min(m(f"decord{n}"), m(f"decordrs{n}"))
+            line += f" {fmt_s(m(f'decord{n}'))} | {fmt_s(m(f'decordrs{n}'))} | {best / m(f'sf{n}'):.2f}x |"
+        print(line + f" {'NO' if f'N={n}' in bad else 'yes'} |")
     print()
-    rb = rows[n_big]
-    print("| measurement | value | target | met |")
-    print("|---|---:|---|---|")
-    print(f"| sample_frames / seek floor, N={n_big} | {rb['sf'] / rb['floor']:.2f}x | <= 1.2x |"
-          f" {'yes' if rb['sf'] / rb['floor'] <= 1.2 else 'no'} |")  # fmt: skip
+    print("| target (issue #3) | measured | met |")
+    print("|---|---:|---|")
+    b = T.best
     for n in sizes:
-        if n != n_big:
-            v = rows[n]["sf"] / rows[n]["floor"]
-            print(f"| sample_frames / seek floor, N={n} | {v:.2f}x | <= 1.2x | {'yes' if v <= 1.2 else 'no'} |")
+        v, vb = m(f"sf{n}") / m(f"floor{n}"), b(f"sf{n}") / b(f"floor{n}")
+        print(
+            f"| sample_frames within 1.2x of the seek floor, N={n} | {v:.2f}x (best runs: {vb:.2f}x) | {yes[v <= 1.2]} |"
+        )
     if dec_ver:
-        sp = min(rb["decord"], rb["decord_rs"]) / rb["sf"]
-        print(f"| speed-up over decord (faster variant), N={n_big} | {sp:.2f}x | >= 1.5x | {'yes' if sp >= 1.5 else 'no'} |")
+        sp = min(m(f"decord{n_big}"), m(f"decordrs{n_big}")) / m(f"sf{n_big}")
+        spb = min(b(f"decord{n_big}"), b(f"decordrs{n_big}")) / b(f"sf{n_big}")
+        print(f"| >= 1.5x faster than decord (its faster variant), N={n_big} | {sp:.2f}x (best runs: {spb:.2f}x)"
+              f" | {yes[sp >= 1.5]} |")  # fmt: skip
     else:
-        print(f"| speed-up over decord, N={n_big} | decord not installed | >= 1.5x | not measured |")
+        print(f"| >= 1.5x faster than decord, N={n_big} | decord not installed | not measured |")
     print(
-        f"| peak RSS growth, sample_frames N={n_big}, default max_pixels | {mem['growth_mib']:.0f} MiB"
-        f" (frames: {mem['result_mib']:.0f} MiB) | < 1 GB | {'yes' if mem['growth_mib'] < 1000 else 'no'} |"
+        f"| peak memory < 1 GB, sample_frames N={n_big} (peak RSS growth) | {mem['growth_mib']:.0f} MiB"
+        f" (the frames: {mem['result_mib']:.0f} MiB) | {yes[mem['growth_mib'] * 2**20 < 1e9]} |"
     )
-    print(f"| peak RSS growth, sample_frames N={n_big}, max_pixels=None (1280x720) | {mem_full['growth_mib']:.0f} MiB"
-          f" (frames: {mem_full['result_mib']:.0f} MiB) | (context) | |")  # fmt: skip
-    if mem_dec:
-        print(f"| peak RSS growth, decord get_batch N={n_big} (1280x720) | {mem_dec['growth_mib']:.0f} MiB"
-              f" (frames: {mem_dec['result_mib']:.0f} MiB) | (context) | |")  # fmt: skip
-    sp = rb["sf"] / approx_s
-    print(f"| approximate vs exact, N={n_big} | {fmt_s(approx_s)} vs {fmt_s(rb['sf'])} = {sp:.1f}x faster"
-          f" (max timestamp error {approx_err:.2f} s) | >= 10x | {'yes' if sp >= 10 else 'no'} |")  # fmt: skip
-    print(f"| FrameCache: 10 gets vs 1 (N=32) | {fmt_s(cache10_s)} vs {fmt_s(cache1_s)};"
-          f" decodes={c10.stats.decodes}, memory hits={c10.stats.memory_hits} | 1 decode |"
-          f" {'yes' if c10.stats.decodes == 1 else 'no'} |")  # fmt: skip
+    sp, spb = m(f"sf{n_big}") / m("approx"), b(f"sf{n_big}") / b("approx")
+    print(
+        f"| approximate >= 10x faster than exact, N={n_big} | {fmt_s(m('approx'))} vs {fmt_s(m(f'sf{n_big}'))}:"
+        f" {sp:.1f}x (best runs: {spb:.1f}x; max timestamp error {approx_err:.2f} s) | {yes[sp >= 10]} |"
+    )
+    print(
+        f"| 10 questions on one video cost one decode (FrameCache, N=32) | 10 gets {fmt_s(m('cache10'))} vs 1 get"
+        f" {fmt_s(m('cache1'))}; decodes={c10.stats.decodes}, memory hits={c10.stats.memory_hits}"
+        f" | {yes[c10.stats.decodes == 1]} |"
+    )
     print()
-    print(f"sample_frames N={n_big} breakdown: probe_video {fmt_s(over['probe'])}, frame-count check"
-          f" {fmt_s(over['count'])}, sample_frames with info= given {fmt_s(over['sf_info'])}"
-          f" (vs {fmt_s(rb['sf'])} without).")  # fmt: skip
-    print("correctness: " + ("every sample_frames frame shows the index it claims; indices = segment centres"
+    print("| context | measured |")
+    print("|---|---:|")
+    print(f"| sample_frames N={n_big}, max_pixels=None: peak RSS growth | {mem_full['growth_mib']:.0f} MiB"
+          f" (the frames: {mem_full['result_mib']:.0f} MiB) |")  # fmt: skip
+    if mem_dec:
+        print(f"| decord get_batch N={n_big} (1280x720): peak RSS growth | {mem_dec['growth_mib']:.0f} MiB"
+              f" (the frames: {mem_dec['result_mib']:.0f} MiB) |")  # fmt: skip
+    print(f"| sample_frames fixed costs: probe_video (no end check) / frame-count check | {fmt_s(m('probe'))} /"
+          f" {fmt_s(m('count'))} |")  # fmt: skip
+    for n in sizes:
+        print(f"| sample_frames N={n} with info= given (no probe) / seek floor | {fmt_s(m(f'sfinfo{n}'))}:"
+              f" {m(f'sfinfo{n}') / m(f'floor{n}'):.2f}x |")  # fmt: skip
+    print()
+    print("correctness: " + ("every frame returned by sample_frames (exact and approximate), the seek floor, the"
+                             " full decode and decord shows the index it claims; exact indices = segment centres"
                              if not problems else "; ".join(problems)))  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "rows": rows, "full_decode_s": full_s, "approx_s": approx_s, "approx_err_s": approx_err,
-            "cache1_s": cache1_s, "cache10_s": cache10_s, "mem": mem, "mem_fullres": mem_full, "mem_decord": mem_dec,
-            "overheads": over, "problems": problems, "video": str(path), "decord": dec_ver,
-        }, indent=2, default=str))  # fmt: skip
+            "runs": T.runs, "approx_err_s": approx_err, "mem": mem, "mem_fullres": mem_full, "mem_decord": mem_dec,
+            "cache_stats": vars(c10.stats), "problems": problems, "video": str(path), "decord": dec_ver,
+        }, indent=2))  # fmt: skip
     if problems:
         raise SystemExit(1)
+
+
+def av_version() -> str:
+    import av
+
+    return av.__version__
 
 
 if __name__ == "__main__":
