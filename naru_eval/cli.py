@@ -123,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # Subcommands that live beside their library code (each module imports nothing heavy at top).
-    from naru_eval import cli_diagnose, cli_gemini, cli_results
+    from naru_eval import cli_diagnose, cli_gemini, cli_judge, cli_results
 
-    for module in (cli_results, cli_diagnose, cli_gemini):
+    for module in (cli_results, cli_diagnose, cli_gemini, cli_judge):
         module.register(sub)
     return parser
 

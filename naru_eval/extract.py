@@ -42,6 +42,9 @@ INVALID_KINDS = (
 )
 
 FAILURE_MARKERS = ("[LMMS_EVAL_REQUEST_FAILED", "[NARU_REQUEST_FAILED")
+#: The method of a letter read by the opt-in LLM fallback (naru_eval.judge.mcq_fallback), not
+#: by these rules; only with NARU_MCQ_LLM_FALLBACK=1.
+LLM_FALLBACK_METHOD = "llm_fallback"
 
 
 class Extraction(NamedTuple):

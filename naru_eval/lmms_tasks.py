@@ -181,3 +181,62 @@ def aggregate_circular(items: list[Mapping[str, Any]]) -> float | None:
     from naru_eval.variants import aggregate_circular as _agg
 
     return _agg(items)
+
+
+# --------------------------------------------------------------------------- naru_open
+# The open-ended task (no options), scored by the LLM judge; see naru_eval.judge, docs/judge.md.
+
+
+def process_docs_open_500(_placeholder: Any) -> Any:
+    """The 500-question subset; its references are registered for one batch decomposition."""
+    from naru_eval.judge.items import JudgeItem
+    from naru_eval.judge.task import register_items
+
+    docs = process_docs_500(_placeholder)  # the same docs, in the same order, as naru_mcq_500
+    register_items([JudgeItem.from_question(NaruQuestion.from_doc(doc)) for doc in docs])
+    return docs
+
+
+def doc_to_text_open(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, str] | None = None) -> str:
+    """``open_question`` where the data has it, else ``question``; no options."""
+    from naru_eval.judge.task import open_prompt
+
+    return open_prompt(doc, lmms_eval_specific_kwargs)
+
+
+def doc_to_target_open(doc: Mapping[str, Any]) -> str:
+    """``reference_answer`` where present, else the correct option's text."""
+    from naru_eval.judge.items import reference_of
+
+    return reference_of(NaruQuestion.from_doc(doc))
+
+
+def process_results_open(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+    """Judge one response (facts, coverage, recall); thread-safe, replayed from the judge cache
+    when lmms-eval retries it, and never raising over the judge (unscored instead)."""
+    from naru_eval.judge.task import judge_doc
+
+    return judge_doc(doc, results)
+
+
+def aggregate_open_mean(items: list[Mapping[str, Any]]) -> float | None:
+    """Mean ``score`` over the payloads that carry it (scored questions in scope), 0-1."""
+    from naru_eval.judge.score import aggregate_mean
+
+    return aggregate_mean(items)
+
+
+def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float:
+    """Sum of ``score``: ``n_scored``, ``n_unscored``."""
+    from naru_eval.judge.score import aggregate_sum
+
+    return aggregate_sum(items)
+
+
+def aggregate_open_cost(items: list[Mapping[str, Any]]) -> float:
+    """``judge_cost_usd`` (nominal verification cost of the run); logs the judge's usage."""
+    from naru_eval.judge.score import aggregate_sum
+    from naru_eval.judge.task import log_run_summary
+
+    log_run_summary(items)
+    return aggregate_sum(items)

@@ -45,6 +45,8 @@ class ScoredSample:
 def score_response(question: NaruQuestion, response: str | None) -> ScoredSample:
     """Extract the letter from ``response`` and compare it with the gold answer."""
     ext = extract_answer(response, question.options)
+    if not ext.valid:
+        ext = _llm_fallback(ext, question, response)  # opt-in (NARU_MCQ_LLM_FALLBACK=1); a no-op when off
     return ScoredSample(
         question_id=question.question_id,
         video_id=question.video_id,
@@ -129,3 +131,16 @@ def close(a: float | None, b: float | None, tol: float = 1e-9) -> bool:
     if a is None or b is None:
         return a is b
     return math.isclose(a, b, abs_tol=tol)
+
+
+def _llm_fallback(ext, question: NaruQuestion, response: str | None):  # type: ignore[no-untyped-def]
+    """The opt-in LLM fallback of MCQ extraction (naru_eval.judge.mcq_fallback): off unless
+    ``NARU_MCQ_LLM_FALLBACK=1``; then a response with no letter may get one, method
+    ``llm_fallback``. Results then depend on the judge model (docs/judge.md)."""
+    import os
+
+    if os.environ.get("NARU_MCQ_LLM_FALLBACK", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return ext
+    from naru_eval.judge.mcq_fallback import apply_fallback
+
+    return apply_fallback(ext, question, response)

@@ -3,8 +3,13 @@
 from naru_eval.lmms_tasks import (  # noqa: F401
     aggregate,
     aggregate_circular,
+    aggregate_open_cost,
+    aggregate_open_mean,
+    aggregate_open_sum,
     doc_to_target,
+    doc_to_target_open,
     doc_to_text,
+    doc_to_text_open,
     doc_to_visual,
     doc_to_visual_blind,
     process_docs_500,
@@ -12,7 +17,9 @@ from naru_eval.lmms_tasks import (  # noqa: F401
     process_docs_blind_500,
     process_docs_blind_all,
     process_docs_circular_500,
+    process_docs_open_500,
     process_results,
     process_results_blind,
     process_results_circular,
+    process_results_open,
 )

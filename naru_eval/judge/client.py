@@ -1,0 +1,357 @@
+"""The judge client: the openai SDK with structured outputs, bounded, retried, cached, costed.
+
+* Requests go through ``client.chat.completions.with_raw_response.parse(response_format=Model)``:
+  the SDK sends the strict JSON schema of the Pydantic model, and the raw completion is kept so
+  that an unparseable output is cached and reported, not lost in an exception.
+* Any OpenAI-compatible ``base_url``; the key comes from ``NARU_JUDGE_API_KEY`` or
+  ``OPENAI_API_KEY`` only, and never enters a cache key, a log or a report.
+* The SDK's own retries are off; transport failures (408/409/429/5xx, timeouts, connection
+  errors, a 200 whose body is not JSON) are retried by :mod:`naru_eval.retry`, honouring
+  ``Retry-After``. Failing for good raises :class:`JudgeUnavailable` (the item is unscored).
+* At most ``concurrency`` requests are in flight per client (a semaphore held per attempt).
+* Every output is cached under :func:`request_key`; a cached output is replayed for free.
+* Usage (tokens, cached tokens, reasoning tokens), ``system_fingerprint`` and cost are recorded
+  per call and summed in a thread-safe :class:`UsageLedger`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from naru_eval.judge.cache import JudgeStore
+from naru_eval.judge.config import JudgeConfig, cost_usd
+from naru_eval.judge.schemas import schema_hash
+from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_error, is_retryable
+
+log = logging.getLogger("naru_eval.judge")
+
+
+class JudgeUnavailable(RuntimeError):
+    """The judge could not be reached / kept failing (not cached; the item is unscored)."""
+
+
+@dataclass
+class CallResult:
+    """One judge output (fresh or replayed from the cache)."""
+
+    purpose: str
+    key: str
+    model: str
+    content: str | None
+    refusal: str | None
+    finish_reason: str | None
+    usage: dict[str, Any]
+    system_fingerprint: str | None
+    response_model: str | None
+    cached: bool
+    cost_usd: float | None
+
+    def parse(self, schema: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+        """(parsed, None) or (None, why it is unusable)."""
+        if self.refusal:
+            return None, f"refusal: {self.refusal[:200]}"
+        if self.finish_reason == "length":
+            return None, "length: the output hit max_completion_tokens"
+        if self.finish_reason == "content_filter":
+            return None, "content_filter"
+        if not self.content or not self.content.strip():
+            return None, "empty output"
+        try:
+            return schema.model_validate_json(self.content), None
+        except ValueError as e:  # pydantic.ValidationError and json.JSONDecodeError are ValueErrors
+            errors = getattr(e, "errors", None)
+            detail = str(e).splitlines()[0]
+            if callable(errors):
+                first = errors()[0] if errors() else {}
+                loc = ".".join(str(x) for x in first.get("loc", ()))
+                detail = f"{first.get('msg', detail)}" + (f" at {loc}" if loc else "")
+            return None, f"malformed: {detail[:300]}"
+
+    def brief(self) -> dict[str, Any]:
+        return {
+            "purpose": self.purpose,
+            "cached": self.cached,
+            "system_fingerprint": self.system_fingerprint,
+            "response_model": self.response_model,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage,
+            "cost_usd": self.cost_usd,
+        }
+
+
+@dataclass
+class _Bucket:
+    calls: int = 0  # requests actually sent and answered
+    cached: int = 0  # outputs replayed from the cache
+    failed: int = 0  # requests that failed for good (transport)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0  # spent now (fresh calls)
+    nominal_cost_usd: float = 0.0  # fresh + replayed: what the judging costs from scratch
+    unpriced: int = 0  # calls of a model without a price entry
+
+
+@dataclass
+class UsageLedger:
+    """Thread-safe usage and cost, per purpose (facts, verify, minerva, mcq_fallback)."""
+
+    buckets: dict[str, _Bucket] = field(default_factory=dict)
+    fingerprints: Counter = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, r: CallResult) -> None:
+        with self._lock:
+            b = self.buckets.setdefault(r.purpose, _Bucket())
+            if r.cached:
+                b.cached += 1
+            else:
+                b.calls += 1
+                b.prompt_tokens += int(r.usage.get("prompt_tokens") or 0)
+                b.completion_tokens += int(r.usage.get("completion_tokens") or 0)
+                b.cached_tokens += int(r.usage.get("cached_tokens") or 0)
+                b.reasoning_tokens += int(r.usage.get("reasoning_tokens") or 0)
+            if r.cost_usd is None:
+                b.unpriced += 1
+            else:
+                b.nominal_cost_usd += r.cost_usd
+                if not r.cached:
+                    b.cost_usd += r.cost_usd
+            if r.system_fingerprint:
+                self.fingerprints[r.system_fingerprint] += 1
+
+    def add_failure(self, purpose: str) -> None:
+        with self._lock:
+            self.buckets.setdefault(purpose, _Bucket()).failed += 1
+
+    def calls(self, purpose: str | None = None) -> int:
+        with self._lock:
+            if purpose is not None:
+                return self.buckets[purpose].calls if purpose in self.buckets else 0
+            return sum(b.calls for b in self.buckets.values())
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            per = {k: dict(vars(v)) for k, v in sorted(self.buckets.items())}
+            total = {
+                key: sum(b[key] for b in per.values())
+                for key in (
+                    "calls",
+                    "cached",
+                    "failed",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cached_tokens",
+                    "reasoning_tokens",
+                    "cost_usd",
+                    "nominal_cost_usd",
+                    "unpriced",
+                )
+            }
+            return {"total": total, "by_purpose": per, "system_fingerprints": dict(self.fingerprints)}
+
+
+def request_key(config: JudgeConfig, purpose: str, payload: Mapping[str, Any]) -> str:
+    """Hash of everything that changes a judge output (no secrets: the key is not in config)."""
+    desc = {"purpose": purpose, "model": config.model, "base_url": config.base_url, **payload}
+    return hashlib.sha256(json.dumps(desc, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _retryable(exc: BaseException) -> bool:
+    return is_retryable(exc) or isinstance(exc, json.JSONDecodeError)
+
+
+class JudgeClient:
+    """One judge model behind one base URL; share it between threads."""
+
+    def __init__(
+        self,
+        config: JudgeConfig,
+        store: JudgeStore,
+        *,
+        ledger: UsageLedger | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.ledger = ledger or UsageLedger()
+        self.sleep = sleep
+        self.policy = RetryPolicy(
+            max_attempts=config.max_retries + 1, base_delay=config.retry_base_delay, max_delay=config.retry_max_delay
+        )
+        self._semaphore = threading.BoundedSemaphore(config.concurrency)
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._inflight: dict[str, threading.Lock] = {}  # single flight: one request per key at a time
+        self._inflight_lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        """The ``openai.OpenAI`` client, built on first use (SDK retries off)."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    from openai import OpenAI
+
+                    key = os.environ.get("NARU_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+                    if not key:
+                        log.info("naru judge: no NARU_JUDGE_API_KEY / OPENAI_API_KEY; sending the placeholder 'EMPTY'")
+                    self._client = OpenAI(
+                        api_key=key or "EMPTY",
+                        base_url=self.config.base_url,
+                        max_retries=0,
+                        timeout=self.config.timeout,
+                    )
+        return self._client
+
+    def key_for(
+        self,
+        purpose: str,
+        messages: Sequence[Mapping[str, str]],
+        schema: type[BaseModel],
+        *,
+        prompt_version: str,
+        settings: Mapping[str, Any],
+        extra: Mapping[str, Any] | None = None,
+    ) -> str:
+        return request_key(
+            self.config,
+            purpose,
+            {
+                "settings": dict(settings),
+                "messages": list(messages),
+                "schema": schema.__name__,
+                "schema_hash": schema_hash(schema),
+                "prompt_version": prompt_version,
+                **(dict(extra) if extra else {}),
+            },
+        )
+
+    def call(
+        self,
+        purpose: str,
+        messages: Sequence[Mapping[str, str]],
+        schema: type[BaseModel],
+        *,
+        prompt_version: str,
+        temperature: float | None = None,
+        extra_key: Mapping[str, Any] | None = None,
+    ) -> CallResult:
+        """One structured-output request (or its cached output). Raises JudgeUnavailable."""
+        settings = self.config.settings(temperature=temperature)
+        key = self.key_for(purpose, messages, schema, prompt_version=prompt_version, settings=settings, extra=extra_key)
+        with self._inflight_lock:
+            gate = self._inflight.setdefault(key, threading.Lock())
+        with gate:  # an identical request already in flight is waited for, then replayed from the cache
+            try:
+                return self._call(purpose, key, messages, schema, settings)
+            finally:
+                with self._inflight_lock:
+                    self._inflight.pop(key, None)
+
+    def _call(
+        self,
+        purpose: str,
+        key: str,
+        messages: Sequence[Mapping[str, str]],
+        schema: type[BaseModel],
+        settings: Mapping[str, Any],
+    ) -> CallResult:
+        if not self.config.refresh:
+            hit = self.store.get_call(key)
+            if hit is not None:
+                result = self._result(purpose, key, hit, cached=True)
+                self.ledger.add(result)
+                return result
+
+        def attempt() -> dict[str, Any]:
+            with self._semaphore:
+                raw = self.client.chat.completions.with_raw_response.parse(
+                    model=self.config.model, messages=list(messages), response_format=schema, **settings
+                )
+                return raw.http_response.json()
+
+        def on_retry(n: int, exc: BaseException, delay: float) -> None:
+            log.warning(
+                "naru judge (%s): attempt %d/%d failed (%s); retrying in %.1fs",
+                purpose,
+                n,
+                self.policy.max_attempts,
+                describe_error(exc),
+                delay,
+            )
+
+        import openai
+
+        try:
+            body = call_with_retry(
+                attempt,
+                self.policy,
+                retryable=_retryable,
+                sleep=self.sleep,
+                on_retry=on_retry,
+                catch=(openai.OpenAIError, json.JSONDecodeError),
+            )
+        except RetryError as e:
+            self.ledger.add_failure(purpose)
+            raise JudgeUnavailable(f"judge {self.config.model} at {self.config.base_url}: {e}") from e
+        record = self._record(body)
+        self.store.put_call(key, purpose, self.config.model, record)
+        result = self._result(purpose, key, record, cached=False)
+        self.ledger.add(result)
+        return result
+
+    @staticmethod
+    def _record(body: Mapping[str, Any]) -> dict[str, Any]:
+        """What is kept of a raw chat.completion body."""
+        choices = body.get("choices") or []
+        choice = choices[0] if choices else {}
+        message = choice.get("message") or {}
+        u = body.get("usage") or {}
+        usage = {
+            "prompt_tokens": u.get("prompt_tokens"),
+            "completion_tokens": u.get("completion_tokens"),
+            "total_tokens": u.get("total_tokens"),
+        }
+        cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens")
+        if cached is not None:
+            usage["cached_tokens"] = cached
+        reasoning = (u.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        if reasoning is not None:
+            usage["reasoning_tokens"] = reasoning
+        return {
+            "content": message.get("content"),
+            "refusal": message.get("refusal"),
+            "finish_reason": choice.get("finish_reason") if choices else "no_choices",
+            "usage": usage,
+            "system_fingerprint": body.get("system_fingerprint"),
+            "response_model": body.get("model"),
+        }
+
+    def _result(self, purpose: str, key: str, rec: Mapping[str, Any], *, cached: bool) -> CallResult:
+        usage = dict(rec.get("usage") or {})
+        return CallResult(
+            purpose=purpose,
+            key=key,
+            model=self.config.model,
+            content=rec.get("content"),
+            refusal=rec.get("refusal"),
+            finish_reason=rec.get("finish_reason"),
+            usage=usage,
+            system_fingerprint=rec.get("system_fingerprint"),
+            response_model=rec.get("response_model"),
+            cached=cached,
+            cost_usd=cost_usd(self.config.model, usage, self.config.prices),
+        )

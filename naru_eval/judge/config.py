@@ -1,0 +1,242 @@
+"""Judge configuration: which judge, where, with which sampling settings, at what price.
+
+Everything is read from the environment (``JudgeConfig.from_env``) so that the same judge runs
+inside ``lmms-eval --tasks naru_open`` (``process_results`` has no other channel) and in
+``naru-eval judge ...`` (where flags override the environment):
+
+=============================== ============================================================
+``NARU_JUDGE_BACKEND``          ``openai`` (default), ``offline`` (MiniLM when installed,
+                                else lexical), ``offline-minilm``, ``offline-lexical``
+``NARU_JUDGE_MODEL``            judge model, default ``gpt-5.5``
+``NARU_JUDGE_FACTS_MODEL``      model whose frozen facts are used (default: the judge model)
+``NARU_JUDGE_BASE_URL``         any OpenAI-compatible ``/v1`` URL (else ``OPENAI_BASE_URL``,
+                                else the OpenAI API)
+``NARU_JUDGE_API_KEY``          the key (else ``OPENAI_API_KEY``); never logged or cached
+``NARU_JUDGE_TEMPERATURE``      sent only to models that accept it (never to gpt-5 / o-series)
+``NARU_JUDGE_REASONING_EFFORT`` ``minimal|low|medium|high``; default ``medium`` for the gpt-5 and
+                                o-series families, not sent otherwise
+``NARU_JUDGE_MAX_TOKENS``       ``max_completion_tokens`` (default 8192)
+``NARU_JUDGE_SEED``             optional ``seed`` (best effort on the server)
+``NARU_JUDGE_CONCURRENCY``      requests in flight per process (default 16)
+``NARU_JUDGE_MAX_RETRIES``      transport retries (429, 5xx, timeouts), default 5
+``NARU_JUDGE_PARSE_ATTEMPTS``   attempts for an unparseable / mismatched output (default 3)
+``NARU_JUDGE_TIMEOUT``          seconds per request (default 180)
+``NARU_JUDGE_CACHE``            the SQLite cache (default ``$NARU_CACHE_DIR/judge.sqlite``)
+``NARU_JUDGE_PRICES``           JSON (or a path to JSON): ``{"model": {"input": $, "cached_input":
+                                $, "output": $}}`` in USD per 1M tokens, merged over the defaults
+=============================== ============================================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+DEFAULT_MODEL = "gpt-5.5"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+BACKENDS = ("openai", "offline", "offline-minilm", "offline-lexical")
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+
+#: USD per 1M tokens. ASSUMPTIONS, not quotes: check the provider's price page and override with
+#: NARU_JUDGE_PRICES or ``--prices``. gpt-5.5 is priced as gpt-5 was at launch (an assumption).
+DEFAULT_PRICES: dict[str, dict[str, float]] = {
+    "gpt-5.5": {"input": 1.25, "cached_input": 0.125, "output": 10.00},
+    "gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.00},
+    "gpt-5-mini": {"input": 0.25, "cached_input": 0.025, "output": 2.00},
+    "gpt-5-nano": {"input": 0.05, "cached_input": 0.005, "output": 0.40},
+    "gpt-4.1": {"input": 2.00, "cached_input": 0.50, "output": 8.00},
+    "gpt-4.1-mini": {"input": 0.40, "cached_input": 0.10, "output": 1.60},
+    "gpt-4o": {"input": 2.50, "cached_input": 1.25, "output": 10.00},
+    "gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60},
+}
+
+_REASONING_FAMILY = re.compile(r"^(?:[\w.-]+/)?(?:gpt-5|o\d)(?:[.\-_]|$)", re.I)
+
+
+def is_reasoning_family(model: str) -> bool:
+    """gpt-5* and o-series models: they reject a non-default ``temperature``."""
+    return bool(_REASONING_FAMILY.match(model.strip()))
+
+
+def price_for(model: str, prices: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
+    """The price entry of ``model``: exact name, else the longest key it starts with."""
+    if model in prices:
+        return prices[model]
+    keys = sorted((k for k in prices if model.startswith(k)), key=len, reverse=True)
+    return prices[keys[0]] if keys else None
+
+
+def cost_usd(model: str, usage: Mapping[str, Any], prices: Mapping[str, Mapping[str, float]]) -> float | None:
+    """Cost of one call's usage; None when the model has no price (never a silent 0)."""
+    if model.startswith("offline"):
+        return 0.0
+    p = price_for(model, prices)
+    if p is None:
+        return None
+    prompt = int(usage.get("prompt_tokens") or 0)
+    cached = int(usage.get("cached_tokens") or 0)
+    out = int(usage.get("completion_tokens") or 0)  # includes reasoning tokens
+    return (
+        (prompt - cached) * float(p["input"])
+        + cached * float(p.get("cached_input", p["input"]))
+        + out * float(p["output"])
+    ) / 1e6
+
+
+def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
+    """DEFAULT_PRICES updated by ``spec`` (a JSON object or a path to one)."""
+    prices = {k: dict(v) for k, v in DEFAULT_PRICES.items()}
+    if not spec:
+        return prices
+    text = Path(spec).read_text(encoding="utf-8") if not spec.lstrip().startswith("{") else spec
+    extra = json.loads(text)
+    if not isinstance(extra, dict):
+        raise ValueError("judge prices must be a JSON object {model: {input, cached_input, output}}")
+    for model, entry in extra.items():
+        if not isinstance(entry, dict) or "input" not in entry or "output" not in entry:
+            raise ValueError(f"judge prices: {model!r} needs 'input' and 'output' (USD per 1M tokens)")
+        prices[model] = {k: float(v) for k, v in entry.items()}
+    return prices
+
+
+def default_cache_path() -> Path:
+    explicit = os.environ.get("NARU_JUDGE_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("NARU_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "naru-eval")
+    return Path(base) / "judge.sqlite"
+
+
+def _env_num(env: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """One judge. ``settings()`` is exactly what is sent besides the messages."""
+
+    backend: str = "openai"
+    model: str = DEFAULT_MODEL
+    facts_model: str | None = None
+    base_url: str = DEFAULT_BASE_URL
+    temperature: float | None = None
+    reasoning_effort: str | None = None
+    max_completion_tokens: int = 8192
+    seed: int | None = None
+    concurrency: int = 16
+    max_retries: int = 5
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 60.0
+    parse_attempts: int = 3
+    timeout: float = 180.0
+    cache_path: str | None = None
+    prices: dict[str, dict[str, float]] = field(default_factory=lambda: load_prices(None), compare=False)
+    #: re-ask even when a cached output exists (the new output replaces it)
+    refresh: bool = False
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"judge backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.concurrency < 1 or self.parse_attempts < 1 or self.max_retries < 0:
+            raise ValueError("judge concurrency and parse_attempts must be >= 1, max_retries >= 0")
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise ValueError(f"reasoning_effort must be one of {REASONING_EFFORTS}, got {self.reasoning_effort!r}")
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"judge base_url must be an http(s) URL, got {self.base_url!r}")
+        if parts.username or parts.password:
+            raise ValueError("judge base_url must not carry credentials; set NARU_JUDGE_API_KEY / OPENAI_API_KEY")
+
+    # -- derived ------------------------------------------------------------------------------
+    @property
+    def reasoning(self) -> bool:
+        return is_reasoning_family(self.model)
+
+    @property
+    def fact_model(self) -> str:
+        """The model whose frozen facts are the denominator."""
+        if self.backend != "openai":
+            return self.offline_name
+        return self.facts_model or self.model
+
+    @property
+    def offline_name(self) -> str:
+        return {"offline-minilm": "offline:minilm", "offline-lexical": "offline:lexical"}.get(
+            self.backend, "offline:auto"
+        )
+
+    def settings(self, *, temperature: float | None = None) -> dict[str, Any]:
+        """The sampling settings sent with every request (explicit; nothing left to a default
+        except what the gpt-5 / o-series families refuse to change)."""
+        out: dict[str, Any] = {"max_completion_tokens": self.max_completion_tokens}
+        temp = self.temperature if temperature is None else temperature
+        if self.reasoning:
+            out["reasoning_effort"] = self.reasoning_effort or "medium"
+        else:
+            out["temperature"] = 0.0 if temp is None else float(temp)
+            if self.reasoning_effort is not None:
+                out["reasoning_effort"] = self.reasoning_effort
+        if self.seed is not None:
+            out["seed"] = self.seed
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """For logs and reports (no secrets: the key is never part of the config)."""
+        d = asdict(self)
+        d.pop("prices")
+        d["fact_model"] = self.fact_model
+        d["settings"] = self.settings() if self.backend == "openai" else {}
+        d["temperature_note"] = (
+            "not sent: the gpt-5 / o-series families reject a non-default temperature" if self.reasoning else None
+        )
+        return d
+
+    def with_overrides(self, **kw: Any) -> JudgeConfig:
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> JudgeConfig:
+        env = os.environ if env is None else env
+        model = env.get("NARU_JUDGE_MODEL") or DEFAULT_MODEL
+        temperature = _env_num(env, "NARU_JUDGE_TEMPERATURE", float, None)
+        kw: dict[str, Any] = dict(
+            backend=env.get("NARU_JUDGE_BACKEND") or "openai",
+            model=model,
+            facts_model=env.get("NARU_JUDGE_FACTS_MODEL") or None,
+            base_url=(env.get("NARU_JUDGE_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/"),
+            temperature=temperature,
+            reasoning_effort=env.get("NARU_JUDGE_REASONING_EFFORT") or None,
+            max_completion_tokens=_env_num(env, "NARU_JUDGE_MAX_TOKENS", int, 8192),
+            seed=_env_num(env, "NARU_JUDGE_SEED", int, None),
+            concurrency=_env_num(env, "NARU_JUDGE_CONCURRENCY", int, 16),
+            max_retries=_env_num(env, "NARU_JUDGE_MAX_RETRIES", int, 5),
+            retry_base_delay=_env_num(env, "NARU_JUDGE_RETRY_BASE_DELAY", float, 1.0),
+            retry_max_delay=_env_num(env, "NARU_JUDGE_RETRY_MAX_DELAY", float, 60.0),
+            parse_attempts=_env_num(env, "NARU_JUDGE_PARSE_ATTEMPTS", int, 3),
+            timeout=_env_num(env, "NARU_JUDGE_TIMEOUT", float, 180.0),
+            cache_path=env.get("NARU_JUDGE_CACHE") or None,
+            prices=load_prices(env.get("NARU_JUDGE_PRICES")),
+        )
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        if isinstance(kw.get("base_url"), str):
+            kw["base_url"] = kw["base_url"].rstrip("/")
+        return cls(**kw)
+
+
+def env_fingerprint(env: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """The judge-relevant environment, as a hashable key (for per-process singletons)."""
+    env = os.environ if env is None else env
+    names = sorted(k for k in env if k.startswith("NARU_JUDGE_")) + ["OPENAI_BASE_URL", "NARU_CACHE_DIR"]
+    return tuple((k, env.get(k, "")) for k in names if "KEY" not in k)

@@ -1,0 +1,73 @@
+"""What judging costs: the arithmetic behind docs/judge.md (``naru-eval judge cost``).
+
+The token counts are ASSUMPTIONS (prompt sizes measured on the prompts of this package with
+~4 characters per token; outputs and hidden reasoning guessed for ``reasoning_effort=medium``);
+``naru-eval judge score`` reports the measured usage and cost of a real run, which is the
+number to trust. Reasoning tokens are billed as output tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from naru_eval.judge.config import DEFAULT_MODEL, DEFAULT_PRICES, price_for
+
+
+@dataclass(frozen=True)
+class TokenAssumptions:
+    facts_input: int = 600  # system prompt ~230 + question and reference
+    facts_output: int = 150  # ~5 facts as JSON
+    facts_reasoning: int = 500
+    verify_input: int = 900  # system prompt ~330 + question + facts + a response of ~300 tokens
+    verify_output: int = 220  # ~5 verdicts with evidence spans
+    verify_reasoning: int = 700
+    minerva_input: int = 700
+    minerva_output: int = 80
+    minerva_reasoning: int = 400
+
+
+def estimate_cost(
+    n_questions: int = 500,
+    n_models: int = 8,
+    model: str = DEFAULT_MODEL,
+    prices: Mapping[str, Mapping[str, float]] = DEFAULT_PRICES,
+    tokens: TokenAssumptions = TokenAssumptions(),  # noqa: B008 - frozen
+    minerva_k: int = 0,
+) -> dict[str, Any]:
+    p = price_for(model, prices)
+    if p is None:
+        raise ValueError(f"no price for {model!r}; give one with --prices / NARU_JUDGE_PRICES")
+    pin, pout = float(p["input"]), float(p["output"])
+
+    def line(calls: int, tin: int, tout: int) -> dict[str, Any]:
+        return {
+            "calls": calls,
+            "input_tokens": calls * tin,
+            "output_tokens": calls * tout,
+            "usd": calls * (tin * pin + tout * pout) / 1e6,
+        }
+
+    facts = line(n_questions, tokens.facts_input, tokens.facts_output + tokens.facts_reasoning)
+    verify = line(n_questions * n_models, tokens.verify_input, tokens.verify_output + tokens.verify_reasoning)
+    out: dict[str, Any] = {
+        "model": model,
+        "price_per_1M": dict(p),
+        "n_questions": n_questions,
+        "n_models": n_models,
+        "assumptions": asdict(tokens),
+        "facts": facts,
+        "verify": verify,
+        "total_usd": facts["usd"] + verify["usd"],
+        "per_model_usd": verify["usd"] / n_models if n_models else None,
+        "without_frozen_facts_usd": facts["usd"] * n_models + verify["usd"],
+    }
+    if minerva_k:
+        m = line(
+            n_questions * n_models * minerva_k,
+            tokens.minerva_input,
+            tokens.minerva_output + tokens.minerva_reasoning,
+        )
+        out["minerva"] = m
+    return out

@@ -1,0 +1,194 @@
+"""The judge pipeline: frozen facts -> one coverage call per response -> recall.
+
+    judge = Judge(JudgeConfig.from_env())
+    samples = judge.judge_many([(JudgeItem.from_question(q), response), ...])
+    summarize(samples)
+
+Thread-safe: ``judge`` may be called from lmms-eval's ``process_results`` pool; at most
+``config.concurrency`` requests are in flight per process. Deterministic given the cache: a
+repeated call replays cached outputs and returns the same sample. Judge-side failures never
+raise: the sample is unscored with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from naru_eval.judge.cache import JudgeStore
+from naru_eval.judge.client import CallResult, JudgeClient, JudgeUnavailable, UsageLedger
+from naru_eval.judge.config import JudgeConfig
+from naru_eval.judge.facts import FactSet, LLMDecomposer
+from naru_eval.judge.items import JudgeItem, classify_response, is_abstention
+from naru_eval.judge.prompts import MAX_RESPONSE_CHARS
+from naru_eval.judge.score import JudgedSample, tally
+from naru_eval.judge.verify import Coverage, LLMVerifier
+
+log = logging.getLogger("naru_eval.judge")
+
+
+def _calls_usage(calls: Iterable[CallResult]) -> dict[str, Any]:
+    calls = list(calls)
+    costs = [c.cost_usd for c in calls]
+    return {
+        "calls": len(calls),
+        "prompt_tokens": sum(int(c.usage.get("prompt_tokens") or 0) for c in calls),
+        "completion_tokens": sum(int(c.usage.get("completion_tokens") or 0) for c in calls),
+        "reasoning_tokens": sum(int(c.usage.get("reasoning_tokens") or 0) for c in calls),
+        # nominal: what these outputs cost when asked, replayed from the cache or not (deterministic)
+        "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 8),  # type: ignore[arg-type]
+    }
+
+
+class Judge:
+    def __init__(
+        self,
+        config: JudgeConfig,
+        store: JudgeStore | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.store = store or JudgeStore(config.cache_path)
+        self.ledger = UsageLedger()
+        self.client: JudgeClient | None = None
+        if config.backend == "openai":
+            self.client = JudgeClient(config, self.store, ledger=self.ledger, sleep=sleep)
+            fm = config.fact_model
+            facts_client = (
+                self.client
+                if fm == config.model
+                else JudgeClient(config.with_overrides(model=fm), self.store, ledger=self.ledger, sleep=sleep)
+            )
+            self.decomposer: Any = LLMDecomposer(facts_client, self.store)
+            self.verifier: Any = LLMVerifier(self.client)
+        else:
+            from naru_eval.judge.offline import OfflineDecomposer, OfflineVerifier, resolve_kind
+
+            kind = resolve_kind(config.backend)
+            self.decomposer = OfflineDecomposer(self.store, kind)
+            self.verifier = OfflineVerifier(kind)
+        self._facts: dict[tuple[str, str], FactSet] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    # -- description ------------------------------------------------------------------------
+    @property
+    def fact_model(self) -> str:
+        return self.decomposer.model
+
+    def describe(self) -> dict[str, Any]:
+        d = self.config.describe()
+        if self.config.backend != "openai":  # no LLM: the model fields would mislead
+            d.update(model=self.fact_model, base_url=None, temperature_note=None)
+        d["fact_model"] = self.fact_model
+        d["facts_prompt_version"] = self.decomposer.prompt_version
+        d["verify_prompt_version"] = self.verifier.prompt_version
+        return d
+
+    # -- step 1: facts -----------------------------------------------------------------------
+    def facts(self, item: JudgeItem) -> FactSet:
+        """The frozen facts of ``item`` (decomposed once; one thread per question does it)."""
+        key = (item.question_id, item.ref_hash)
+        hit = self._facts.get(key)
+        if hit is not None:
+            return hit
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            hit = self._facts.get(key)
+            if hit is not None:
+                return hit
+            try:
+                fs = self.decomposer.decompose(item)
+            except JudgeUnavailable as e:
+                # kept for this process only: a later run asks again
+                fs = FactSet(
+                    item.question_id,
+                    item.ref_hash,
+                    self.fact_model,
+                    self.decomposer.prompt_version,
+                    (),
+                    f"judge unavailable: {e}",
+                )
+            if not fs.ok:
+                log.warning("naru judge: no facts for %s (%s)", item.question_id, fs.reason)
+            self._facts[key] = fs
+            return fs
+
+    def prefetch_facts(self, items: Sequence[JudgeItem]) -> dict[str, FactSet]:
+        """Decompose every item's reference, ``concurrency`` at a time."""
+        with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="naru-judge-facts") as ex:
+            sets = list(ex.map(self.facts, items))
+        return {fs.question_id: fs for fs in sets}
+
+    # -- steps 2 and 3: one response --------------------------------------------------------
+    def judge(self, item: JudgeItem, response: str | None) -> JudgedSample:
+        kind, text = classify_response(response)
+        fs = self.facts(item)
+        truncated = len(text) > MAX_RESPONSE_CHARS
+        if truncated:
+            text = text[:MAX_RESPONSE_CHARS]
+        judge_info: dict[str, Any] = {
+            "backend": self.config.backend,
+            "model": self.config.model if self.config.backend == "openai" else self.fact_model,
+            "base_url": self.config.base_url if self.config.backend == "openai" else None,
+            "fact_model": self.fact_model,
+            "facts_prompt_version": self.decomposer.prompt_version,
+            "verify_prompt_version": self.verifier.prompt_version,
+            "settings": self.config.settings() if self.config.backend == "openai" else {},
+        }
+        sample = JudgedSample(
+            question_id=item.question_id,
+            video_id=item.video_id,
+            category=item.category,
+            level=item.level,
+            question=item.question,
+            reference=item.reference,
+            response=response,
+            status="unscored",
+            abstention=kind == "answered" and is_abstention(text),
+            response_truncated=truncated,
+            judge=judge_info,
+        )
+        calls: list[CallResult] = []  # this response's verification calls (facts are shared: see the ledger)
+        if not fs.ok:
+            sample.reason = f"no facts: {fs.reason}"
+        elif kind in ("empty", "failed"):
+            verdicts = [
+                {"id": i, "text": t, "verdict": "not_covered", "evidence": "", "evidence_found": None}
+                for i, t in zip(fs.ids, fs.facts, strict=True)
+            ]
+            sample.status = kind
+            sample.facts = verdicts
+            vars(sample).update(tally(verdicts))
+        else:
+            try:
+                cov: Coverage = self.verifier.verify(item, fs, text)
+            except JudgeUnavailable as e:
+                cov = Coverage(reason=f"judge unavailable: {e}")
+            calls += cov.calls
+            judge_info["attempts"] = cov.attempts
+            if cov.ok:
+                sample.status = "scored"
+                sample.facts = cov.verdicts
+                vars(sample).update(tally(cov.verdicts))
+            else:
+                sample.reason = cov.reason
+                sample.facts = fs.as_list()
+        if not sample.scored and sample.reason:
+            log.warning("naru judge: %s unscored (%s)", item.question_id, sample.reason[:300])
+        judge_info["system_fingerprints"] = sorted({c.system_fingerprint for c in calls if c.system_fingerprint})
+        judge_info["response_models"] = sorted({c.response_model for c in calls if c.response_model})
+        sample.usage = _calls_usage(calls)
+        return sample
+
+    def judge_many(self, pairs: Sequence[tuple[JudgeItem, str | None]]) -> list[JudgedSample]:
+        """Judge every (item, response), ``concurrency`` at a time; results in input order."""
+        self.prefetch_facts(list({(it.question_id, it.ref_hash): it for it, _ in pairs}.values()))
+        with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="naru-judge") as ex:
+            return list(ex.map(lambda p: self.judge(*p), pairs))

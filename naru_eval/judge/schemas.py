@@ -1,0 +1,70 @@
+"""The judge's structured outputs, as Pydantic models.
+
+Each is sent with ``response_format`` = a strict JSON schema named after the class (what
+``client.chat.completions.parse(response_format=Model)`` sends), and every reply is validated
+against the same model here. No length or value constraints live in the schemas (strict mode
+rejects some); the checks that matter (fact ids, non-empty facts) are done in code, and a reply
+that fails them is retried, then reported unscored. ``json_schemas()`` prints them all
+(``naru-eval judge schemas``); docs/judge.md shows them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Verdict = Literal["covered", "partial", "not_covered", "contradicted"]
+VERDICTS: tuple[str, ...] = ("covered", "partial", "not_covered", "contradicted")
+
+
+class FactList(BaseModel):
+    """Decomposition of one reference answer (ids ``F1..Fn`` are assigned in code, in order)."""
+
+    facts: list[str] = Field(description="Self-contained atomic facts, in the order of the reference answer.")
+
+
+class FactVerdict(BaseModel):
+    fact_id: str = Field(description="The id of the fact, exactly as given (F1, F2, ...).")
+    verdict: Verdict
+    evidence: str = Field(description="Shortest verbatim span of the response supporting the verdict; '' if none.")
+
+
+class CoverageReport(BaseModel):
+    """Coverage of every reference fact by one response: one verdict per fact id, each id once."""
+
+    verdicts: list[FactVerdict]
+
+
+class MinervaScore(BaseModel):
+    """MINERVA-style holistic grade: 0 wrong / 1 partially correct / 2 correct."""
+
+    rationale: str
+    score: Literal[0, 1, 2]
+
+
+class McqChoice(BaseModel):
+    """The option a free-text MCQ response commits to, or ``none``."""
+
+    letter: Literal["A", "B", "C", "D", "none"]
+
+
+SCHEMAS: tuple[type[BaseModel], ...] = (FactList, CoverageReport, MinervaScore, McqChoice)
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema sent on the wire (the openai SDK's strict transformation)."""
+    from openai.lib._pydantic import to_strict_json_schema  # the SDK's own transformation
+
+    return to_strict_json_schema(model)
+
+
+def schema_hash(model: type[BaseModel]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(model.model_json_schema(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def json_schemas() -> dict[str, Any]:
+    return {m.__name__: strict_schema(m) for m in SCHEMAS}

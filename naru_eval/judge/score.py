@@ -1,0 +1,258 @@
+"""Step 3: per-response recall and the run's metrics (0-1, like the paper's table III).
+
+* ``recall`` = covered facts / facts; ``recall_with_partial`` = (covered + 0.5 partial) / facts,
+  reported apart. ``any_fact``: the response recovers at least one fact (recall > 0).
+* Empty answers and failed requests are scored 0 without a judge call; abstentions are judged
+  (and score 0 when they cover nothing): all stay in the denominator.
+* A response whose judge output could not be used after bounded retries, or whose question has
+  no facts, is **unscored**: never 0, never dropped. Metrics average over the scored responses,
+  and ``n_scored``, ``n_unscored`` and ``unscored_rate`` say how many were left out.
+
+The lmms-eval payloads follow the MCQ convention (naru_eval.scoring): each metric's payload
+carries ``score`` only when the response counts towards it, so one mean serves every metric and
+every number of ``results.json`` recomputes from the sample log (:func:`metrics_from_open_log`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE
+
+#: statuses that count (recall known); everything else is unscored
+SCORED_STATUSES = ("scored", "empty", "failed")
+STATUSES = (*SCORED_STATUSES, "unscored")
+
+RECALL_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural", *CATEGORIES)
+MEAN_METRICS: tuple[str, ...] = (
+    *RECALL_METRICS,
+    "recall_with_partial",
+    "any_fact",
+    "any_fact_narrative",
+    "any_fact_cultural",
+    "unscored_rate",
+)
+SUM_METRICS: tuple[str, ...] = ("n_scored", "n_unscored", "judge_cost_usd")
+OPEN_METRICS: tuple[str, ...] = (*MEAN_METRICS, *SUM_METRICS)
+
+
+@dataclass
+class JudgedSample:
+    """One response, judged. Every field is in the ``overall`` payload of the sample log."""
+
+    question_id: str
+    video_id: str
+    category: str
+    level: str
+    question: str
+    reference: str
+    response: str | None
+    status: str  # scored | empty | failed | unscored
+    reason: str | None = None  # why unscored
+    n_facts: int = 0
+    covered: int = 0
+    partial: int = 0
+    not_covered: int = 0
+    contradicted: int = 0
+    recall: float | None = None
+    recall_with_partial: float | None = None
+    any_fact: bool | None = None
+    abstention: bool = False
+    response_truncated: bool = False
+    facts: list[dict[str, Any]] = field(default_factory=list)  # id, text, verdict, evidence, evidence_found
+    judge: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scored(self) -> bool:
+        return self.status in SCORED_STATUSES
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> JudgedSample:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def tally(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts and recalls from per-fact verdicts."""
+    counts = Counter(v["verdict"] for v in verdicts)
+    n = len(verdicts)
+    covered, partial = counts["covered"], counts["partial"]
+    return {
+        "n_facts": n,
+        "covered": covered,
+        "partial": partial,
+        "not_covered": counts["not_covered"],
+        "contradicted": counts["contradicted"],
+        "recall": covered / n if n else None,
+        "recall_with_partial": (covered + 0.5 * partial) / n if n else None,
+        "any_fact": covered > 0 if n else None,
+    }
+
+
+# ----------------------------------------------------------------------------------- metrics
+
+
+def _in_scope(metric: str, category: str) -> bool:
+    if metric in ("overall", "recall_with_partial", "any_fact"):
+        return True
+    if metric in ("narrative", "any_fact_narrative"):
+        return category in NARRATIVE
+    if metric in ("cultural", "any_fact_cultural"):
+        return category in CULTURAL
+    return metric == category
+
+
+def metric_value(metric: str, s: JudgedSample) -> float | None:
+    """The value ``s`` contributes to ``metric``, or None when it does not count towards it."""
+    if metric == "unscored_rate":
+        return 0.0 if s.scored else 1.0
+    if metric == "n_scored":
+        return 1.0 if s.scored else 0.0
+    if metric == "n_unscored":
+        return 0.0 if s.scored else 1.0
+    if metric == "judge_cost_usd":
+        c = s.usage.get("cost_usd")
+        return float(c) if c is not None else None
+    if not s.scored or not _in_scope(metric, s.category):
+        return None
+    if metric in RECALL_METRICS:
+        return float(s.recall or 0.0)
+    if metric == "recall_with_partial":
+        return float(s.recall_with_partial or 0.0)
+    if metric.startswith("any_fact"):
+        return 1.0 if s.any_fact else 0.0
+    raise KeyError(metric)
+
+
+def open_payloads(s: JudgedSample) -> dict[str, dict[str, Any]]:
+    """``process_results`` return value: the whole record under ``overall``, a slim one elsewhere."""
+    slim = {
+        "question_id": s.question_id,
+        "video_id": s.video_id,
+        "category": s.category,
+        "level": s.level,
+        "status": s.status,
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for metric in OPEN_METRICS:
+        payload = s.to_dict() if metric == "overall" else dict(slim)
+        value = metric_value(metric, s)
+        if value is not None:
+            payload["score"] = value
+        out[metric] = payload
+    return out
+
+
+def aggregate_mean(items: Iterable[Mapping[str, Any]]) -> float | None:
+    scores = [float(x["score"]) for x in items if "score" in x]
+    return sum(scores) / len(scores) if scores else None
+
+
+def aggregate_sum(items: Iterable[Mapping[str, Any]]) -> float:
+    return float(sum(float(x["score"]) for x in items if "score" in x))
+
+
+def compute_open_metrics(samples: Sequence[JudgedSample]) -> dict[str, float | None]:
+    """Every ``naru_open`` metric, exactly as the lmms-eval aggregation computes it."""
+    out: dict[str, float | None] = {}
+    for m in OPEN_METRICS:
+        payloads = [open_payloads(s)[m] for s in samples]
+        out[m] = aggregate_sum(payloads) if m in SUM_METRICS else aggregate_mean(payloads)
+    return out
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def reason_kind(reason: str | None) -> str:
+    """``malformed``, ``id mismatch``, ``refusal``, ``length``, ``no facts``, ``judge unavailable``, ..."""
+    return re.split(r"[:(]", reason or "unknown", maxsplit=1)[0].strip() or "unknown"
+
+
+def summarize(samples: Sequence[JudgedSample]) -> dict[str, Any]:
+    """The report of one run: recall (and with partial credit, and share recovering >= 1 fact)
+    overall / narrative / cultural / per category, with n per cell; unscored counts and reasons."""
+    scored = [s for s in samples if s.scored]
+    groups: dict[str, list[JudgedSample]] = {"overall": scored}
+    groups["narrative"] = [s for s in scored if s.category in NARRATIVE]
+    groups["cultural"] = [s for s in scored if s.category in CULTURAL]
+    for c in CATEGORIES:
+        groups[c] = [s for s in scored if s.category == c]
+    table = {
+        name: {
+            "n": len(g),
+            "recall": _mean([float(s.recall or 0.0) for s in g]),
+            "recall_with_partial": _mean([float(s.recall_with_partial or 0.0) for s in g]),
+            "any_fact": _mean([1.0 if s.any_fact else 0.0 for s in g]),
+        }
+        for name, g in groups.items()
+    }
+    n_facts = sum(s.n_facts for s in scored if s.status == "scored")
+    contradicted = sum(s.contradicted for s in scored)
+    reasons = Counter(reason_kind(s.reason) for s in samples if not s.scored)
+    n_unscored = len(samples) - len(scored)
+    return {
+        "n": len(samples),
+        "n_scored": len(scored),
+        "n_unscored": n_unscored,
+        "unscored_rate": n_unscored / len(samples) if samples else None,
+        "unscored_by_category": dict(Counter(s.category for s in samples if not s.scored)),
+        "unscored_reasons": dict(reasons),
+        "status_counts": dict(Counter(s.status for s in samples)),
+        "abstentions": sum(1 for s in samples if s.abstention),
+        "contradicted_fact_share": contradicted / n_facts if n_facts else None,
+        "table": table,
+        "metrics": compute_open_metrics(samples),
+    }
+
+
+# ------------------------------------------------------------------------------- sample logs
+
+
+def samples_from_open_log(path: str | Path) -> list[JudgedSample]:
+    """JudgedSamples back from a ``*_samples_naru_open*.jsonl`` log."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            p = rec.get("overall")
+            if not isinstance(p, dict) or "reference" not in p:
+                raise ValueError(f"{path}:{lineno}: no open-ended 'overall' payload; not a naru_open sample log")
+            out.append(JudgedSample.from_dict(p))
+    return out
+
+
+def responses_from_open_log(path: str | Path) -> list[tuple[dict[str, Any], str | None]]:
+    """(overall payload, response) pairs: what ``naru-eval judge score`` re-judges."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            p = rec.get("overall")
+            if not isinstance(p, dict) or "reference" not in p or "question" not in p:
+                raise ValueError(f"{path}:{lineno}: no open-ended 'overall' payload; not a naru_open sample log")
+            response = p.get("response")
+            if response is None:
+                fr = rec.get("filtered_resps") or []
+                response = fr[0] if fr and isinstance(fr[0], str) else None
+            out.append((p, response))
+    return out
+
+
+def metrics_from_open_log(path: str | Path) -> dict[str, float | None]:
+    return compute_open_metrics(samples_from_open_log(path))

@@ -1,0 +1,179 @@
+"""The judge client: retries, concurrency bound, sampling settings, cache keys, usage and cost."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from naru_eval.judge.cache import JudgeStore
+from naru_eval.judge.client import JudgeClient
+from naru_eval.judge.config import JudgeConfig, cost_usd, is_reasoning_family, load_prices
+from naru_eval.judge.prompts import VERIFY_PROMPT_VERSION
+from naru_eval.judge.schemas import FactList
+from tests.judge.conftest import item
+from tests.stubs import OpenAIStub
+
+pytestmark = pytest.mark.api
+
+MSGS = [{"role": "system", "content": "s"}, {"role": "user", "content": "<<<REFERENCE>>>\nA. B.\n<<<END REFERENCE>>>"}]
+
+
+def client(stub: OpenAIStub, tmp_path, **kw) -> tuple[JudgeClient, list[float]]:
+    kw.setdefault("retry_base_delay", 0.5)
+    cfg = JudgeConfig(base_url=stub.base_url, cache_path=str(tmp_path / "c.sqlite"), **kw)
+    sleeps: list[float] = []
+    return JudgeClient(cfg, JudgeStore(cfg.cache_path), sleep=sleeps.append), sleeps
+
+
+def test_429_and_503_are_retried_with_backoff(tmp_path, fake):
+    with OpenAIStub(responder=fake, statuses=[429, 429, 503]) as stub:
+        c, sleeps = client(stub, tmp_path, max_retries=5)
+        r = c.call("facts", MSGS, FactList, prompt_version="v")
+        assert [q.status for q in stub.chat_requests()] == [429, 429, 503, 200]
+    assert r.parse(FactList)[0].facts == ["A.", "B."]
+    assert len(sleeps) == 3 and all(0 <= s <= 2.0 for s in sleeps)
+
+
+def test_retry_after_is_honoured_and_bounded(tmp_path, fake):
+    with OpenAIStub(responder=fake, statuses=[429], retry_after=7) as stub:
+        c, sleeps = client(stub, tmp_path)
+        c.call("facts", MSGS, FactList, prompt_version="v")
+    assert sleeps == [7.0]
+    with OpenAIStub(responder=fake, statuses=[429] * 10) as stub:
+        c, sleeps = client(stub, tmp_path / "b", max_retries=2)
+        from naru_eval.judge.client import JudgeUnavailable
+
+        with pytest.raises(JudgeUnavailable, match="gave up after 3"):
+            c.call("facts", MSGS, FactList, prompt_version="v")
+        assert len(stub.chat_requests()) == 3  # the SDK's own retries are off
+    assert c.store.count_calls() == 0  # transport failures are never cached
+
+
+def test_400_is_not_retried(tmp_path, fake):
+    from naru_eval.judge.client import JudgeUnavailable
+
+    with OpenAIStub(responder=fake, statuses=[400]) as stub:
+        c, sleeps = client(stub, tmp_path)
+        with pytest.raises(JudgeUnavailable, match="not retryable"):
+            c.call("facts", MSGS, FactList, prompt_version="v")
+        assert len(stub.chat_requests()) == 1 and sleeps == []
+
+
+def test_concurrency_bound(tmp_path):
+    """At most `concurrency` requests in flight (16 by default), and the bound is reached."""
+    import time
+
+    with OpenAIStub(responder=lambda r: '{"facts": ["x"]}', hold_after=0) as stub:
+        cfg = JudgeConfig(base_url=stub.base_url, cache_path=str(tmp_path / "c.sqlite"))
+        assert cfg.concurrency == 16
+        c = JudgeClient(cfg, JudgeStore(cfg.cache_path))
+        threads = [
+            threading.Thread(
+                target=c.call,
+                args=("facts", [{"role": "user", "content": f"q{i}"}], FactList),
+                kwargs={"prompt_version": "v"},
+            )
+            for i in range(40)
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(stub.held()) < 16 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)  # a 17th request would have arrived by now
+        assert len(stub.held()) == 16
+        stub.release()
+        for t in threads:
+            t.join()
+        assert len(stub.chat_requests()) == 40
+        assert stub.max_in_flight == 16
+
+
+def test_concurrency_bound_in_judge_many(make_judge, stub):
+    stub.latency = 0.1
+    j = make_judge(concurrency=5)
+    items = [item(f"q{i}", question=f"What happens in scene {i}?") for i in range(20)]
+    j.judge_many([(it, it.reference) for it in items])
+    assert stub.max_in_flight == 5
+
+
+def test_sampling_settings_are_explicit(tmp_path, fake):
+    with OpenAIStub(responder=fake) as stub:
+        c, _ = client(stub, tmp_path, model="gpt-5.5", temperature=0.7)
+        c.call("facts", MSGS, FactList, prompt_version="v")
+        body = stub.chat_requests()[-1].body
+        assert "temperature" not in body  # gpt-5 family rejects a non-default temperature
+        assert body["reasoning_effort"] == "medium" and body["max_completion_tokens"] == 8192
+        assert body["response_format"]["type"] == "json_schema"
+        assert body["response_format"]["json_schema"]["name"] == "FactList"
+        assert body["response_format"]["json_schema"]["strict"] is True
+        c2, _ = client(stub, tmp_path / "b", model="gpt-4o-mini", seed=7)
+        c2.call("facts", MSGS, FactList, prompt_version="v")
+        body = stub.chat_requests()[-1].body
+        assert body["temperature"] == 0.0 and body["seed"] == 7 and "reasoning_effort" not in body
+    assert is_reasoning_family("gpt-5.5") and is_reasoning_family("o3-mini") and is_reasoning_family("openai/gpt-5")
+    assert not is_reasoning_family("gpt-4o") and not is_reasoning_family("qwen3-vl")
+
+
+def test_usage_fingerprint_and_cost_recorded(tmp_path, fake):
+    with OpenAIStub(responder=fake, fingerprint="fp_judge_1") as stub:
+        c, _ = client(stub, tmp_path)
+        r = c.call("facts", MSGS, FactList, prompt_version="v")
+        again = c.call("facts", MSGS, FactList, prompt_version="v")
+        assert len(stub.chat_requests()) == 1
+    assert r.system_fingerprint == "fp_judge_1" and again.system_fingerprint == "fp_judge_1"
+    assert r.usage["prompt_tokens"] > 0 and r.usage["completion_tokens"] > 0
+    assert not r.cached and again.cached
+    p = load_prices(None)["gpt-5.5"]
+    want = (r.usage["prompt_tokens"] * p["input"] + r.usage["completion_tokens"] * p["output"]) / 1e6
+    assert r.cost_usd == pytest.approx(want)
+    s = c.ledger.summary()
+    assert s["total"]["calls"] == 1 and s["total"]["cached"] == 1
+    assert s["total"]["cost_usd"] == pytest.approx(want) and s["total"]["nominal_cost_usd"] == pytest.approx(2 * want)
+    assert s["system_fingerprints"] == {"fp_judge_1": 2}
+
+
+def test_prices_configurable_and_unknown_models_unpriced():
+    prices = load_prices('{"my-judge": {"input": 2, "output": 4}}')
+    assert cost_usd("my-judge", {"prompt_tokens": 1_000_000, "completion_tokens": 500_000}, prices) == 4.0
+    assert cost_usd("gpt-5.5-2026-01-01", {"prompt_tokens": 1_000_000}, prices) == 1.25  # longest prefix
+    assert cost_usd("mystery-model", {"prompt_tokens": 10}, prices) is None
+    with pytest.raises(ValueError):
+        load_prices('{"x": {"input": 1}}')
+
+
+def test_cache_key_covers_everything_that_changes_the_output(tmp_path):
+    def key(**kw):
+        base = dict(base_url="http://127.0.0.1:1/v1", cache_path=str(tmp_path / "k.sqlite"))
+        base.update(kw)
+        cfg = JudgeConfig(**base)
+        c = JudgeClient(cfg, JudgeStore(cfg.cache_path))
+        return c.key_for("verify", MSGS, FactList, prompt_version=VERIFY_PROMPT_VERSION, settings=cfg.settings())
+
+    k0 = key()
+    assert key() == k0
+    assert key(model="gpt-5-mini") != k0
+    assert key(base_url="http://127.0.0.1:2/v1") != k0
+    assert key(reasoning_effort="high") != k0
+    assert key(max_completion_tokens=100) != k0
+    assert key(concurrency=3, max_retries=1, timeout=5) == k0  # transport settings change nothing
+
+
+def test_config_from_env(monkeypatch):
+    monkeypatch.setenv("NARU_JUDGE_MODEL", "gpt-4.1")
+    monkeypatch.setenv("NARU_JUDGE_BASE_URL", "http://judge.local:8000/v1/")
+    monkeypatch.setenv("NARU_JUDGE_CONCURRENCY", "32")
+    monkeypatch.setenv("NARU_JUDGE_TEMPERATURE", "0.2")
+    cfg = JudgeConfig.from_env()
+    assert cfg.model == "gpt-4.1" and cfg.base_url == "http://judge.local:8000/v1" and cfg.concurrency == 32
+    assert cfg.settings() == {"max_completion_tokens": 8192, "temperature": 0.2}
+    assert JudgeConfig.from_env(model="gpt-5.5").settings() == {
+        "max_completion_tokens": 8192,
+        "reasoning_effort": "medium",
+    }
+    with pytest.raises(ValueError, match="credentials"):
+        JudgeConfig(base_url="http://user:pw@host/v1")
+    monkeypatch.setenv("NARU_JUDGE_CONCURRENCY", "many")
+    with pytest.raises(ValueError, match="NARU_JUDGE_CONCURRENCY"):
+        JudgeConfig.from_env()
