@@ -56,6 +56,7 @@ from urllib.parse import urlsplit
 
 from loguru import logger
 
+from model_adapters.args import ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from naru_eval.gemini_cost import (
     FRAME_OVERHEAD_TOKENS,
@@ -75,7 +76,6 @@ from naru_eval.gemini_cost import (
 from naru_eval.gemini_uploads import UploadRecord, UploadRegistry, account_id, default_registry_path
 from naru_eval.gemini_video import Prepared, PrepSpec, prepare_video
 from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_error, status_of
-from naru_eval.store import is_secret
 
 DEFAULT_MODEL = "gemini-3-flash-preview"
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
@@ -116,39 +116,8 @@ def api_key_from_env() -> str | None:
     return None
 
 
-def _flag(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"naru_gemini: {name} must be true or false, got {value!r}")
-
-
-def _none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
-
-
-def _int(name: str, value: Any, minimum: int | None = None) -> int:
-    try:
-        out = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"naru_gemini: {name} must be an integer, got {value!r}") from None
-    if minimum is not None and out < minimum:
-        raise ValueError(f"naru_gemini: {name} must be >= {minimum}, got {out}")
-    return out
-
-
-def _float(name: str, value: Any, minimum: float = 0.0) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"naru_gemini: {name} must be a number, got {value!r}") from None
-    if out < minimum:
-        raise ValueError(f"naru_gemini: {name} must be >= {minimum}, got {out}")
-    return out
+_ARGS = ArgParser("naru_gemini")
+_flag, _int, _float, _none = _ARGS.flag, _ARGS.int, _ARGS.float, is_none
 
 
 # ------------------------------------------------------------------------ adaptive concurrency
@@ -388,15 +357,7 @@ class Gemini(NaruModel):
     # -- configuration ------------------------------------------------------------------------
     @staticmethod
     def _refuse_secrets(args: Mapping[str, Any]) -> None:
-        named = sorted(k for k, v in args.items() if is_secret(k) and k not in _NOT_SECRET and not _none(v))
-        keys = [v for v in (os.environ.get(n) for n in KEY_ENV) if v and len(v.strip()) >= 8]
-        leaked = sorted(k for k, v in args.items() if v is not None and any(key.strip() in str(v) for key in keys))
-        bad = sorted(set(named) | set(leaked))
-        if bad:
-            raise ValueError(
-                f"naru_gemini: refusing model_args {bad}: an API key must not be passed in model_args "
-                "(lmms-eval records model_args in results.json). Set GOOGLE_API_KEY or GEMINI_API_KEY."
-            )
+        _ARGS.refuse_secrets(args, KEY_ENV, _NOT_SECRET)
 
     def describe(self) -> dict[str, Any]:
         """Everything that changes the answers (not the URL, concurrency, retries or key)."""

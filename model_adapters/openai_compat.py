@@ -39,9 +39,9 @@ from urllib.parse import quote, urlsplit
 
 from loguru import logger
 
+from model_adapters.args import ArgParser
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_error, is_connection_error, is_timeout
-from naru_eval.store import is_secret
 
 VIDEO_MODES = ("frames", "video_url")
 DEFAULT_MAX_TOKENS = 16
@@ -56,24 +56,8 @@ class ServerUnreachable(RuntimeError):
     """Too many requests in a row could not reach the server: the run stops (a rerun resumes)."""
 
 
-def _int(name: str, value: Any, minimum: int) -> int:
-    try:
-        out = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"naru_openai_compat: {name} must be an integer, got {value!r}") from None
-    if out < minimum:
-        raise ValueError(f"naru_openai_compat: {name} must be >= {minimum}, got {out}")
-    return out
-
-
-def _float(name: str, value: Any) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"naru_openai_compat: {name} must be a number, got {value!r}") from None
-    if out < 0:
-        raise ValueError(f"naru_openai_compat: {name} must be >= 0, got {out}")
-    return out
+_ARGS = ArgParser("naru_openai_compat")
+_int, _float = _ARGS.int, _ARGS.float
 
 
 def encode_jpeg(frame: Any, quality: int) -> str:
@@ -191,17 +175,7 @@ class OpenAICompat(NaruModel):
     # -- configuration checks -----------------------------------------------------------------
     @staticmethod
     def _refuse_secrets(args: Mapping[str, Any]) -> None:
-        named = sorted(k for k in args if is_secret(k) and k not in _NOT_SECRET)
-        env_key = os.environ.get("OPENAI_API_KEY")
-        leaked = sorted(
-            k for k, v in args.items() if env_key and len(env_key) >= 8 and v is not None and env_key in str(v)
-        )
-        bad = sorted(set(named) | set(leaked))
-        if bad:
-            raise ValueError(
-                f"naru_openai_compat: refusing model_args {bad}: an API key must not be passed in model_args "
-                "(lmms-eval records model_args in results.json). Set the OPENAI_API_KEY environment variable."
-            )
+        _ARGS.refuse_secrets(args, ("OPENAI_API_KEY",), _NOT_SECRET)
 
     def describe(self) -> dict[str, Any]:
         """What changes the answers: the served model and how the video is sent (not the URL)."""

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from naru_eval.store import open_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS hashes (
@@ -106,13 +107,8 @@ class UploadRegistry:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(SCHEMA)
-        self._conn.commit()
+        self._conn = open_db(self.path, SCHEMA)
 
     # -- content hashes ---------------------------------------------------------------------------
     def sha256(self, path: str | os.PathLike[str]) -> str:

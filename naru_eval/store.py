@@ -68,6 +68,18 @@ class StoredResponse:
     attempts: int
 
 
+def open_db(path: Path, schema: str) -> sqlite3.Connection:
+    """A SQLite connection shared by threads (callers hold a lock), in WAL mode so readers in
+    other processes never block a writer and a committed row survives ``kill -9``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(schema)
+    conn.commit()
+    return conn
+
+
 def default_store_path() -> Path:
     base = os.environ.get("NARU_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "naru-eval")
     return Path(base) / "responses.sqlite"
@@ -78,13 +90,8 @@ class ResponseStore:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path else default_store_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(SCHEMA)
-        self._conn.commit()
+        self._conn = open_db(self.path, SCHEMA)
 
     def register_run(self, key: str, description: Mapping[str, Any]) -> None:
         with self._lock:

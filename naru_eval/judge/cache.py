@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.judge.config import default_cache_path
+from naru_eval.store import open_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -56,13 +56,8 @@ CREATE TABLE IF NOT EXISTS facts (
 class JudgeStore:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(SCHEMA)
-        self._conn.commit()
+        self._conn = open_db(self.path, SCHEMA)
 
     # -- calls ----------------------------------------------------------------------------------
     def get_call(self, key: str) -> dict[str, Any] | None:
