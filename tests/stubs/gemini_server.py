@@ -48,11 +48,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-LOOPBACK = "127.0.0.1"
+from tests.stubs.loopback import LOOPBACK, LoopbackServer
+
 RETENTION = timedelta(hours=48)
 
 #: the stub's per-frame token truth, by ``generationConfig.mediaResolution`` (None: not sent)
@@ -202,7 +203,7 @@ def probe_bytes(data: bytes) -> dict[str, Any]:
         }
 
 
-class GeminiStub:
+class GeminiStub(LoopbackServer):
     """A threaded Gemini REST stub on 127.0.0.1; use as a context manager."""
 
     def __init__(
@@ -245,42 +246,8 @@ class GeminiStub:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> GeminiStub:
-        handler = type("Handler", (_Handler,), {"stub": self})
-        server = ThreadingHTTPServer((LOOPBACK, 0), handler)
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> GeminiStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "stub not started"
-        return self._server.server_address[1]
-
-    @property
-    def host(self) -> str:
-        assert self._server is not None, "stub not started"
-        return self._server.server_address[0]
-
     @property
     def base_url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}/"
@@ -658,3 +625,6 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with stub._lock:
                 stub.in_flight -= 1
+
+
+GeminiStub.handler_class = _Handler

@@ -32,10 +32,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-LOOPBACK = "127.0.0.1"
+from tests.stubs.loopback import LOOPBACK, LoopbackServer
 
 
 @dataclass
@@ -110,7 +110,7 @@ class StubRequest:
 Responder = Callable[[StubRequest], "str | Reply | None"]
 
 
-class OpenAIStub:
+class OpenAIStub(LoopbackServer):
     """A threaded OpenAI-compatible stub on 127.0.0.1; use as a context manager."""
 
     def __init__(
@@ -142,42 +142,10 @@ class OpenAIStub:
         self._admitted = 0  # chat requests that arrived (hold_after counts these)
         self._lock = threading.Lock()
         self._release = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> OpenAIStub:
-        handler = type("Handler", (_Handler,), {"stub": self})
-        server = ThreadingHTTPServer((LOOPBACK, 0), handler)
-        server.daemon_threads = True
-        server.block_on_close = False
-        self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
+    def before_stop(self) -> None:
         self._release.set()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> OpenAIStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None, "stub not started"
-        return self._server.server_address[1]
-
-    @property
-    def host(self) -> str:
-        assert self._server is not None, "stub not started"
-        return self._server.server_address[0]
 
     @property
     def base_url(self) -> str:
@@ -359,3 +327,6 @@ class _Handler(BaseHTTPRequestHandler):
             req.completed = time.monotonic()
             with stub._lock:
                 stub.in_flight -= 1
+
+
+OpenAIStub.handler_class = _Handler
