@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -103,23 +103,34 @@ _DEFAULTED = frozenset(
 )
 
 
-def samples_from_log(path: str | Path) -> list[ScoredSample]:
-    """Read ScoredSamples back from an lmms-eval ``*_samples_<task>.jsonl`` log.
+def sample_records(
+    path: str | Path, required: Sequence[str] = (), kind: str = "NARU MCQ"
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(sample-log line, its ``overall`` payload) for each line of an lmms-eval samples log.
 
-    Fields with a default (``duration_s``) may be absent: logs written before they existed
-    still read."""
-    fields = set(ScoredSample.__dataclass_fields__)
-    out = []
+    The ``overall`` payload carries the whole per-question record (see the module docstring);
+    a line without one, or without a ``required`` field, names the file and line."""
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             rec = json.loads(line)
             payload = rec.get("overall")
-            if not isinstance(payload, dict):
-                raise ValueError(f"{path}:{lineno}: no 'overall' payload; not a NARU MCQ sample log")
-            out.append(ScoredSample(**{k: payload[k] for k in fields if k in payload or k not in _DEFAULTED}))
-    return out
+            if not isinstance(payload, dict) or any(k not in payload for k in required):
+                raise ValueError(f"{path}:{lineno}: no {kind} 'overall' payload; not a {kind} sample log")
+            yield rec, payload
+
+
+def samples_from_log(path: str | Path) -> list[ScoredSample]:
+    """Read ScoredSamples back from an lmms-eval ``*_samples_<task>.jsonl`` log.
+
+    Fields with a default (``duration_s``) may be absent: logs written before they existed
+    still read."""
+    fields = set(ScoredSample.__dataclass_fields__)
+    return [
+        ScoredSample(**{k: payload[k] for k in fields if k in payload or k not in _DEFAULTED})
+        for _, payload in sample_records(path)
+    ]
 
 
 def metrics_from_samples_log(path: str | Path) -> dict[str, float | None]:

@@ -15,7 +15,6 @@ every number of ``results.json`` recomputes from the sample log (:func:`metrics_
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.scoring import sample_records
 
 #: statuses that count (recall known); everything else is unscored
 SCORED_STATUSES = ("scored", "empty", "failed")
@@ -222,35 +222,18 @@ def summarize(samples: Sequence[JudgedSample]) -> dict[str, Any]:
 
 def samples_from_open_log(path: str | Path) -> list[JudgedSample]:
     """JudgedSamples back from a ``*_samples_naru_open*.jsonl`` log."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            p = rec.get("overall")
-            if not isinstance(p, dict) or "reference" not in p:
-                raise ValueError(f"{path}:{lineno}: no open-ended 'overall' payload; not a naru_open sample log")
-            out.append(JudgedSample.from_dict(p))
-    return out
+    return [JudgedSample.from_dict(p) for _, p in sample_records(path, ("reference",), "naru_open")]
 
 
 def responses_from_open_log(path: str | Path) -> list[tuple[dict[str, Any], str | None]]:
     """(overall payload, response) pairs: what ``naru-eval judge score`` re-judges."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            p = rec.get("overall")
-            if not isinstance(p, dict) or "reference" not in p or "question" not in p:
-                raise ValueError(f"{path}:{lineno}: no open-ended 'overall' payload; not a naru_open sample log")
-            response = p.get("response")
-            if response is None:
-                fr = rec.get("filtered_resps") or []
-                response = fr[0] if fr and isinstance(fr[0], str) else None
-            out.append((p, response))
+    for rec, p in sample_records(path, ("reference", "question"), "naru_open"):
+        response = p.get("response")
+        if response is None:
+            fr = rec.get("filtered_resps") or []
+            response = fr[0] if fr and isinstance(fr[0], str) else None
+        out.append((p, response))
     return out
 
 
