@@ -260,3 +260,32 @@ def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_p
     for e in lb.data["entries"]:
         assert e["manifest"]["data_fingerprint"] == load_local(data).fingerprint
         assert e["cost"] == {"usage": {"answers": 27, "failed": 0}}
+
+
+@pytest.mark.slow
+def test_sweep_with_a_tiny_model(small_data, tmp_path):
+    """The sweep drives a real adapter: a tiny random Qwen2.5-VL, two budgets; each budget's
+    answers come from exactly that many sampled frames, and the leaderboard sees both."""
+    import sqlite3
+
+    from tests.tiny_models import build_qwen2_5_vl
+
+    ckpt = build_qwen2_5_vl(tmp_path / "ckpt")
+    out = tmp_path / "sweep"
+    args = [
+        "--model", "naru_qwen2_5_vl", "--model_args", f"pretrained={ckpt},device=cpu,max_new_tokens=4",
+        "--budgets", "2,4", "--out", str(out), "--quiet",
+    ]  # fmt: skip
+    p = sweep(*args, env=sweep_env(small_data), timeout=400)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert invocations(out) == {"f=2": 1, "f=4": 1}
+    for f in (2, 4):
+        res = json.loads(results_file(out / f"f{f}").read_text())
+        assert res["n-samples"]["naru_mcq_500"]["effective"] == 36
+        assert set(METRICS) <= {k.split(",")[0] for k in res["results"]["naru_mcq_500"]}
+    usage = [json.loads(u) for (u,) in sqlite3.connect(out / "responses.sqlite").execute("SELECT usage FROM responses")]
+    assert sorted(u["frames"] for u in usage) == [2] * 36 + [4] * 36
+    from naru_eval.leaderboard import build_leaderboard
+
+    lb = build_leaderboard([out], reps=50)
+    assert sorted(e["frames"] for e in lb.data["entries"]) == [2, 4]
