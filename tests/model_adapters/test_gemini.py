@@ -40,7 +40,7 @@ from tests.test_lmms_e2e import expected_metrics
 pytestmark = pytest.mark.api
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKE_KEY = "AIzaSy-naru-test-0123456789abcdefSECRET"
+FAKE_KEY = "fake-gemini-key-naru-test-0123456789abcdef-SECRET"
 TASK, SPLIT = "naru_mcq", "test"
 MODEL = "gemini-2.5-flash"
 INVALID_TEXT = "I cannot tell from the video."
