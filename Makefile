@@ -17,7 +17,7 @@ $(BIN)/python:
 
 # Third-party dependencies (lmms-eval 0.7.3, torch 2.14.1 from this machine's disk, filelock<4).
 $(DEPS): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade "pip>=23" "setuptools>=69" wheel
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=23" "setuptools>=77" wheel
 	$(BIN)/python -m pip install --quiet ".[dev,offline-judge]"
 	touch $@
 
