@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from naru_eval.retry import RetryPolicy
 from naru_eval.store import is_secret
 
 
@@ -52,6 +53,14 @@ class ArgParser:
         if text in ("0", "false", "no", "off"):
             return False
         raise ValueError(f"{self.adapter}: {name} must be true or false, got {value!r}")
+
+    def retry_policy(self, max_retries: Any, base_delay: Any, max_delay: Any) -> RetryPolicy:
+        """The bounded retry policy of an API adapter: ``max_retries`` retries after the first try."""
+        return RetryPolicy(
+            max_attempts=self.int("max_retries", max_retries, 0) + 1,
+            base_delay=self.float("retry_base_delay", base_delay),
+            max_delay=self.float("retry_max_delay", max_delay),
+        )
 
     def refuse_secrets(self, args: Mapping[str, Any], key_env: Iterable[str], not_secret: Iterable[str] = ()) -> None:
         """Refuse secret-named args and any arg whose value contains a key from ``key_env``."""

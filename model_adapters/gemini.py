@@ -304,12 +304,8 @@ class Gemini(NaruModel):
             None if _none(initial_concurrency) else _int("initial_concurrency", initial_concurrency, 1)
         )
         self.upload_concurrency = _int("upload_concurrency", upload_concurrency, 1)
-        self.max_retries = _int("max_retries", max_retries, 0)
-        self.retry_policy = RetryPolicy(
-            max_attempts=self.max_retries + 1,
-            base_delay=_float("retry_base_delay", retry_base_delay),
-            max_delay=_float("retry_max_delay", retry_max_delay),
-        )
+        self.retry_policy = _ARGS.retry_policy(max_retries, retry_base_delay, retry_max_delay)
+        self.max_retries = self.retry_policy.max_attempts - 1
         self.timeout = _float("timeout", timeout)
         self.active_timeout = _float("active_timeout", active_timeout)
         self.poll_interval = _float("poll_interval", poll_interval)

@@ -41,7 +41,7 @@ from loguru import logger
 
 from model_adapters.args import ArgParser
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
-from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_error, is_connection_error, is_timeout
+from naru_eval.retry import RetryError, call_with_retry, describe_error, is_connection_error, is_timeout
 
 VIDEO_MODES = ("frames", "video_url")
 DEFAULT_MAX_TOKENS = 16
@@ -145,12 +145,8 @@ class OpenAICompat(NaruModel):
         if self.jpeg_quality > 100:
             raise ValueError(f"naru_openai_compat: jpeg_quality must be <= 100, got {self.jpeg_quality}")
         self.max_concurrency = _int("max_concurrency", max_concurrency, 1)
-        self.max_retries = _int("max_retries", max_retries, 0)
-        self.retry_policy = RetryPolicy(
-            max_attempts=self.max_retries + 1,
-            base_delay=_float("retry_base_delay", retry_base_delay),
-            max_delay=_float("retry_max_delay", retry_max_delay),
-        )
+        self.retry_policy = _ARGS.retry_policy(max_retries, retry_base_delay, retry_max_delay)
+        self.max_retries = self.retry_policy.max_attempts - 1
         self.timeout = _float("timeout", timeout)
         self.abort_after = (
             _int("abort_after", abort_after, 1)

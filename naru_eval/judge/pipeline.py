@@ -142,15 +142,9 @@ class Judge:
             "verify_prompt_version": self.verifier.prompt_version,
             "settings": self.config.settings() if self.config.backend == "openai" else {},
         }
-        sample = JudgedSample(
-            question_id=item.question_id,
-            video_id=item.video_id,
-            category=item.category,
-            level=item.level,
-            question=item.question,
-            reference=item.reference,
-            response=response,
-            status="unscored",
+        sample = JudgedSample.unscored(
+            item,
+            response,
             abstention=kind == "answered" and is_abstention(text),
             response_truncated=truncated,
             judge=judge_info,

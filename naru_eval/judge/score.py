@@ -69,6 +69,21 @@ class JudgedSample:
     judge: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def unscored(cls, item: Any, response: str | None, **fields: Any) -> JudgedSample:
+        """A not-yet-scored sample of ``item`` (a JudgeItem): the judge fills in the verdicts."""
+        return cls(
+            question_id=item.question_id,
+            video_id=item.video_id,
+            category=item.category,
+            level=item.level,
+            question=item.question,
+            reference=item.reference,
+            response=response,
+            status="unscored",
+            **fields,
+        )
+
     @property
     def scored(self) -> bool:
         return self.status in SCORED_STATUSES

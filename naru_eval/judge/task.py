@@ -124,15 +124,9 @@ def judge_doc(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict[
         sample = judge.judge(item, response)
     except Exception as e:  # never let lmms-eval retry-and-crash the run over the judge
         log.error("naru judge: %s could not be judged:\n%s", item.question_id, traceback.format_exc())
-        sample = JudgedSample(
-            question_id=item.question_id,
-            video_id=item.video_id,
-            category=item.category,
-            level=item.level,
-            question=item.question,
-            reference=item.reference,
-            response=response,
-            status="unscored",
+        sample = JudgedSample.unscored(
+            item,
+            response,
             reason=f"judge error: {type(e).__name__}: {e}",
         )
     return open_payloads(sample)

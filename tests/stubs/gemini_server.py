@@ -48,11 +48,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.stubs.loopback import LOOPBACK, LoopbackServer
+from tests.stubs.loopback import LOOPBACK, LoopbackServer, RecordedRequest, RecordingHandler
 
 RETENTION = timedelta(hours=48)
 
@@ -97,17 +96,7 @@ class GReply:
     delay: float = 0.0
 
 
-@dataclass
-class StubRequest:
-    index: int
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    received: float
-    status: int | None = None
-    completed: float | None = None
-
+class StubRequest(RecordedRequest):
     @property
     def route(self) -> str:
         return urlsplit(self.path).path
@@ -384,27 +373,8 @@ class GeminiStub(LoopbackServer):
         return payload
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(RecordingHandler):
     stub: GeminiStub
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
-        pass
-
-    # -- plumbing -------------------------------------------------------------------------------
-    def _record(self, body: Any) -> StubRequest:
-        stub = self.stub
-        with stub._lock:
-            req = StubRequest(
-                index=len(stub.requests),
-                method=self.command,
-                path=self.path,
-                headers={k.lower(): v for k, v in self.headers.items()},
-                body=body,
-                received=time.monotonic(),
-            )
-            stub.requests.append(req)
-        return req
 
     def _send(self, req: StubRequest, status: int, payload: Any = None, headers: dict[str, str] | None = None) -> None:
         data = b"" if payload is None else json.dumps(payload).encode()
@@ -628,3 +598,4 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 GeminiStub.handler_class = _Handler
+GeminiStub.request_class = StubRequest

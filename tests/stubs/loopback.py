@@ -5,6 +5,8 @@ from a daemon thread, usable as a context manager. A stub subclass sets ``handle
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, TypeVar
 
@@ -13,8 +15,47 @@ LOOPBACK = "127.0.0.1"
 S = TypeVar("S", bound="LoopbackServer")
 
 
+@dataclass
+class RecordedRequest:
+    """What a stub received, and what it did with it (stubs subclass it to add readers)."""
+
+    index: int
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    received: float
+    status: int | None = None
+    completed: float | None = None
+
+
+class RecordingHandler(BaseHTTPRequestHandler):
+    """Quiet HTTP/1.1 handler that appends each request to ``stub.requests`` under ``stub._lock``."""
+
+    stub: Any
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
+        pass
+
+    def _record(self, body: Any) -> Any:
+        stub = self.stub
+        with stub._lock:
+            req = stub.request_class(
+                index=len(stub.requests),
+                method=self.command,
+                path=self.path,
+                headers={k.lower(): v for k, v in self.headers.items()},
+                body=body,
+                received=time.monotonic(),
+            )
+            stub.requests.append(req)
+        return req
+
+
 class LoopbackServer:
     handler_class: ClassVar[type[BaseHTTPRequestHandler]]
+    request_class: ClassVar[type[RecordedRequest]] = RecordedRequest
 
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None

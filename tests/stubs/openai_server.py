@@ -32,10 +32,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.stubs.loopback import LOOPBACK, LoopbackServer
+from tests.stubs.loopback import LOOPBACK, LoopbackServer, RecordedRequest, RecordingHandler
 
 
 @dataclass
@@ -52,18 +51,8 @@ class Reply:
     disconnect: bool = False
 
 
-@dataclass
-class StubRequest:
+class StubRequest(RecordedRequest):
     """What the stub received, and what it did with it."""
-
-    index: int
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    received: float
-    status: int | None = None
-    completed: float | None = None
 
     # -- helpers for chat requests ------------------------------------------------------------
     @property
@@ -237,26 +226,8 @@ _REASONS = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(RecordingHandler):
     stub: OpenAIStub
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output quiet
-        pass
-
-    def _record(self, body: Any) -> StubRequest:
-        stub = self.stub
-        with stub._lock:
-            req = StubRequest(
-                index=len(stub.requests),
-                method=self.command,
-                path=self.path,
-                headers={k.lower(): v for k, v in self.headers.items()},
-                body=body,
-                received=time.monotonic(),
-            )
-            stub.requests.append(req)
-        return req
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
@@ -330,3 +301,4 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 OpenAIStub.handler_class = _Handler
+OpenAIStub.request_class = StubRequest
