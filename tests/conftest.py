@@ -19,6 +19,14 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def docs_of(data_dir: Path) -> list[dict]:
+    """lmms-eval docs of a data directory as the tasks build them (question fields + video path)."""
+    from naru_eval.data import load_local
+
+    ds = load_local(data_dir)
+    return [{**q.to_doc(), "video": str(ds.video_file(q))} for q in ds.questions]
+
+
 @pytest.fixture(scope="session")
 def small_data(tmp_path_factory) -> Path:
     """36 questions (4 per category) over 6 videos."""

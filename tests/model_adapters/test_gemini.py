@@ -19,7 +19,7 @@ from lmms_eval.api.instance import Instance
 from model_adapters.base import FAILED_MARKER
 from model_adapters.gemini import AdaptiveLimiter, ConfigurationRefused, ContextOverflow, Gemini
 from naru_eval import cli_gemini
-from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion, load_local
+from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion
 from naru_eval.gemini_cost import (
     AUDIO_TOKENS_PER_S,
     canonical_model,
@@ -34,6 +34,7 @@ from naru_eval.lmms_run import run_lmms_eval
 from naru_eval.lmms_tasks import doc_to_text, doc_to_visual
 from naru_eval.scoring import METRICS, score_response
 from naru_eval.synthetic import SyntheticSpec, make_dataset
+from tests.conftest import docs_of
 from tests.stubs.gemini_server import GeminiStub, GReply, StubRequest, probe_bytes
 from tests.test_lmms_e2e import expected_metrics
 
@@ -60,13 +61,7 @@ def data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def docs(data) -> list[dict[str, Any]]:
-    ds = load_local(data)
-    out = []
-    for q in ds.questions:
-        doc = q.to_doc()
-        doc["video"] = str(ds.video_file(q))
-        out.append(doc)
-    return out
+    return docs_of(data)
 
 
 @pytest.fixture(autouse=True)

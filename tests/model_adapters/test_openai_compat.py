@@ -25,14 +25,14 @@ from lmms_eval.api.instance import Instance
 
 from model_adapters.base import FAILED_MARKER
 from model_adapters.openai_compat import OpenAICompat, ServerUnreachable
-from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion, load_local
+from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion
 from naru_eval.lmms_run import lmms_eval_command, run_lmms_eval
 from naru_eval.lmms_tasks import doc_to_text, doc_to_visual
 from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, is_retryable, parse_retry_after, retry_after
 from naru_eval.scoring import METRICS, score_response
 from naru_eval.store import ResponseStore
 from naru_eval.synthetic import SyntheticSpec, make_dataset
-from tests.conftest import read_jsonl
+from tests.conftest import docs_of, read_jsonl
 from tests.stubs import OpenAIStub, Reply, StubRequest
 from tests.test_lmms_e2e import expected_metrics
 
@@ -57,13 +57,7 @@ def data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def docs(data) -> list[dict[str, Any]]:
-    ds = load_local(data)
-    out = []
-    for q in ds.questions:
-        doc = q.to_doc()
-        doc["video"] = str(ds.video_file(q))
-        out.append(doc)
-    return out
+    return docs_of(data)
 
 
 @pytest.fixture(autouse=True)
