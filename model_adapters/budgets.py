@@ -96,3 +96,37 @@ def default_frames(family: str) -> int:
         return FRAME_BUDGETS[family].frames
     except KeyError:
         raise KeyError(f"no frame budget for family {family!r}; known: {sorted(FRAME_BUDGETS)}") from None
+
+
+class Sampling(NamedTuple):
+    """How a run samples its video: a fixed frame count or a rate (exactly one is set).
+
+    ``label`` is the form the official NARU leaderboard prints ("128 Frames", "0.25 FPS")."""
+
+    frames: int | None = None
+    fps: float | None = None
+
+    @property
+    def label(self) -> str:
+        if self.fps is not None:
+            return f"{self.fps:g} FPS"
+        if self.frames is not None:
+            return f"{self.frames} Frames"
+        return "n/a"
+
+
+#: lmms-eval model id -> the adapter's default sampling (what a run without num_frames=/fps= uses)
+DEFAULT_SAMPLING: dict[str, Sampling] = {
+    "naru_qwen2_5_vl": Sampling(frames=default_frames("qwen2_5_vl")),
+    "naru_qwen3_vl": Sampling(frames=default_frames("qwen3_vl")),
+    "naru_qwen3_5": Sampling(frames=default_frames("qwen3_5")),
+    "naru_internvl3_5": Sampling(frames=default_frames("internvl3_5")),
+    "naru_minicpm_o": Sampling(frames=default_frames("minicpm_o_2_6")),
+    "naru_gemini": Sampling(fps=0.25),
+}
+
+
+def default_sampling(model_id: str) -> Sampling | None:
+    """The default sampling of lmms-eval model ``model_id``; None when the adapter has no fixed
+    default (replay, an OpenAI-compatible server whose frames the user sets)."""
+    return DEFAULT_SAMPLING.get(model_id)
