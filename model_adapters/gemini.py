@@ -62,8 +62,10 @@ from naru_eval.gemini_cost import (
     FRAME_OVERHEAD_TOKENS,
     FRAME_TOKENS,
     MEDIA_RESOLUTION_ENUM,
+    THINKING_LEVELS,
     TokenEstimate,
     UsageTotals,
+    check_thinking,
     context_window,
     estimate_request,
     family,
@@ -71,6 +73,7 @@ from naru_eval.gemini_cost import (
     max_fps_that_fits,
     normalise_resolution,
     request_cost,
+    text_tokens,
     usage_from_store,
 )
 from naru_eval.gemini_uploads import UploadRecord, UploadRegistry, account_id, default_registry_path
@@ -79,7 +82,6 @@ from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_e
 
 DEFAULT_MODEL = "gemini-3-flash-preview"
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
-THINKING_LEVELS = ("minimal", "low", "medium", "high")
 #: finish reasons that carry an answer; every other one is a failure (SAFETY, RECITATION, ...)
 ANSWER_FINISH_REASONS = frozenset({"STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED", ""})
 #: environment variables the key is read from, in order (as the SDK does)
@@ -215,6 +217,7 @@ class Gemini(NaruModel):
         fps: float | str = 0.25,
         media_resolution: str | None = "default",
         audio: bool | str = True,
+        strip_audio: bool | str = False,
         thinking_budget: int | str | None = None,
         thinking_level: str | None = None,
         temperature: float | str | None = "auto",
@@ -272,12 +275,18 @@ class Gemini(NaruModel):
         self.model = str(model).strip()
         self.media_resolution = normalise_resolution(media_resolution)
         self.audio = _flag("audio", audio)
+        #: audio=false: by default the API drops the audio (videoMetadata.contentLayers=[FRAMES]);
+        #: strip_audio=true strips the track locally instead, should the API refuse content layers
+        self.strip_audio = _flag("strip_audio", strip_audio)
         self.thinking_budget = None if _none(thinking_budget) else _int("thinking_budget", thinking_budget, -1)
         self.thinking_level = None if _none(thinking_level) else str(thinking_level).strip().lower()
         if self.thinking_level is not None and self.thinking_level not in THINKING_LEVELS:
             raise ValueError(f"naru_gemini: thinking_level must be one of {THINKING_LEVELS}, got {thinking_level!r}")
         if self.thinking_level is not None and self.thinking_budget is not None:
             raise ValueError("naru_gemini: give thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both")
+        warning = check_thinking(self.model, self.thinking_budget, self.thinking_level)
+        if warning:
+            logger.warning(warning)
         if isinstance(temperature, str) and temperature.strip().lower() == "auto":
             # Google advises leaving Gemini 3 at its default temperature (1.0): lower values can
             # loop or degrade reasoning. Earlier models: 0, as the task asks.
@@ -320,7 +329,8 @@ class Gemini(NaruModel):
             )
         height = None if _none(downsample_height) else _int("downsample_height", downsample_height, 2)
         self.prep_spec = PrepSpec(
-            audio=self.audio,
+            # re-encoding anyway (downsample) drops the track too: fewer bytes to send
+            audio=self.audio or not (self.strip_audio or self.downsample),
             fps=fps_value * factor if self.downsample else None,
             max_height=height if self.downsample else None,
         )
@@ -363,12 +373,13 @@ class Gemini(NaruModel):
             "api_version": self.api_version,
             "media_resolution": self.media_resolution,
             "audio": self.audio,
+            "content_layers": self.content_layers,
             "thinking_budget": self.thinking_budget,
             "thinking_level": self.thinking_level,
             "temperature": self.temperature,
             "seed": self.seed,
             "max_output_tokens": self.max_output_tokens,
-            "preprocess": self.prep_spec.describe() if self.downsample or not self.audio else None,
+            "preprocess": self.prep_spec.describe() if self.prep_spec != PrepSpec() else None,
         }
 
     # -- the client -----------------------------------------------------------------------------
@@ -436,15 +447,38 @@ class Gemini(NaruModel):
         return call_with_retry(fn, policy, sleep=self.sleep, on_retry=on_retry, catch=self._catch())
 
     # -- the request ----------------------------------------------------------------------------
-    def contents(self, uploaded: Uploaded, prompt: str) -> list[Any]:
-        """The video part first (fileData + videoMetadata.fps), then the question."""
+    @property
+    def content_layers(self) -> list[str] | None:
+        """``videoMetadata.contentLayers``: ``["FRAMES"]`` for audio=false (the API drops the audio),
+        unless the track is stripped locally; None (the API's default: frames and audio) otherwise."""
+        return None if self.audio or self.strip_audio else ["FRAMES"]
+
+    def video_part(self, uploaded: Uploaded, layers: list[str] | None = None, per_part_resolution: bool = False) -> Any:
+        """``fileData`` + ``videoMetadata`` (fps, content layers); optionally the part's own
+        ``mediaResolution`` (countTokens takes no generationConfig; Gemini 3 takes it per part)."""
         from google.genai import types
 
-        video = types.Part(
-            file_data=types.FileData(file_uri=uploaded.uri, mime_type=uploaded.mime_type),
-            video_metadata=types.VideoMetadata(fps=self.fps),
+        layers = layers if layers is not None else self.content_layers
+        meta = types.VideoMetadata(
+            fps=self.fps, content_layers=[types.VideoMetadataContentLayer(x) for x in layers] if layers else None
         )
-        return [types.Content(role="user", parts=[video, types.Part(text=prompt)])]
+        extra: dict[str, Any] = {}
+        if per_part_resolution and self.media_resolution != "default":
+            level = types.PartMediaResolutionLevel(MEDIA_RESOLUTION_ENUM[self.media_resolution])
+            extra["media_resolution"] = types.PartMediaResolution(level=level)
+        return types.Part(
+            file_data=types.FileData(file_uri=uploaded.uri, mime_type=uploaded.mime_type),
+            video_metadata=meta,
+            **extra,
+        )
+
+    def contents(self, uploaded: Uploaded | None, prompt: str) -> list[Any]:
+        """The video part first (fileData + videoMetadata), then the question; the question alone
+        for a text-only (blind) request."""
+        from google.genai import types
+
+        parts = [self.video_part(uploaded)] if uploaded is not None else []
+        return [types.Content(role="user", parts=[*parts, types.Part(text=prompt)])]
 
     def generation_config(self) -> Any:
         from google.genai import types
@@ -516,8 +550,10 @@ class Gemini(NaruModel):
     def _preflight(self, requests: Sequence[NaruRequest]) -> tuple[str, NaruRequest, TokenEstimate] | None:
         durations: dict[str, float] = {}
         worst: tuple[int, str, NaruRequest, TokenEstimate] | None = None
+        assert self._run is not None
         for r in requests:
-            if r.video is None:
+            if r.video is None:  # text only (blind tasks): no upload, no video tokens
+                self._run.estimates[r.question_id] = text_tokens(r.prompt)
                 continue
             if r.video not in durations:
                 durations[r.video] = self._duration(r)
@@ -527,7 +563,7 @@ class Gemini(NaruModel):
             if worst is None or est.total > worst[0]:
                 worst = (est.total, r.video, r, est)
         if worst is None:
-            return None  # every question fails on its own ("no video")
+            return None  # text only: nothing to upload or calibrate
         total, video, request, est = worst
         known = context_window(self.model)[1] or self.max_input_tokens is not None
         assert self._run is not None
@@ -581,49 +617,69 @@ class Gemini(NaruModel):
                 f"{hint}"
             )
 
+    def _count(self, parts: list[Any]) -> int:
+        """``countTokens`` of ``parts``: its ``totalTokens``, all the Gemini API reports (the SDK's
+        ``CountTokensResponse`` has no per-modality details)."""
+        from google.genai import types
+
+        contents = [types.Content(role="user", parts=parts)]
+        counted = self._call(
+            lambda: self.client.models.count_tokens(model=self.model, contents=contents), "countTokens"
+        )
+        return int(getattr(counted, "total_tokens", 0) or 0)
+
     def _calibrate(self, video: str, request: NaruRequest, est: TokenEstimate) -> None:
-        """countTokens on the longest video: refuse if the counted configuration overflows."""
+        """countTokens on the longest video: refuse if the counted configuration overflows.
+
+        countTokens takes no generationConfig, so it counts at the default media resolution unless
+        the video part carries its own ``mediaResolution`` (Gemini 3 only). The text and the video
+        are counted apart. For Gemini 2.x at a non-default resolution, the frames are counted alone
+        (``contentLayers=[FRAMES]``) and only they are rescaled: audio costs the same at every
+        resolution.
+        """
+        from google.genai import types
+
         try:
             uploaded = self._futures[video].result()
         except Exception as e:  # noqa: BLE001 - its questions fail on their own
             logger.warning(f"naru_gemini: calibration skipped: the upload of {Path(video).name} failed ({e})")
             return
-        contents = self.contents(uploaded, request.prompt)
+        fam_name = family(self.model)
+        in_count = self.media_resolution == "default" or fam_name == "gemini-3"
         try:
-            counted = self._call(
-                lambda: self.client.models.count_tokens(model=self.model, contents=contents), "countTokens"
-            )
+            text = self._count([types.Part(text=request.prompt)])
+            whole = self._count([self.video_part(uploaded, per_part_resolution=fam_name == "gemini-3")])
+            frames = whole
+            if not in_count and self.audio:
+                frames = self._count([self.video_part(uploaded, layers=["FRAMES"])])
         except RetryError as e:
             logger.warning(f"naru_gemini: calibration skipped: countTokens failed ({e})")
             return
-        total = int(getattr(counted, "total_tokens", 0) or 0)
-        if total <= 0:
+        if whole <= 0:
             return
-        by = _modalities(getattr(counted, "prompt_tokens_details", None))
-        # countTokens carries no generationConfig on the Gemini API: it counts at the default
-        # media resolution. Scale the video part to the configured resolution.
-        fam = FRAME_TOKENS[family(self.model)]
-        scale = (fam[self.media_resolution] + FRAME_OVERHEAD_TOKENS) / (fam["default"] + FRAME_OVERHEAD_TOKENS)
-        baseline = self.estimate(est.duration_s, request.prompt, media_resolution="default")
-        if by.get("VIDEO"):
-            calibrated = int(round(by["VIDEO"] * scale)) + total - by["VIDEO"]
-        else:
-            calibrated = int(round(total * est.total / max(1, baseline.total)))
+        audio = whole - frames
+        scale = 1.0
+        if not in_count:
+            fam = FRAME_TOKENS[fam_name]
+            scale = (fam[self.media_resolution] + FRAME_OVERHEAD_TOKENS) / (fam["default"] + FRAME_OVERHEAD_TOKENS)
+        calibrated = int(round(frames * scale)) + audio + text
         info = {
             "video": video,
-            "counted_default_resolution": total,
-            "counted_by_modality": by,
-            "estimated_default_resolution": baseline.total,
-            "ratio": round(total / max(1, baseline.total), 4),
+            "counted_text": text,
+            "counted_video": whole,
+            "counted_frames": frames if not in_count else None,
+            "resolution_counted": self.media_resolution if in_count else "default",
+            "frame_scale": round(scale, 4),
             "calibrated": calibrated,
             "estimated": est.total,
+            "ratio": round(calibrated / max(1, est.total), 4),
         }
         assert self._run is not None
         self._run.calibration = info
+        how = "" if in_count else f" (frames counted at the default resolution, x{scale:.3f})"
         logger.info(
-            f"naru_gemini: countTokens on {Path(video).name}: {total:,} at the default resolution vs "
-            f"{baseline.total:,} estimated (x{info['ratio']}); this configuration: ~{calibrated:,} of "
-            f"{self.input_limit:,}"
+            f"naru_gemini: countTokens on {Path(video).name}: video {whole:,}{how}, text {text:,}; this "
+            f"configuration: {calibrated:,} vs {est.total:,} estimated (x{info['ratio']}), of {self.input_limit:,}"
         )
         if calibrated > self.input_limit:
             raise ContextOverflow(self._overflow_message(video, est, calibrated, "(counted by countTokens)"))
@@ -791,12 +847,13 @@ class Gemini(NaruModel):
             self._one_done()
 
     def _respond(self, request: NaruRequest) -> Answer:
-        if request.video is None:
-            raise RequestFailed("gemini: the question has no video")
-        try:
-            uploaded = self.uploaded(request.video)
-        except Exception as e:  # noqa: BLE001 - any upload problem fails this video's questions, not the run
-            raise RequestFailed(f"gemini: upload of {Path(request.video).name} failed: {e}", {"stage": "upload"}) from e
+        uploaded = None
+        if request.video is not None:  # a blind question is asked as text alone
+            try:
+                uploaded = self.uploaded(request.video)
+            except Exception as e:  # noqa: BLE001 - any upload problem fails this video's questions, not the run
+                name = Path(request.video).name
+                raise RequestFailed(f"gemini: upload of {name} failed: {e}", {"stage": "upload"}) from e
         contents = self.contents(uploaded, request.prompt)
         config = self.generation_config()
         attempts = 0

@@ -122,6 +122,62 @@ def context_window(model: str) -> tuple[int, bool]:
     return DEFAULT_CONTEXT_WINDOW, False
 
 
+#: the thinking settings each model takes (ai.google.dev "Gemini thinking" and Gemini 3 guide,
+#: read 2026-12): Gemini 2.5 takes ``thinkingBudget`` only, Gemini 3 ``thinkingLevel`` only; the
+#: other one, or a value outside these, is a 400 on every request. ``budget`` is (min, max) of an
+#: explicit budget; ``-1`` (dynamic) is always allowed, ``0`` (off) only where ``off`` is True.
+THINKING: dict[str, dict[str, Any]] = {
+    "gemini-2.5-pro": {"budget": (128, 32_768), "off": False},
+    "gemini-2.5-flash": {"budget": (1, 24_576), "off": True},
+    "gemini-2.5-flash-lite": {"budget": (512, 24_576), "off": True},
+    "gemini-3-pro": {"levels": ("low", "high")},
+    "gemini-3.1-pro": {"levels": ("low", "medium", "high")},
+    "gemini-3-flash": {"levels": ("minimal", "low", "medium", "high")},
+}
+#: every level the SDK's ``ThinkingLevel`` enum has (3.6.1), minus UNSPECIFIED; a test checks it
+THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+#: families without thinking: any thinking setting is refused
+_NO_THINKING = re.compile(r"gemini-(1\.|2\.0)")
+
+
+def check_thinking(model: str, budget: int | None, level: str | None) -> str | None:
+    """Refuse a thinking setting ``model`` does not take (ValueError naming what it takes).
+
+    Returns a warning for a model not in :data:`THINKING` (a newer family): its setting is sent
+    as given, since refusing would block every model released after this table.
+    """
+    if budget is None and level is None:
+        return None
+    key = canonical_model(model)
+    given = f"thinking_budget={budget}" if budget is not None else f"thinking_level={level}"
+    if _NO_THINKING.match(key):
+        raise ValueError(f"naru_gemini: {model} has no thinking; drop {given}")
+    rule = THINKING.get(key)
+    if rule is None:
+        return (
+            f"naru_gemini: {model} is not in the thinking table (Gemini 2.5: thinking_budget, Gemini 3: "
+            f"thinking_level); {given} is sent as given, and the API answers 400 if the model does not take it"
+        )
+    if "levels" in rule:
+        allowed = ", ".join(rule["levels"])
+        if level is None:
+            raise ValueError(
+                f"naru_gemini: {model} takes thinking_level ({allowed}), not thinking_budget; thinking cannot be "
+                "turned off with a budget (the API answers 400 on every request)"
+            )
+        if level not in rule["levels"]:
+            raise ValueError(f"naru_gemini: {model} takes thinking_level in ({allowed}), got {level!r}")
+        return None
+    lo, hi = rule["budget"]
+    allowed = f"-1 (dynamic){', 0 (off)' if rule['off'] else ''} or {lo}..{hi}"
+    if budget is None:
+        raise ValueError(f"naru_gemini: {model} takes thinking_budget ({allowed}), not thinking_level")
+    if budget == -1 or (budget == 0 and rule["off"]) or lo <= budget <= hi:
+        return None
+    off = "" if rule["off"] else f" ({model} cannot turn thinking off)"
+    raise ValueError(f"naru_gemini: {model} takes thinking_budget {allowed}, got {budget}{off}")
+
+
 def normalise_resolution(value: Any) -> str:
     text = "default" if value in (None, "", "none", "None") else str(value).strip().lower()
     text = text.removeprefix("media_resolution_")

@@ -7,8 +7,9 @@
 * Never retried: 400, 401, 403, 404 (and every other 4xx): the request itself is wrong, and
   asking again only costs money.
 * The wait before retry ``n`` (1-based) is uniform in ``[0, min(max_delay, base_delay * 2**(n-1))]``
-  ("full jitter"), unless the server sent a ``Retry-After`` (or ``retry-after-ms``) hint: then it
-  waits what the server asked, capped at ``max_delay``.
+  ("full jitter"), unless the server sent a ``Retry-After`` (or ``retry-after-ms``) hint, or a
+  ``google.rpc.RetryInfo`` ``retryDelay`` in the error body (Gemini): then it waits what the
+  server asked, capped at ``max_delay``.
 * When the call fails for good, :class:`RetryError` is raised (from the last error) with the
   number of attempts made and whether the bound was reached.
 
@@ -143,18 +144,52 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, seconds) if seconds == seconds else None  # NaN -> None
 
 
-def retry_after(exc: BaseException) -> float | None:
-    """The server's wait hint on an error (``retry-after-ms``, then ``Retry-After``), in seconds."""
-    headers = _headers_of(exc)
-    if headers is None:
+RETRY_INFO_TYPE = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+def parse_duration(value: object) -> float | None:
+    """Seconds of a protobuf ``Duration`` in JSON (``"7s"``, ``"0.250s"``), else None."""
+    text = str(value).strip() if isinstance(value, (str, int, float)) else ""
+    if not text.endswith("s"):
         return None
-    ms = headers.get("retry-after-ms") or headers.get("Retry-After-Ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    return parse_retry_after(headers.get("retry-after") or headers.get("Retry-After"))
+    try:
+        seconds = float(text[:-1])
+    except ValueError:
+        return None
+    return max(0.0, seconds) if seconds == seconds else None  # NaN -> None
+
+
+def retry_info_delay(body: object) -> float | None:
+    """``retryDelay`` of a ``google.rpc.RetryInfo`` in a Google error body
+    (``{"error": {"details": [{"@type": ".../google.rpc.RetryInfo", "retryDelay": "7s"}]}}``):
+    how Gemini says how long to wait on a 429 (it sends no ``Retry-After``)."""
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    details = error.get("details") if isinstance(error, Mapping) else None
+    for d in details if isinstance(details, list) else []:
+        if isinstance(d, Mapping) and d.get("@type") == RETRY_INFO_TYPE:
+            return parse_duration(d.get("retryDelay", d.get("retry_delay")))
+    return None
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """The server's wait hint on an error, in seconds: ``retry-after-ms``, then ``Retry-After``,
+    then a ``google.rpc.RetryInfo`` in the error body (google-genai's ``details``, openai's ``body``)."""
+    headers = _headers_of(exc)
+    if headers is not None:
+        ms = headers.get("retry-after-ms") or headers.get("Retry-After-Ms")
+        if ms is not None:
+            try:
+                return max(0.0, float(ms) / 1000.0)
+            except ValueError:
+                pass
+        seconds = parse_retry_after(headers.get("retry-after") or headers.get("Retry-After"))
+        if seconds is not None:
+            return seconds
+    for attr in ("details", "body"):
+        seconds = retry_info_delay(getattr(exc, attr, None))
+        if seconds is not None:
+            return seconds
+    return None
 
 
 def describe_error(exc: BaseException) -> str:

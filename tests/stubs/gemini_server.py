@@ -19,14 +19,21 @@ It speaks the wire protocol the real ``google-genai`` client uses (read off the 
 * ``POST /{ver}/models/{model}:generateContent``: a ``GenerateContentResponse`` (candidates,
   ``promptFeedback``, ``usageMetadata`` with per-modality ``promptTokensDetails`` and
   ``thoughtsTokenCount``). A ``fileData`` whose file is not ACTIVE is a 400, as on the real API.
-* ``POST /{ver}/models/{model}:countTokens``: ``{"totalTokens", "promptTokensDetails"}``.
+* ``POST /{ver}/models/{model}:countTokens``: ``{"totalTokens"}``, all the SDK keeps of the
+  reply (its ``CountTokensResponse`` drops per-modality details); no ``generationConfig``.
+* Checks the real API makes on every request: a part's own ``mediaResolution`` only on Gemini 3
+  models; ``videoMetadata.contentLayers`` only FRAMES/AUDIO/TRANSCRIPT; ``thinkingConfig`` with
+  ``thinkingBudget`` only on Gemini 2.5 and ``thinkingLevel`` only on Gemini 3 (else 400).
+* A scripted 429 carries ``retry_delay`` as Gemini sends its wait: a ``google.rpc.RetryInfo``
+  ``retryDelay`` in ``error.details`` (and no ``Retry-After`` header unless ``retry_after``).
 
 Token counts are the stub's own "truth", computed from what was really uploaded (the duration
 and audio track read with PyAV from the uploaded bytes) and what was really asked
-(``videoMetadata.fps``, default 1 fps; ``generationConfig.mediaResolution``): frames =
-``max(1, floor(duration * fps))`` at ``frame_tokens[resolution]`` each (times ``token_scale``),
-plus ``audio_tokens_per_s`` per second when the file has an audio track, plus ~1 token per 3
-characters of text. Tests compare the adapter's estimates and stored usage against these.
+(``videoMetadata.fps``, default 1 fps; the part's ``mediaResolution``, else
+``generationConfig.mediaResolution``; ``videoMetadata.contentLayers``, default frames and audio):
+frames = ``max(1, floor(duration * fps))`` at ``frame_tokens[resolution]`` each (times
+``token_scale``), plus ``audio_tokens_per_s`` per second when the file has an audio track and
+the AUDIO layer is asked, plus ~1 token per 3 characters of text. Tests compare the adapter's estimates and stored usage against these.
 
 Binds 127.0.0.1 only, on a free port. Every request is recorded (lower-cased headers, parsed
 JSON body or the byte count of an upload chunk, arrival time, status sent). Behaviour is set per
@@ -94,6 +101,7 @@ class GReply:
     thoughts_tokens: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    retry_delay: str | None = None  # a 429's google.rpc.RetryInfo retryDelay, e.g. "7s"
 
 
 class StubRequest(RecordedRequest):
@@ -202,6 +210,7 @@ class GeminiStub(LoopbackServer):
         api_key: str | None = None,
         statuses: Sequence[int] = (),
         retry_after: float | str | None = None,
+        retry_delay: str | None = None,
         upload_statuses: Sequence[int] = (),
         upload_delay: float = 0.0,
         latency: float = 0.0,
@@ -217,6 +226,7 @@ class GeminiStub(LoopbackServer):
         self.api_key = api_key
         self.statuses = list(statuses)
         self.retry_after = retry_after
+        self.retry_delay = retry_delay
         self.upload_statuses = list(upload_statuses)
         self.upload_delay = upload_delay
         self.uploads_in_flight = 0
@@ -288,6 +298,7 @@ class GeminiStub(LoopbackServer):
         """(total prompt tokens, tokens per modality) of a generateContent / countTokens body."""
         resolution = field_of(field_of(body, "generationConfig", {}), "mediaResolution")
         by: dict[str, int] = {}
+        layers_default = ["FRAMES", "AUDIO"]
         for content in body.get("contents", []):
             for part in content.get("parts") or []:
                 if "text" in part:
@@ -296,11 +307,15 @@ class GeminiStub(LoopbackServer):
                     f = self.file_by_uri(field_of(field_of(part, "fileData"), "fileUri", ""))
                     if f is None:
                         continue
-                    fps = float(field_of(field_of(part, "videoMetadata", {}), "fps") or self.default_fps)
+                    meta = field_of(part, "videoMetadata", {}) or {}
+                    fps = float(field_of(meta, "fps") or self.default_fps)
+                    layers = field_of(meta, "contentLayers") or layers_default
                     frames = max(1, int(f.duration_s * fps))
-                    per = self.frame_tokens.get(resolution, self.frame_tokens[None])
-                    by["VIDEO"] = by.get("VIDEO", 0) + int(round(frames * per * self.token_scale))
-                    if f.has_audio:
+                    own = field_of(field_of(part, "mediaResolution", {}), "level")
+                    per = self.frame_tokens.get(own or resolution, self.frame_tokens[None])
+                    if "FRAMES" in layers:
+                        by["VIDEO"] = by.get("VIDEO", 0) + int(round(frames * per * self.token_scale))
+                    if f.has_audio and "AUDIO" in layers:
                         by["AUDIO"] = by.get("AUDIO", 0) + int(math.ceil(f.duration_s * self.audio_tokens_per_s))
         return sum(by.values()), by
 
@@ -336,7 +351,7 @@ class GeminiStub(LoopbackServer):
             scripted = self.statuses.pop(0) if self.statuses else None
         if scripted is not None and scripted != 200:
             headers = {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
-            return GReply(status=scripted, headers=headers)
+            return GReply(status=scripted, headers=headers, retry_delay=self.retry_delay if scripted == 429 else None)
         out = self.responder(req) if self.responder is not None else None
         return out if isinstance(out, GReply) else GReply(text=out if out is not None else "A")
 
@@ -389,9 +404,40 @@ class _Handler(RecordingHandler):
         self.wfile.flush()
         req.status, req.completed = status, time.monotonic()
 
-    def _error(self, req: StubRequest, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        body = {"error": {"code": status, "message": message, "status": _STATUS_NAMES.get(status, "UNKNOWN")}}
-        self._send(req, status, body, headers)
+    def _error(
+        self,
+        req: StubRequest,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        retry_delay: str | None = None,
+    ) -> None:
+        error: dict[str, Any] = {"code": status, "message": message, "status": _STATUS_NAMES.get(status, "UNKNOWN")}
+        if retry_delay is not None:  # as Gemini sends a rate limit: the wait is in the body
+            error["details"] = [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaId": "stub"}]},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay},
+            ]
+        self._send(req, status, {"error": error}, headers)
+
+    def _refused(self, req: StubRequest) -> str | None:
+        """What the real API refuses with a 400 on any request: a part's own mediaResolution off
+        Gemini 3, an unknown content layer, a thinking setting the model does not take."""
+        model = req.route.rsplit("/", 1)[-1].split(":", 1)[0]
+        gemini3 = re.match(r"gemini-([3-9]|\d\d)", model) is not None
+        for p in req.parts:
+            if field_of(p, "mediaResolution") is not None and not gemini3:
+                return f"Per-part media resolution is not supported for {model}."
+            layers = field_of(field_of(p, "videoMetadata", {}) or {}, "contentLayers") or []
+            bad = [x for x in layers if x not in ("FRAMES", "AUDIO", "TRANSCRIPT")]
+            if bad:
+                return f"Invalid value at 'contents[0].parts[0].video_metadata.content_layers': {bad}"
+        thinking = field_of(req.generation_config, "thinkingConfig") or {}
+        if field_of(thinking, "thinkingLevel") is not None and not gemini3:
+            return "Thinking level is not supported for this model."
+        if field_of(thinking, "thinkingBudget") is not None and gemini3:
+            return "Thinking budget is not supported for this model; use thinking level."
+        return None
 
     def _authorised(self, req: StubRequest) -> bool:
         want = self.stub.api_key
@@ -564,12 +610,12 @@ class _Handler(RecordingHandler):
         if field_of(req.body, "generationConfig") is not None:
             self._error(req, 400, 'Invalid JSON payload received. Unknown name "generationConfig"')
             return
-        total, by = self.stub.count(req.body)
-        payload = {
-            "totalTokens": total,
-            "promptTokensDetails": [{"modality": m, "tokenCount": n} for m, n in sorted(by.items())],
-        }
-        self._send(req, 200, payload)
+        refused = self._refused(req)
+        if refused:
+            self._error(req, 400, refused)
+            return
+        total, _ = self.stub.count(req.body)
+        self._send(req, 200, {"totalTokens": total})
 
     def _generate(self, req: StubRequest) -> None:
         stub = self.stub
@@ -585,7 +631,11 @@ class _Handler(RecordingHandler):
             if wait:
                 time.sleep(wait)
             if reply.status != 200:
-                self._error(req, reply.status, f"stub error {reply.status}", reply.headers)
+                self._error(req, reply.status, f"stub error {reply.status}", reply.headers, reply.retry_delay)
+                return
+            refused = self._refused(req)
+            if refused:
+                self._error(req, 400, refused)
                 return
             if not self._check_files(req):
                 return
