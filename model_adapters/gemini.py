@@ -15,12 +15,14 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    (``upload_concurrency`` at a time, the longest first), once per run; the upload registry
    (naru_eval.gemini_uploads) reuses live uploads from earlier runs after checking
    ``files.get``. Each upload is polled until ACTIVE, for at most ``active_timeout`` seconds.
-   Optional local pre-processing (``downsample=true``, ``audio=false``;
+   Optional local pre-processing (``downsample=true``, ``strip_audio=true``;
    naru_eval.gemini_video) shrinks what is sent.
-3. **Calibration**: ``countTokens`` on the longest video (free) corrects the estimate; a
+3. **Calibration**: ``countTokens`` (free) on the longest video's text and video part apart
+   corrects the estimate (the API returns totals only; see :meth:`Gemini._calibrate`); a
    configuration that would still overflow is refused before any ``generateContent``.
 4. **Questions**: ``generateContent`` with the video part first (``fileData`` plus
-   ``videoMetadata.fps``), the question after it, ``mediaResolution`` / ``thinkingConfig`` /
+   ``videoMetadata``: ``fps``, and ``contentLayers=[FRAMES]`` for ``audio=false``), the question
+   after it (a blind question: the text alone), ``mediaResolution`` / ``thinkingConfig`` /
    ``temperature`` / ``seed`` in ``generationConfig``. At most ``max_concurrency`` in flight,
    adaptively (AIMD: halved on a 429, grown by one per window of successes). Bounded retries
    with full-jitter backoff on 429/5xx/timeouts through naru_eval.retry (the SDK's are off).
@@ -31,6 +33,10 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    each request are stored with its answer (the store's ``usage`` column); the run's sums are
    logged and written to ``gemini_usage_<timestamp>.json`` (``usage_dir``, else
    ``$NARU_CACHE_DIR``, else next to the response store).
+
+Thinking settings are checked against the model's family when the adapter starts
+(naru_eval.gemini_cost.check_thinking): a pairing the API would answer 400 on every request is
+refused, naming what the model takes.
 
 The API key is read from ``GOOGLE_API_KEY`` (then ``GEMINI_API_KEY``) only; a key in
 ``model_args`` is refused (lmms-eval writes model_args into results.json). The key never
@@ -201,7 +207,7 @@ class _RunState:
     failures: dict[str, str] = field(default_factory=dict)
     preflight: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None
-    estimates: dict[str, int] = field(default_factory=dict)
+    estimates: dict[tuple[str, str], int] = field(default_factory=dict)  # (task, question id)
     written: Path | None = None
 
 
@@ -553,13 +559,13 @@ class Gemini(NaruModel):
         assert self._run is not None
         for r in requests:
             if r.video is None:  # text only (blind tasks): no upload, no video tokens
-                self._run.estimates[r.question_id] = text_tokens(r.prompt)
+                self._run.estimates[r.task, r.question_id] = text_tokens(r.prompt)
                 continue
             if r.video not in durations:
                 durations[r.video] = self._duration(r)
             est = self.estimate(durations[r.video], r.prompt)
             assert self._run is not None
-            self._run.estimates[r.question_id] = est.total
+            self._run.estimates[r.task, r.question_id] = est.total
             if worst is None or est.total > worst[0]:
                 worst = (est.total, r.video, r, est)
         if worst is None:
@@ -879,7 +885,7 @@ class Gemini(NaruModel):
             raise RequestFailed(
                 f"gemini: {e}", {"attempts": e.attempts, "status": e.status, "error": type(e.last_error).__name__}
             ) from e
-        estimated = self._run.estimates.get(request.question_id) if self._run is not None else None
+        estimated = self._run.estimates.get((request.task, request.question_id)) if self._run is not None else None
         answer = self.answer_from(response, attempts, price=self.price, estimated=estimated)
         if self._run is not None:
             with self._stats_lock:

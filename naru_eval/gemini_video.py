@@ -1,12 +1,12 @@
 """Local pre-processing of a video before it is uploaded to Gemini (PyAV), and MIME types.
 
 Gemini bills a video by its duration, the sampling rate asked (``videoMetadata.fps``), the media
-resolution and whether the file has an audio track (see naru_eval.gemini_cost), never by the
-file's own frame rate, resolution or bit rate. So the bytes of a 4 h 1080p file are wasted
-upload time, not tokens, and the one thing the API cannot switch off per request is the audio:
-there is no audio flag in ``GenerateContentConfig`` or ``VideoMetadata`` (SDK 3.6; only
-``audio_timestamp``, Vertex-only). Hence three optional transforms, cached on disk by the
-source's content hash and the settings:
+resolution and whether the file has an audio track the request asks for (see
+naru_eval.gemini_cost), never by the file's own frame rate, resolution or bit rate. So the bytes
+of a 4 h 1080p file are wasted upload time, not tokens. The adapter drops the audio by asking
+for the frames only (``videoMetadata.contentLayers``, SDK 3.6.1); stripping it here is the
+fallback (``strip_audio=true``). Hence three optional transforms, cached on disk by the source's
+content hash and the settings:
 
 * ``audio=False``: the file is sent without its audio track (stream copy when nothing else
   changes: fast and lossless for the video);
