@@ -373,13 +373,15 @@ class Gemini(NaruModel):
 
     def describe(self) -> dict[str, Any]:
         """Everything that changes the answers (not the URL, concurrency, retries or key)."""
+        # content layers only where sent: the run key of every other configuration is unchanged
+        layers = {"content_layers": self.content_layers} if self.content_layers else {}
         return {
             **super().describe(),
+            **layers,
             "gemini_model": self.model,
             "api_version": self.api_version,
             "media_resolution": self.media_resolution,
             "audio": self.audio,
-            "content_layers": self.content_layers,
             "thinking_budget": self.thinking_budget,
             "thinking_level": self.thinking_level,
             "temperature": self.temperature,
