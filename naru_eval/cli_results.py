@@ -38,13 +38,17 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             reps=args.reps,
             seed=args.seed,
             include_incomplete=args.include_incomplete,
+            published=not args.no_published,
         )
     except FileNotFoundError as e:
         print(f"naru-eval leaderboard: {e}", file=sys.stderr)
         return 2
     paths = write_outputs(lb, args.output, plots=not args.no_plots)
     data = lb.data
-    print(f"{len(data['entries'])} entr{'y' if len(data['entries']) == 1 else 'ies'} from {args.run_dirs}")
+    pub = data["published"]["rows"]
+    print(f"{len(pub)} published row(s) of the NARU authors ({_paper(data)})")
+    if args.run_dirs:
+        print(f"{len(data['entries'])} entr{'y' if len(data['entries']) == 1 else 'ies'} from {args.run_dirs}")
     for e in data["entries"]:
         ci = e["ci95"]["overall"] if e.get("ci95") else None
         ov = e["metrics"].get("overall")
@@ -54,6 +58,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             f"  {e['id']}: overall {ov_s}{ci_s} (n={e['n'].get('overall')})"
             + (" CONFLICT" if e.get("conflict") else "")
         )
+    for t in data["tables"]:
+        print(f"  table {t['task']} (data {t['data'] or 'official, published only'}): {len(t['rows'])} rows")
     for r in data["paper"]["comparison"]:
         diff = "N/A" if r["diff"] is None else f"{r['diff']:+.1f}"
         print(f"  vs paper {r['paper_model']} ({r['source']}, {r['metric']}): paper {r['paper']:g}, diff {diff}")
@@ -66,20 +72,26 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for err in lb.errors:
         print(f"error: {err}", file=sys.stderr)
     print("wrote " + ", ".join(str(p) for k, p in paths.items() if k in ("json", "md", "html")))
+    print(f"leaderboard page: {paths['html'].resolve()}")
     return 1 if lb.errors else 0
+
+
+def _paper(data: dict[str, Any]) -> str:
+    p = data["published"]["paper"]
+    return f"{p['title']}, arXiv {p['arxiv']}"
 
 
 def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
     """A run given as a sample log, a results file or a directory holding one results file:
     (task -> sample log, a label)."""
     from naru_eval.leaderboard import (
-        budget_label,
         budget_of,
         find_manifest,
         find_results_files,
         model_label,
         parse_model_args,
         sample_logs,
+        sampling_label,
     )
 
     p = Path(path)
@@ -104,7 +116,7 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
     mpath = find_manifest(rf, p if p.is_dir() else rf.parent.parent)  # a sweep's OUT/fF/manifest.json
     manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath else None
     name = model_label(cfg, margs, manifest)
-    return sample_logs(rf), f"{name} ({budget_label(*budget_of(margs))}) {rf}"
+    return sample_logs(rf), f"{name} ({sampling_label(*budget_of(margs), cfg.get('model'))}) {rf}"
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -158,12 +170,15 @@ def register(subparsers: Any) -> None:
     """Add ``leaderboard`` and ``compare`` to an argparse subparsers object."""
     p = subparsers.add_parser(
         "leaderboard",
-        help="leaderboard JSON/Markdown/HTML from lmms-eval output directories",
-        description="Build results/leaderboard.json (+ .md, .html, _plots/) from every *_results.json "
-        "below RUN_DIR…: metrics recomputed from the sample logs, 95%% bootstrap CIs clustered by video, "
-        "the paper's rows beside ours, and the paper's own consistency check. Exit 1 on conflicting entries.",
+        help="the published NARU leaderboard, with your runs beside it (JSON/Markdown/HTML)",
+        description="Build results/leaderboard.json (+ .md, .html, _plots/): the NARU authors' published rows "
+        "(13 multiple-choice and 8 open-ended configurations, aggregated as the authors do) and every "
+        "*_results.json below RUN_DIR…, metrics recomputed from the sample logs with 95%% bootstrap CIs "
+        "clustered by video, one table per task and data fingerprint, sorted by overall; the paper's own "
+        "consistency check. Without RUN_DIR: the published rows only. Exit 1 on conflicting entries.",
     )
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="lmms-eval output directories (searched recursively)")
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="lmms-eval output directories (searched recursively)")
+    p.add_argument("--no-published", action="store_true", help="leave the authors' published rows out")
     p.add_argument("-o", "--output", default="results/leaderboard.json", help="JSON path; .md/.html go beside it")
     p.add_argument(
         "--paper-name",

@@ -4,7 +4,10 @@ Sources, in order of precedence:
 
 * a local directory (``NARU_DATA_DIR``) with ``annotations.jsonl`` (or ``.json`` list, or
   ``.parquet``) and ``videos/<video_id>.<mp4|mkv|webm|mov>``;
-* a Hugging Face dataset id (``NARU_HF_DATASET``), columns mapped by ``HF_COLUMN_MAP``.
+* a Hugging Face dataset id (``NARU_HF_DATASET``), columns mapped by ``HF_COLUMN_MAP``. The
+  official release is ``infinimind/naru_benchmark`` (:data:`OFFICIAL_HF_DATASET`); its column
+  names could not be checked from here, so a schema the mapping does not cover stops the load
+  with the columns found and the ``NARU_HF_COLUMNS`` mapping to set (docs/data.md).
 
 Every problem found is collected and raised together in one :class:`DataError`, so a user
 fixes the whole file once instead of one error per run.
@@ -25,6 +28,9 @@ CULTURAL: tuple[str, ...] = CATEGORIES[4:]
 LETTERS = "ABCD"
 VIDEO_EXTENSIONS: tuple[str, ...] = (".mp4", ".mkv", ".webm", ".mov")
 ANNOTATION_FILES: tuple[str, ...] = ("annotations.jsonl", "annotations.json", "annotations.parquet")
+
+#: The NARU authors' official release of the benchmark on the Hugging Face hub.
+OFFICIAL_HF_DATASET = "infinimind/naru_benchmark"
 
 #: Hugging Face column -> NARU field. Identity by default; override with
 #: ``NARU_HF_COLUMNS='{"qid": "question_id", ...}'`` when a published dataset names them otherwise.
@@ -277,6 +283,25 @@ def hf_column_map() -> dict[str, str]:
     return mapping
 
 
+def check_hf_columns(columns: Sequence[str], mapping: Mapping[str, str], source: str) -> None:
+    """Raise one DataError when the mapped columns lack a required NARU field, listing the
+    columns found and the ``NARU_HF_COLUMNS`` mapping that would fix it."""
+    have = {mapping[c] for c in columns if c in mapping}
+    missing = [f for f in _REQUIRED if f not in have]
+    if not missing:
+        return
+    unused = [c for c in columns if c not in mapping]
+    example = json.dumps({(unused[i] if i < len(unused) else f"<column for {f}>"): f for i, f in enumerate(missing)})
+    raise DataError(
+        [
+            f"{source}: unknown schema: no column for the NARU field(s) {', '.join(missing)}. "
+            f"Columns found: {', '.join(columns) or '(none)'}. Map dataset columns to NARU fields with "
+            f"NARU_HF_COLUMNS (JSON, dataset column -> NARU field), e.g. NARU_HF_COLUMNS='{example}' "
+            f"(fields: {', '.join(HF_COLUMN_MAP.values())}; see docs/data.md)"
+        ]
+    )
+
+
 def load_hf(
     dataset_id: str,
     split: str = "test",
@@ -294,6 +319,7 @@ def load_hf(
 
     ds = datasets.load_dataset(dataset_id, split=split, **load_kwargs)
     mapping = dict(column_map or hf_column_map())
+    check_hf_columns(list(ds.column_names), mapping, f"hf:{dataset_id}[{split}]")
     rows = []
     for row in ds:
         rec = {mapping[k]: v for k, v in row.items() if k in mapping}

@@ -3,7 +3,9 @@
 Builds a synthetic NARU-format sample (real H.264 videos, questions in all nine categories),
 writes replayed answers in the response styles models really produce, scores them through the
 real ``lmms-eval`` console pipeline (``naru_mcq`` and ``naru_mcq_500``), and checks that every
-metric recomputes from the sample log. Results land in ``results/demo/``.
+metric recomputes from the sample log. It ends by building the leaderboard with the demo run
+beside the NARU authors' published rows (``results/demo/leaderboard.html``). Results land in
+``results/demo/``.
 """
 
 from __future__ import annotations
@@ -61,4 +63,21 @@ def run_demo(out: Path, per_category: int = 8, videos: int = 12) -> int:
         print(f"demo: metrics do not recompute from the sample log: {mismatches}", file=sys.stderr)
         return 1
     print("demo: every metric recomputes from the sample log")
-    return 0
+    return _leaderboard(out)
+
+
+def _leaderboard(out: Path) -> int:
+    """The leaderboard of the demo run beside the published rows; prints where the page is."""
+    from naru_eval.leaderboard import build_leaderboard, write_outputs
+
+    lb = build_leaderboard([out / "lmms_eval"], labels={str(out / "lmms_eval"): "demo (replayed answers)"})
+    paths = write_outputs(lb, out / "leaderboard.json", plots=False)
+    for err in lb.errors:
+        print(f"demo: leaderboard: {err}", file=sys.stderr)
+    n_pub = len(lb.data["published"]["rows"])
+    print(
+        f"demo: leaderboard with the demo run beside {n_pub} published rows (the demo's synthetic data is not "
+        "the official data: its tables say so)"
+    )
+    print(f"demo: leaderboard page: {paths['html']}")
+    return 1 if lb.errors else 0

@@ -41,7 +41,7 @@ from typing import Any
 
 from naru_eval.data import CATEGORIES, CULTURAL, LETTERS, NARRATIVE
 from naru_eval.extract import INVALID_KINDS
-from naru_eval.scoring import METRICS, ScoredSample, close, compute_metrics
+from naru_eval.scoring import MACRO_METRICS, METRICS, ScoredSample, close, compute_metrics, macro_levels
 from naru_eval.variants import CIRCULAR_METRICS, circular_correct, circular_metrics
 
 #: Default duration-bucket edges in minutes: 30-60, 60-120, 120-240 (NARU's videos).
@@ -464,29 +464,108 @@ SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("overall", CATEGORIES),
     ("narrative", NARRATIVE),
     ("cultural", CULTURAL),
+    ("accuracy", CATEGORIES),
     *((c, (c,)) for c in CATEGORIES),
 )
+
+
+def macro_cluster_bootstrap(
+    a: Sequence[float],
+    b: Sequence[float],
+    categories: Sequence[str],
+    clusters: Sequence[Any],
+    metric: str,
+    iters: int = DEFAULT_BOOTSTRAP,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """``macro(a) - macro(b)`` for the authors' ``metric`` (overall/narrative/cultural: means of
+    category accuracies, :func:`naru_eval.scoring.macro_levels`), paired, with a 95 % CI from
+    resampling videos and recomputing both macro means on each replicate."""
+    import numpy as np
+
+    from naru_eval.stats import macro_draws
+
+    n = len(a)
+    if n == 0:
+        return {"value": None, "ci95": None, "n": 0, "n_clusters": 0}
+    ids = {c: i for i, c in enumerate(dict.fromkeys(clusters))}
+    idx = np.fromiter((ids[c] for c in clusters), dtype=np.int64, count=n)
+    cat = np.fromiter((CATEGORIES.index(c) for c in categories), dtype=np.int64, count=n)
+    v, k = len(ids), len(CATEGORIES)
+
+    def sums(x: Sequence[float]) -> np.ndarray:  # (V, 9) per-video, per-category sums
+        out = np.zeros((v, k))
+        np.add.at(out, (idx, cat), np.asarray(x, dtype=float))
+        return out
+
+    sa, sb = sums(a), sums(b)
+    sn = sums([1.0] * n)
+
+    def macro(w: np.ndarray) -> np.ndarray:  # (R, V) cluster weights -> (R,) macro(a) - macro(b)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            den = w @ sn
+            ra = np.where(den > 0, 100.0 * (w @ sa) / np.where(den > 0, den, 1), np.nan)
+            rb = np.where(den > 0, 100.0 * (w @ sb) / np.where(den > 0, den, 1), np.nan)
+        return macro_draws(ra)[metric] - macro_draws(rb)[metric]
+
+    value = float(macro(np.ones((1, v)))[0])
+    ci = None
+    if v >= 2 and iters > 0:
+        rng = np.random.default_rng(seed)
+        draw = rng.integers(0, v, size=(iters, v))
+        w = np.zeros((iters, v))
+        np.add.at(w, (np.repeat(np.arange(iters), v), draw.ravel()), 1.0)
+        stats = macro(w)
+        stats = stats[~np.isnan(stats)]
+        lo, hi = np.percentile(stats, [2.5, 97.5])
+        ci = [float(lo), float(hi)]
+    return {"value": value, "ci95": ci, "n": n, "n_clusters": v}
+
+
+def _macro_pct(units: Sequence[Unit], metric: str) -> float | None:
+    by: dict[str, list[bool]] = {}
+    for u in units:
+        by.setdefault(u.category, []).append(u.correct)
+    return macro_levels({c: 100.0 * sum(x) / len(x) for c, x in by.items()})[metric]
 
 
 def paired_gap(
     a: Mapping[str, Unit], b: Mapping[str, Unit], iters: int, seed: int, name: str, scopes: bool = False
 ) -> dict[str, Any]:
-    """``acc(a) - acc(b)`` over the questions both have, with a paired cluster-bootstrap CI."""
+    """``acc(a) - acc(b)`` over the questions both have, with a paired cluster-bootstrap CI.
+
+    The top level is the gap in accuracy over all those questions (micro). ``by_scope``: the
+    authors' overall/narrative/cultural (means of category accuracies, recomputed on every
+    resample), ``accuracy`` (micro, as the top level) and each category."""
     common = sorted(a.keys() & b.keys())
 
-    def one(qids: list[str], tag: str) -> dict[str, Any]:
-        st = cluster_bootstrap(
-            [a[q].correct for q in qids],
-            [a[q].video_id for q in qids],
-            b=[b[q].correct for q in qids],
-            iters=iters,
-            seed=seed_for(seed, f"{name}|{tag}"),
-        )
+    def one(qids: list[str], tag: str, macro: str | None = None) -> dict[str, Any]:
+        if macro:
+            st = macro_cluster_bootstrap(
+                [a[q].correct for q in qids],
+                [b[q].correct for q in qids],
+                [a[q].category for q in qids],
+                [a[q].video_id for q in qids],
+                macro,
+                iters=iters,
+                seed=seed_for(seed, f"{name}|{tag}"),
+            )
+            acc_a, acc_b = _macro_pct([a[q] for q in qids], macro), _macro_pct([b[q] for q in qids], macro)
+        else:
+            st = cluster_bootstrap(
+                [a[q].correct for q in qids],
+                [a[q].video_id for q in qids],
+                b=[b[q].correct for q in qids],
+                iters=iters,
+                seed=seed_for(seed, f"{name}|{tag}"),
+            )
+            acc_a = _pct(sum(a[q].correct for q in qids), len(qids))
+            acc_b = _pct(sum(b[q].correct for q in qids), len(qids))
         return {
             "n": len(qids),
             "n_videos": st["n_clusters"],
-            "a_accuracy": _pct(sum(a[q].correct for q in qids), len(qids)),
-            "b_accuracy": _pct(sum(b[q].correct for q in qids), len(qids)),
+            "a_accuracy": acc_a,
+            "b_accuracy": acc_b,
             "gap": st["value"],
             "ci95": st["ci95"],
         }
@@ -494,7 +573,7 @@ def paired_gap(
     out = one(common, "overall")
     if scopes:
         out["by_scope"] = {
-            scope: one([q for q in common if a[q].category in cats], scope)
+            scope: one([q for q in common if a[q].category in cats], scope, scope if scope in MACRO_METRICS else None)
             for scope, cats in SCOPES
             if any(a[q].category in cats for q in common)
         }

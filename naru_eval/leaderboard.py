@@ -1,12 +1,17 @@
-"""``naru-eval leaderboard``: one versioned leaderboard from lmms-eval output directories.
+"""``naru-eval leaderboard``: the published NARU leaderboard, with the user's runs beside it.
 
-Every ``*_results.json`` under the given directories is read together with its sample logs
-(``<stamp>_samples_<task>.jsonl``). Each (model, task, frames or fps, judge) becomes one entry:
+The authors' published figures (13 multiple-choice configurations, 8 open-ended ones; shipped in
+``naru_eval/data_files/official_results.json``) are always in the table, marked as published
+figures, aggregated as the authors do (:func:`published_rows`). Every ``*_results.json`` under
+the given directories is read together with its sample logs (``<stamp>_samples_<task>.jsonl``).
+Each (model, task, sampling, judge, data) becomes one entry:
 every metric **recomputed from the sample log** (and checked against what lmms-eval reported),
 question counts, 95% bootstrap intervals clustered by video, the run configuration (secrets
 dropped), and provenance/cost from the frame-sweep manifest when there is one. Entries with the
 same key are never merged silently: identical numbers are deduplicated with a note, different
-numbers are a conflict (listed; the command exits 1).
+numbers are a conflict (listed; the command exits 1). Each entry names the data it was
+computed on (the annotations' fingerprint every sample records); runs on different data are
+never merged or compared: they go into separate tables.
 
 Outputs (``-o results/leaderboard.json``): the JSON (schema in ``docs/leaderboard.md``), a
 Markdown table (``.md``) and a self-contained HTML page (``.html``: inline CSS, figures as
@@ -36,10 +41,20 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.data import CATEGORIES
-from naru_eval.scoring import METRICS, close, compute_metrics, samples_from_log
+from naru_eval.scoring import MACRO_METRICS, METRICS, close, compute_metrics, macro_levels, samples_from_log
 from naru_eval.store import is_secret, redact
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: the ``data`` of the published rows: the authors' official release of the benchmark
+OFFICIAL_DATA = "official"
+OFFICIAL_DATA_NOTE = (
+    "Published rows are the NARU authors' own figures on the official data (Hugging Face "
+    "infinimind/naru_benchmark), not runs of ours. Every run names the data it was computed on "
+    "(a fingerprint of the annotations); runs on different data are never merged or compared "
+    "with each other, and are listed in separate tables. A run is comparable with the published "
+    "rows only when it was computed on the official data."
+)
+OPEN_METRIC_COLUMNS: tuple[str, ...] = (*MACRO_METRICS, *CATEGORIES, "recall")
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 #: model_args keys naming the model (the first present wins), as lmms-eval's output folder does
@@ -100,12 +115,16 @@ def budget_of(model_args: Mapping[str, str]) -> tuple[int | None, float | None]:
     return None, None
 
 
-def budget_label(frames: int | None, fps: float | None) -> str:
-    if fps is not None:
-        return f"fps={fps:g}"
-    if frames is not None:
-        return f"frames={frames}"
-    return "frames=default"
+def sampling_label(frames: int | None, fps: float | None, adapter: str | None = None) -> str:
+    """How a run sampled its video, as the official table prints it ("128 Frames", "0.25 FPS"):
+    explicit ``num_frames=``/``fps=`` of the model_args win; else the adapter's default
+    (``model_adapters.budgets.default_sampling``); "default" when neither is known."""
+    from model_adapters.budgets import Sampling, default_sampling
+
+    if fps is not None or frames is not None:
+        return Sampling(frames=None if fps is not None else frames, fps=fps).label
+    default = default_sampling(adapter) if adapter else None
+    return default.label if default is not None else "default"
 
 
 def _num(v: Any) -> float | None:
@@ -246,8 +265,14 @@ def _reported(results: Mapping[str, Any], task: str) -> dict[str, float | None]:
     return out
 
 
-def entry_id(model: str, task: str, budget: str, judge: str | None) -> str:
-    return f"{model} | {task} | {budget} | judge={judge or '-'}"
+def entry_id(model: str, task: str, budget: str, judge: str | None, data: str | None = None) -> str:
+    return f"{model} | {task} | {budget} | judge={judge or '-'} | data={data or 'unknown'}"
+
+
+def _log_fingerprint(samples: Sequence[Any] | None) -> tuple[str | None, list[str]]:
+    """The data fingerprint the samples record (None when none does), and all distinct ones."""
+    fps = sorted({s.data_fingerprint for s in samples or () if getattr(s, "data_fingerprint", None)})
+    return (fps[0] if len(fps) == 1 else None), fps
 
 
 def build_entries(
@@ -290,20 +315,31 @@ def build_entries(
                 continue
             reported = _reported(results, task)
             judge = _judge(results, task, args, manifest)
-            budget = budget_label(frames, fps)
-            entry: dict[str, Any] = {
-                "id": entry_id(label, task, budget, judge),
-                "model": label,
-                "task": task,
-                "frames": frames,
-                "fps": fps,
-                "budget": budget,
-                "judge": judge,
-            }
+            budget = sampling_label(frames, fps, config.get("model"))
             try:
                 samples = samples_from_log(logs[task])
             except (ValueError, KeyError, TypeError):
                 samples = None
+            data, all_fps = _log_fingerprint(samples)
+            if len(all_fps) > 1:
+                warnings.append(
+                    f"{_rel(rf)}: {task}: the samples record several data fingerprints ({', '.join(all_fps)})"
+                )
+            if data is None and manifest:
+                data = (manifest.get("data") or {}).get("fingerprint")
+            entry: dict[str, Any] = {
+                "id": entry_id(label, task, budget, judge, data),
+                "model": label,
+                "from": None,
+                "published": False,
+                "task": task,
+                "frames": frames,
+                "fps": fps,
+                "budget": budget,
+                "sampling": budget,
+                "judge": judge,
+                "data": data,
+            }
             if samples is not None:
                 metrics = compute_metrics(samples)
                 ci = bootstrap_ci(samples, reps=reps, seed=seed)
@@ -320,7 +356,21 @@ def build_entries(
                     metrics_source="sample_log",
                     reported_matches_log=not mismatch,
                 )
-            else:  # e.g. an open-ended task: lmms-eval's numbers, no recomputation
+            elif (open_metrics := _open_metrics(logs[task])) is not None:
+                mismatch = [m for m in open_metrics if m in reported and not close(reported[m], open_metrics[m], 1e-6)]
+                if mismatch:
+                    warnings.append(
+                        f"{_rel(rf)}: {task}: {', '.join(mismatch)} reported by lmms-eval differ from the sample log; "
+                        "the leaderboard uses the sample log"
+                    )
+                entry.update(
+                    metrics=open_metrics,
+                    ci95=None,
+                    n={"overall": _count_lines(logs[task])},
+                    metrics_source="sample_log_open",
+                    reported_matches_log=not mismatch,
+                )
+            else:  # e.g. the circular variant: lmms-eval's numbers, no recomputation
                 entry.update(
                     metrics=reported,
                     ci95=None,
@@ -359,6 +409,90 @@ def build_entries(
             entry["cost"] = _cost(results, manifest)
             entries.append(entry)
     return entries, warnings
+
+
+def _open_metrics(log: Path) -> dict[str, float | None] | None:
+    """naru_open metrics recomputed from its sample log; None when it is not a naru_open log."""
+    from naru_eval.judge.score import metrics_from_open_log
+
+    try:
+        return metrics_from_open_log(log)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+# --------------------------------------------------------------------------- published rows
+
+
+def published_rows(official: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The authors' published leaderboard as entries, aggregated as they do it.
+
+    Multiple choice (``naru_mcq``, all 1,481 questions): category accuracy = correct / category
+    total x 100 (rows published as accuracies are taken as they are), narrative/cultural = the
+    means of their categories, overall = (narrative + cultural) / 2; ``accuracy`` (micro) from
+    the counts where there are counts. Open-ended (``naru_open``, the 500-question subset):
+    per-category recall as published, overall = the mean of the nine categories."""
+    from naru_eval import paper
+
+    off = dict(official) if official is not None else paper.official_results()
+    totals = [*off["category_totals"]["narrative"], *off["category_totals"]["cultural"]]
+    n_cat = dict(zip(CATEGORIES, totals, strict=True))
+    rows: list[dict[str, Any]] = []
+    org: dict[str, str | None] = {}
+    for name, r in off["mcq_rq1"]["rows"].items():
+        vals = [*r["narrative"], *r["cultural"]]
+        if r.get("percent"):
+            cat = {c: float(v) for c, v in zip(CATEGORIES, vals, strict=True)}
+            accuracy, counts = None, None
+        else:
+            cat = {c: 100.0 * k / n_cat[c] for c, k in zip(CATEGORIES, vals, strict=True)}
+            accuracy, counts = 100.0 * sum(vals) / sum(totals), dict(zip(CATEGORIES, vals, strict=True))
+        org[name] = r.get("from")
+        rows.append(
+            _published(
+                name, r, "naru_mcq", {**macro_levels(cat), **cat, "accuracy": accuracy, "invalid_rate": None},
+                {"overall": sum(totals), **n_cat}, counts, "published accuracies" if r.get("percent") else "correct counts",
+            )
+        )  # fmt: skip
+    for name, r in off["open_rq3"]["rows"].items():
+        cat = {c: float(v) for c, v in zip(CATEGORIES, [*r["narrative"], *r["cultural"]], strict=True)}
+        row = {**r, "from": r.get("from", org.get(name))}
+        metrics = {**macro_levels(cat, overall="categories"), **cat, "recall": None}
+        rows.append(
+            _published(name, row, "naru_open", metrics, {"overall": 500}, None, "published recalls (2 decimals)")
+        )
+    return rows
+
+
+def _published(
+    name: str,
+    r: Mapping[str, Any],
+    task: str,
+    metrics: dict[str, float | None],
+    n: dict[str, int],
+    counts: dict[str, int] | None,
+    figures: str,
+) -> dict[str, Any]:
+    return {
+        "id": f"published | {name} | {task}",
+        "model": name,
+        "from": r.get("from"),
+        "checkpoint": r.get("checkpoint"),
+        "published": True,
+        "task": task,
+        "frames": None,
+        "fps": None,
+        "budget": r.get("sampling"),
+        "sampling": r.get("sampling"),
+        "judge": None,
+        "data": OFFICIAL_DATA,
+        "metrics": metrics,
+        "ci95": None,
+        "n": n,
+        "counts": counts,
+        "figures": figures,
+        "metrics_source": "published",
+    }
 
 
 def _same_numbers(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -469,6 +603,37 @@ def paper_points(names: Mapping[str, str], ref: Mapping[str, Any]) -> dict[str, 
 # --------------------------------------------------------------------------- the leaderboard
 
 
+def _sort_key(e: Mapping[str, Any]) -> tuple[float, str]:
+    ov = _num(e.get("metrics", {}).get("overall"))
+    return (-(ov if ov is not None else -math.inf), str(e["model"]))
+
+
+def leaderboard_tables(entries: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The tables of the page: one per (task, data). The published rows of a task join each of
+    its tables (they are on the official data; the page says so); runs on different data never
+    share a table. Rows sorted by overall, highest first."""
+    tasks = sorted({e["task"] for e in [*entries, *published]}, key=lambda t: (t != "naru_mcq", t != "naru_open", t))
+    out = []
+    for task in tasks:
+        pub = sorted((p for p in published if p["task"] == task), key=_sort_key)
+        runs = [e for e in entries if e["task"] == task]
+        datas = sorted({str(e.get("data") or "unknown") for e in runs}) or [None]
+        for data in datas:
+            group = [e for e in runs if data is None or str(e.get("data") or "unknown") == data]
+            rows = sorted([*pub, *group], key=_sort_key)
+            out.append({"task": task, "data": data, "rows": [r["id"] for r in rows], "kind": _kind(task, rows)})
+    return out
+
+
+def _kind(task: str, rows: Sequence[Mapping[str, Any]]) -> str:
+    src = {r.get("metrics_source") for r in rows}
+    if task.startswith("naru_open") and src <= {"published", "sample_log_open", "results_json"}:
+        return "open"
+    if src <= {"published", "sample_log"}:
+        return "mcq"
+    return "generic"
+
+
 def build_leaderboard(
     paths: Sequence[str | Path],
     paper_names: Mapping[str, str] | None = None,
@@ -477,7 +642,10 @@ def build_leaderboard(
     reps: int = DEFAULT_REPS,
     seed: int = DEFAULT_SEED,
     include_incomplete: bool = False,
+    published: bool = True,
 ) -> Leaderboard:
+    """The leaderboard of the runs below ``paths`` (none: the published rows only), beside the
+    authors' published rows (unless ``published=False``)."""
     from naru_eval import paper
 
     ref = dict(reference) if reference is not None else paper.load_reference()
@@ -489,15 +657,15 @@ def build_leaderboard(
             errors.append(
                 f"--paper-name {ours}={theirs}: the paper has no model {theirs!r} (known: {', '.join(known)})"
             )
-    raw, warnings = build_entries(paths, labels, reps, seed, include_incomplete)
+    raw, warnings = build_entries(paths, labels, reps, seed, include_incomplete) if paths else ([], [])
     entries, duplicates, conflicts = resolve_duplicates(raw)
     entries.sort(
         key=lambda e: (
             e["task"],
+            str(e.get("data") or ""),
             e["frames"] if e["frames"] is not None else -1,
             e.get("fps") or 0,
-            -(_num(e["metrics"].get("overall")) or 0),
-            e["model"],
+            *_sort_key(e),
         )
     )
     for d in duplicates:
@@ -509,16 +677,16 @@ def build_leaderboard(
         errors.append(
             f"conflicting entries for {c['id']} (same key, different numbers): {', '.join(c['files'])} ({diffs})"
         )
-    fps_ = {
-        e["manifest"]["data_fingerprint"]
-        for e in entries
-        if e.get("manifest") and e["manifest"].get("data_fingerprint")
-    }
-    if len(fps_) > 1:
-        warnings.append(f"entries were evaluated on different data (fingerprints {', '.join(sorted(fps_))})")
+    datas = sorted({str(e.get("data") or "unknown") for e in entries})
+    if len(datas) > 1:
+        warnings.append(
+            f"the runs were computed on different data ({', '.join(datas)}): they are in separate tables "
+            "and never compared with each other"
+        )
     unmatched = sorted(set(names) - {e["model"] for e in entries})
     if unmatched:
         warnings.append(f"--paper-name given for model(s) with no entry: {', '.join(unmatched)}")
+    pub = published_rows() if published else []
     checks = paper.consistency_checks(ref)
     data = {
         "schema_version": SCHEMA_VERSION,
@@ -526,18 +694,32 @@ def build_leaderboard(
         "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "sources": [_rel(Path(p)) for p in paths],
         "bootstrap": {
-            "method": "percentile bootstrap, videos resampled with replacement",
+            "method": "percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
+            "recomputed as means of category means on each resample",
             "cluster": "video_id",
             "reps": reps,
             "seed": seed,
             "level": 0.95,
         },
+        "aggregation": {
+            "mcq": "category accuracy; narrative = mean of N.1-N.4, cultural = mean of C.1-C.5, "
+            "overall = (narrative + cultural) / 2; accuracy = over all questions (micro)",
+            "open": "category mean recall; narrative/cultural = means of their categories, overall = mean of "
+            "the nine categories; recall = over all scored responses (micro)",
+        },
+        "data_note": OFFICIAL_DATA_NOTE,
         "metrics": list(METRICS),
+        "published": {
+            "paper": dict(paper.PAPER),
+            "note": "published figures of the NARU authors, not runs of ours",
+            "rows": pub,
+        },
         "entries": entries,
+        "tables": leaderboard_tables(entries, pub),
         "duplicates": duplicates,
         "conflicts": conflicts,
         "paper": {
-            "source": ref["source"],
+            **paper.PAPER,
             "names": names,
             "comparison": paper_comparison(entries, names, ref),
             "consistency": [c.as_dict() for c in checks],
@@ -570,56 +752,77 @@ def _ci(ci: Sequence[float] | None) -> str:
     return "" if not ci else f"[{ci[0]:.1f}, {ci[1]:.1f}]"
 
 
-def _main_columns() -> list[str]:
-    return ["overall", "narrative", "cultural", *CATEGORIES, "invalid_rate"]
+def _paper_line(data: Mapping[str, Any]) -> str:
+    p = data["published"]["paper"]
+    return f"{p['title']} (arXiv {p['arxiv']})"
+
+
+def _table_spec(table: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], int]:
+    """(metric columns, decimals) of one table."""
+    if table["kind"] == "mcq":
+        return [*MACRO_METRICS, *CATEGORIES, "accuracy", "invalid_rate"], 1
+    if table["kind"] == "open":
+        return list(OPEN_METRIC_COLUMNS), 2
+    return sorted({k for e in rows for k in e["metrics"]}), 3
+
+
+def _table_title(table: Mapping[str, Any]) -> str:
+    data = table["data"]
+    if data is None:
+        return f"{table['task']}: published figures"
+    return f"{table['task']}: runs on data {data}"
+
+
+def _rows_of(data: Mapping[str, Any], table: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    by_id = {e["id"]: e for e in [*data["published"]["rows"], *data["entries"]]}
+    return [by_id[i] for i in table["rows"]]
+
+
+def _who(e: Mapping[str, Any]) -> str:
+    return "published" if e.get("published") else "run"
 
 
 def markdown(data: Mapping[str, Any]) -> str:
-    """The leaderboard as Markdown: a table per task, the paper comparison and consistency check."""
+    """The leaderboard as Markdown: one table per (task, data), the paper comparison and check."""
     lines = [
         "# NARU leaderboard",
         "",
+        f"Paper: {_paper_line(data)}.",
+        "",
         f"schema_version {data['schema_version']}; generated {data['generated_at']} by {data['generated_by']}. "
-        "Accuracies in %, recomputed from the lmms-eval sample logs; brackets: 95% bootstrap CI clustered by video "
+        "Multiple choice in %, open-ended as recall (0-1). overall/narrative/cultural follow the authors' "
+        "aggregation (means of category means); `accuracy`/`recall` are over all questions. Rows marked "
+        "*published* are the authors' figures, not runs of ours; runs are recomputed from their lmms-eval "
+        "sample logs, brackets: 95% bootstrap CI clustered by video "
         f"({data['bootstrap']['reps']} reps, seed {data['bootstrap']['seed']}).",
+        "",
+        f"**Data.** {data['data_note']}",
         "",
     ]
     if data["errors"]:
         lines += ["**Errors:**", "", *[f"- {e}" for e in data["errors"]], ""]
     if data["warnings"]:
         lines += ["Warnings:", "", *[f"- {w}" for w in data["warnings"]], ""]
-    cols = _main_columns()
-    for task in sorted({e["task"] for e in data["entries"]}):
-        rows = [e for e in data["entries"] if e["task"] == task]
-        lines += [f"## {task}", ""]
-        mcq = all(e.get("metrics_source") == "sample_log" for e in rows)
-        if mcq:
-            lines.append("| model | budget | overall [95% CI] | " + " | ".join(cols[1:]) + " | n | videos |")
-            lines.append("|---|---|---|" + "---:|" * (len(cols) - 1) + "---:|---:|")
-            for e in rows:
-                m = e["metrics"]
-                flag = " (CONFLICT)" if e.get("conflict") else ""
-                lines.append(
-                    f"| {e['model']}{flag} | {e['budget']} | {_f(m['overall'])} {_ci(e['ci95']['overall'])} | "
-                    + " | ".join(_f(m.get(c)) for c in cols[1:])
-                    + f" | {e['n']['overall']} | {e['n']['videos']} |"
-                )
-        else:
-            keys = sorted({k for e in rows for k in e["metrics"]})
-            lines.append("| model | budget | judge | " + " | ".join(keys) + " | n |")
-            lines.append("|---|---|---|" + "---:|" * len(keys) + "---:|")
-            for e in rows:
-                lines.append(
-                    f"| {e['model']} | {e['budget']} | {e['judge'] or '-'} | "
-                    + " | ".join(_f(e["metrics"].get(k), 3) for k in keys)
-                    + f" | {e['n'].get('overall')} |"
-                )
+    for table in data["tables"]:
+        rows = _rows_of(data, table)
+        cols, digits = _table_spec(table, rows)
+        lines += [f"## {_table_title(table)}", ""]
+        lines.append("| model | | from | sampling | data | " + " | ".join(cols) + " | n |")
+        lines.append("|---|---|---|---|---|" + "---:|" * len(cols) + "---:|")
+        for e in rows:
+            m, ci = e["metrics"], e.get("ci95") or {}
+            flag = " (CONFLICT)" if e.get("conflict") else ""
+            cells = [f"{_f(m.get(c), digits)} {_ci(ci.get(c))}".strip() for c in cols]
+            lines.append(
+                f"| {e['model']}{flag} | {_who(e)} | {e.get('from') or '-'} | {e.get('sampling') or '-'} | "
+                f"{e.get('data') or 'unknown'} | " + " | ".join(cells) + f" | {e['n'].get('overall')} |"
+            )
         lines.append("")
     comp = data["paper"]["comparison"]
-    lines += ["## Beside the paper", ""]
+    lines += ["## Runs beside the paper's tables", ""]
     if comp:
         lines += [
-            "| our model | paper model | source | task | budget | metric | ours [95% CI] | paper | diff | paper in CI |",
+            "| our model | paper model | source | task | sampling | metric | ours [95% CI] | paper | diff | paper in CI |",
             "|---|---|---|---|---|---|---|---:|---:|---|",
         ]
         for r in comp:
@@ -636,7 +839,7 @@ def markdown(data: Mapping[str, Any]) -> str:
     from naru_eval.paper import ConsistencyCheck, format_checks
 
     lines.append(format_checks([ConsistencyCheck(**c) for c in data["paper"]["consistency"]]))
-    lines += ["", f"Paper figures: {data['paper']['source']['document']} ({data['paper']['source']['file']})", ""]
+    lines += ["", f"Paper: {_paper_line(data)}", ""]
     return "\n".join(lines)
 
 
@@ -646,8 +849,9 @@ h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f2f2f2}td.l,th.l{text-align:left}
-tr.conflict td{background:#fde2e2}.ci{color:#666;font-size:.85em}
+tr.conflict td{background:#fde2e2}tr.published td{background:#f6f8fb;color:#334}.ci{color:#666;font-size:.85em}
 .err{color:#a00}.warn{color:#8a5a00}.ok{color:#1a6b1a}.bad{color:#a00;font-weight:bold}
+.note{background:#fff8e0;border:1px solid #e8d8a0;padding:.5em .8em;max-width:1000px}
 figure{margin:1em 0}figcaption{font-size:.85em;color:#555;max-width:800px}
 img{max-width:100%;border:1px solid #eee}
 code{background:#f5f5f5;padding:0 3px}
@@ -662,47 +866,45 @@ def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Seq
         '<html lang="en"><head><meta charset="utf-8"><title>NARU leaderboard</title>',
         f"<style>{_CSS}</style></head><body>",
         "<h1>NARU leaderboard</h1>",
+        f"<p>Paper: <cite>{e_(_paper_line(data))}</cite>.</p>",
         f"<p>schema_version {data['schema_version']} &middot; generated {e_(data['generated_at'])} by "
-        f"{e_(data['generated_by'])}. Accuracies in %, recomputed from the lmms-eval sample logs; grey brackets: 95% "
-        f"bootstrap CI clustered by video ({data['bootstrap']['reps']} reps, seed {data['bootstrap']['seed']}).</p>",
+        f"{e_(data['generated_by'])}. Multiple choice in %, open-ended as recall (0-1). overall/narrative/cultural "
+        "follow the authors' aggregation (means of category means); <code>accuracy</code>/<code>recall</code> are over "
+        "all questions. Rows marked <em>published</em> are the authors' figures, not runs of ours; runs are recomputed "
+        "from their lmms-eval sample logs, grey brackets: 95% bootstrap CI clustered by video "
+        f"({data['bootstrap']['reps']} reps, seed {data['bootstrap']['seed']}).</p>",
+        f'<p class="note"><strong>Data.</strong> {e_(data["data_note"])}</p>',
     ]
     for err in data["errors"]:
         out.append(f'<p class="err">Error: {e_(err)}</p>')
     for w in data["warnings"]:
         out.append(f'<p class="warn">Warning: {e_(w)}</p>')
-    cols = _main_columns()
-    for task in sorted({e["task"] for e in data["entries"]}):
-        rows = [e for e in data["entries"] if e["task"] == task]
-        out.append(f"<h2>{e_(task)}</h2>")
-        if all(e.get("metrics_source") == "sample_log" for e in rows):
-            head = "".join(f"<th>{e_(c)}</th>" for c in cols)
-            out.append(
-                f'<table class="leaderboard"><tr><th class="l">model</th><th class="l">budget</th>{head}<th>n</th><th>videos</th></tr>'
+    for table in data["tables"]:
+        rows = _rows_of(data, table)
+        cols, digits = _table_spec(table, rows)
+        out.append(f"<h2>{e_(_table_title(table))}</h2>")
+        head = "".join(f"<th>{e_(c)}</th>" for c in cols)
+        out.append(
+            '<table class="leaderboard"><tr><th class="l">model</th><th class="l"></th><th class="l">from</th>'
+            f'<th class="l">sampling</th><th class="l">data</th>{head}<th>n</th></tr>'
+        )
+        for e in rows:
+            ci = e.get("ci95") or {}
+            cells = "".join(
+                f"<td>{_f(e['metrics'].get(c), digits)}"
+                + (f"<br><span class='ci'>{_ci(ci.get(c))}</span>" if ci.get(c) else "")
+                + "</td>"
+                for c in cols
             )
-            for e in rows:
-                cells = "".join(
-                    f"<td>{_f(e['metrics'].get(c))}<br><span class='ci'>{_ci((e.get('ci95') or {}).get(c))}</span></td>"
-                    for c in cols
-                )
-                cls = ' class="conflict"' if e.get("conflict") else ' class="entry"'
-                out.append(
-                    f"<tr{cls}><td class='l'>{e_(e['model'])}</td><td class='l'>{e_(e['budget'])}</td>{cells}"
-                    f"<td>{e['n']['overall']}</td><td>{e['n']['videos']}</td></tr>"
-                )
-        else:
-            keys = sorted({k for e in rows for k in e["metrics"]})
-            head = "".join(f"<th>{e_(k)}</th>" for k in keys)
+            cls = "conflict" if e.get("conflict") else ("published" if e.get("published") else "entry")
             out.append(
-                f'<table class="leaderboard"><tr><th class="l">model</th><th class="l">budget</th><th class="l">judge</th>{head}<th>n</th></tr>'
+                f"<tr class='{cls}'><td class='l'>{e_(e['model'])}</td><td class='l'>{_who(e)}</td>"
+                f"<td class='l'>{e_(e.get('from') or '-')}</td><td class='l'>{e_(e.get('sampling') or '-')}</td>"
+                f"<td class='l'>{e_(str(e.get('data') or 'unknown'))}</td>{cells}<td>{e['n'].get('overall')}</td></tr>"
             )
-            for e in rows:
-                cells = "".join(f"<td>{_f(e['metrics'].get(k), 3)}</td>" for k in keys)
-                out.append(
-                    f"<tr class='entry'><td class='l'>{e_(e['model'])}</td><td class='l'>{e_(e['budget'])}</td>"
-                    f"<td class='l'>{e_(e['judge'] or '-')}</td>{cells}<td>{e['n'].get('overall')}</td></tr>"
-                )
         out.append("</table>")
-    out.append("<h2>Figures</h2>")
+    if plots or skipped:
+        out.append("<h2>Figures</h2>")
     for p in plots:
         b64 = base64.b64encode(p.png).decode("ascii")
         out.append(
@@ -711,12 +913,12 @@ def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Seq
         )
     for s in skipped:
         out.append(f"<p class='warn'>Not drawn: {e_(s)}</p>")
-    out.append("<h2>Beside the paper</h2>")
+    out.append("<h2>Runs beside the paper's tables</h2>")
     comp = data["paper"]["comparison"]
     if comp:
         out.append(
             '<table class="paper"><tr><th class="l">our model</th><th class="l">paper model</th><th class="l">source</th>'
-            '<th class="l">task</th><th class="l">budget</th><th class="l">metric</th><th>ours</th><th>95% CI</th>'
+            '<th class="l">task</th><th class="l">sampling</th><th class="l">metric</th><th>ours</th><th>95% CI</th>'
             "<th>paper</th><th>diff</th><th>paper in CI</th></tr>"
         )
         for r in comp:
@@ -742,24 +944,25 @@ def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Seq
             f"<td class='l'>{e_(c['detail'])}</td></tr>"
         )
     out.append("</table>")
-    out.append(f"<p>Paper figures: {e_(data['paper']['source']['document'])}</p>")
-    out.append("<h2>Runs</h2>")
-    out.append(
-        '<table class="runs"><tr><th class="l">entry</th><th class="l">adapter</th><th class="l">model_args</th>'
-        '<th class="l">task version</th><th class="l">versions</th><th class="l">git</th><th class="l">data</th>'
-        '<th class="l">cost</th><th class="l">results file</th></tr>'
-    )
-    for e in data["entries"]:
-        run, man = e["run"], e.get("manifest") or {}
-        args = ",".join(f"{k}={v}" for k, v in run["model_args"].items())
-        vers = ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items() if v)
+    if data["entries"]:
+        out.append("<h2>Runs</h2>")
         out.append(
-            f"<tr><td class='l'>{e_(e['id'])}</td><td class='l'>{e_(str(run['adapter']))}</td><td class='l'>{e_(args)}</td>"
-            f"<td class='l'>{e_(str(run['task_version']))}</td><td class='l'>{e_(vers)}</td>"
-            f"<td class='l'>{e_(str(man.get('git_revision') or ''))}</td><td class='l'>{e_(str(man.get('data_fingerprint') or ''))}</td>"
-            f"<td class='l'>{e_(json.dumps(e['cost']) if e.get('cost') else '')}</td><td class='l'>{e_(run['results_file'])}</td></tr>"
+            '<table class="runs"><tr><th class="l">entry</th><th class="l">adapter</th><th class="l">model_args</th>'
+            '<th class="l">task version</th><th class="l">versions</th><th class="l">git</th><th class="l">data</th>'
+            '<th class="l">cost</th><th class="l">results file</th></tr>'
         )
-    out.append("</table></body></html>")
+        for e in data["entries"]:
+            run, man = e["run"], e.get("manifest") or {}
+            args = ",".join(f"{k}={v}" for k, v in run["model_args"].items())
+            vers = ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items() if v)
+            out.append(
+                f"<tr><td class='l'>{e_(e['id'])}</td><td class='l'>{e_(str(run['adapter']))}</td><td class='l'>{e_(args)}</td>"
+                f"<td class='l'>{e_(str(run['task_version']))}</td><td class='l'>{e_(vers)}</td>"
+                f"<td class='l'>{e_(str(man.get('git_revision') or ''))}</td><td class='l'>{e_(str(e.get('data') or 'unknown'))}</td>"
+                f"<td class='l'>{e_(json.dumps(e['cost']) if e.get('cost') else '')}</td><td class='l'>{e_(run['results_file'])}</td></tr>"
+            )
+        out.append("</table>")
+    out.append(f"<p>Paper: {e_(_paper_line(data))}</p></body></html>")
     return "\n".join(out)
 
 
@@ -772,7 +975,8 @@ def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) ->
         from naru_eval.paper import load_reference
         from naru_eval.plots import make_plots
 
-        figs, skipped = make_plots(lb.data["entries"], paper_points(lb.data["paper"]["names"], load_reference()))
+        if lb.data["entries"]:
+            figs, skipped = make_plots(lb.data["entries"], paper_points(lb.data["paper"]["names"], load_reference()))
     paths = {"json": json_path, "md": json_path.with_suffix(".md"), "html": json_path.with_suffix(".html")}
     json_path.write_text(json.dumps(lb.data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths["md"].write_text(markdown(lb.data), encoding="utf-8")
@@ -962,6 +1166,7 @@ def sweep_main(argv: Sequence[str] | None = None) -> int:
                 "model_args": redact(parse_model_args(margs)),
                 "model_args_string": redact_args_string(margs),
                 "budget": {"num_frames": budget},
+                "sampling": sampling_label(budget, None),
                 "tasks": tasks,
                 "launcher": " ".join(redact_argv(os.environ.get("SWEEP_LAUNCHER", "").split())),
                 "lmms_eval_extra_args": redact_argv(json.loads(os.environ.get("SWEEP_EXTRA") or "[]")),

@@ -15,6 +15,7 @@ from typing import Any
 
 from naru_eval.data import Dataset, NaruQuestion
 from naru_eval.prompts import mcq_prompt
+from naru_eval.scoring import aggregate_macro as _aggregate_macro
 from naru_eval.scoring import aggregate_score, metric_payloads, score_response
 from naru_eval.sharding import order_for_ranks, world_size_from_env
 from naru_eval.subset import select_subset
@@ -44,7 +45,8 @@ def _to_hf(
     report: ValidationReport, questions: list[NaruQuestion], extra: Mapping[str, Mapping[str, Any]] | None = None
 ) -> Any:
     """Docs for lmms-eval: the question, its video path, and its duration (from the annotation,
-    else as the preflight read it from the container) so duration diagnostics need no data dir."""
+    else as the preflight read it from the container) so duration diagnostics need no data dir;
+    and the data's fingerprint, which every payload records (the leaderboard's ``data`` column)."""
     import datasets  # lazy
 
     assert report.dataset is not None
@@ -54,6 +56,7 @@ def _to_hf(
         path = report.dataset.video_file(q)
         doc["video"] = str(path) if path is not None else None
         doc["level"] = q.level
+        doc["data_fingerprint"] = report.dataset.fingerprint or None
         if doc.get("duration_s") is None and q.video_id in report.videos:
             doc["duration_s"] = report.videos[q.video_id].duration_s
         if extra:
@@ -93,11 +96,21 @@ def _response(results: list[Any]) -> str | None:
 def process_results(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
     """Score one response; pure and thread-safe (lmms-eval runs it in a pool, with retries)."""
     response = _response(results)
-    return metric_payloads(score_response(NaruQuestion.from_doc(doc), response))
+    return metric_payloads(_score(doc, response))
+
+
+def _score(doc: Mapping[str, Any], response: str | None):  # type: ignore[no-untyped-def]
+    return score_response(NaruQuestion.from_doc(doc), response, data_fingerprint=doc.get("data_fingerprint"))
 
 
 def aggregate(items: list[Mapping[str, Any]]) -> float | None:
+    """A per-item mean (``accuracy``, a category, ``invalid_rate``): mean ``score``."""
     return aggregate_score(items)
+
+
+def aggregate_macro(items: list[Mapping[str, Any]]) -> float | None:
+    """``overall``/``narrative``/``cultural``: the authors' mean of category means."""
+    return _aggregate_macro(items)
 
 
 # --------------------------------------------------------------------------- task variants
@@ -119,7 +132,7 @@ def load_preflighted_text() -> Dataset:
     return report.dataset
 
 
-def _blind_to_hf(questions: list[NaruQuestion]) -> Any:
+def _blind_to_hf(questions: list[NaruQuestion], fingerprint: str | None) -> Any:
     import datasets  # lazy
 
     rows = []
@@ -127,18 +140,19 @@ def _blind_to_hf(questions: list[NaruQuestion]) -> Any:
         doc = q.to_doc()
         doc["video"] = None  # no adapter can reach the video through the doc either
         doc["level"] = q.level
+        doc["data_fingerprint"] = fingerprint or None
         rows.append(doc)
     return datasets.Dataset.from_list(rows)
 
 
 def process_docs_blind_all(_placeholder: Any) -> Any:
     dataset = load_preflighted_text()
-    return _blind_to_hf(order_for_ranks(dataset.questions, world_size_from_env()))
+    return _blind_to_hf(order_for_ranks(dataset.questions, world_size_from_env()), dataset.fingerprint)
 
 
 def process_docs_blind_500(_placeholder: Any) -> Any:
     dataset = load_preflighted_text()
-    return _blind_to_hf(order_for_ranks(select_subset(dataset.questions), world_size_from_env()))
+    return _blind_to_hf(order_for_ranks(select_subset(dataset.questions), world_size_from_env()), dataset.fingerprint)
 
 
 def doc_to_visual_blind(doc: Mapping[str, Any]) -> list[str]:
@@ -151,7 +165,7 @@ def process_results_blind(doc: Mapping[str, Any], results: list[Any]) -> dict[st
     from naru_eval.variants import blind_payloads
 
     response = _response(results)
-    return blind_payloads(score_response(NaruQuestion.from_doc(doc), response))
+    return blind_payloads(_score(doc, response))
 
 
 def process_docs_circular_500(_placeholder: Any) -> Any:
@@ -171,7 +185,7 @@ def process_results_circular(doc: Mapping[str, Any], results: list[Any]) -> dict
     from naru_eval.variants import N_ROTATIONS, circular_payloads
 
     response = _response(results)
-    sample = score_response(NaruQuestion.from_doc(doc), response)
+    sample = _score(doc, response)
     n_rot = doc.get("n_rotations") or N_ROTATIONS
     return circular_payloads(sample, str(doc["base_question_id"]), int(doc["rotation"]), int(n_rot))
 
@@ -224,6 +238,13 @@ def aggregate_open_mean(items: list[Mapping[str, Any]]) -> float | None:
     from naru_eval.judge.score import aggregate_mean
 
     return aggregate_mean(items)
+
+
+def aggregate_open_macro(items: list[Mapping[str, Any]]) -> float | None:
+    """naru_open ``overall``/``narrative``/``cultural``: mean of the category mean recalls."""
+    from naru_eval.judge.score import aggregate_open_macro as _agg
+
+    return _agg(items)
 
 
 def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float:

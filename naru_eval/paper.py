@@ -1,17 +1,20 @@
-"""The NARU paper's published figures, and a check that they are consistent with each other.
+"""The NARU paper's published figures, the authors' published leaderboard, and a check that
+the paper's figures are consistent with each other.
 
-``results/paper_reference.json`` is built from the shared extraction of the paper's figures
-(``/work/shared/reference/naru_paper.json``) by::
+Both ship with the package (``naru_eval/data_files/``), so nothing outside the installation is
+read at run time:
 
-    python -m naru_eval.paper --source /work/shared/reference/naru_paper.json -o results/paper_reference.json
+* ``naru_paper.json``: the paper's printed figures (tables I-III, the Fig. 3 end points);
+* ``official_results.json``: the authors' published leaderboard (13 multiple-choice
+  configurations as correct counts per category, 8 open-ended ones as per-category recall).
 
-The same reference is embedded here (:data:`PAPER_REFERENCE`), so an installed ``naru-eval``
-works without the checkout; ``tests/test_leaderboard.py`` checks that the two agree and that both
-follow from the source file.
+``results/paper_reference.json`` is the normalised paper reference, rebuilt by::
+
+    python -m naru_eval.paper -o results/paper_reference.json
 
 :func:`consistency_checks` shows that the paper's overall accuracies follow from its narrative
-and cultural accuracies and the table I category counts, e.g. Gemini-3-Flash:
-(84.2 x 745 + 68.2 x 736) / 1481 = 76.2.
+and cultural accuracies by the authors' aggregation, overall = (narrative + cultural) / 2, e.g.
+Gemini-3-Flash: (84.2 + 68.2) / 2 = 76.2.
 """
 
 from __future__ import annotations
@@ -26,17 +29,40 @@ from typing import Any
 
 from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE
 
+PAPER_TITLE = (
+    "NARU: A Benchmark for NARrative Evolution and Cultural Nuance Understanding in Japanese Extreme Long Video"
+)
+PAPER_ARXIV = "2608.13210"
+#: how the page and the JSON name the paper: its title and arXiv id, nothing else
+PAPER = {"title": PAPER_TITLE, "arxiv": PAPER_ARXIV}
+PAPER_SOURCE_FILE = "naru_eval/data_files/naru_paper.json"
+OFFICIAL_SOURCE_FILE = "naru_eval/data_files/official_results.json"
+
+
+def _package_json(name: str) -> dict[str, Any]:
+    return json.loads((Path(__file__).resolve().parent / "data_files" / name).read_text(encoding="utf-8"))
+
+
+def paper_source() -> dict[str, Any]:
+    """The paper's figures as shipped in the package (``naru_eval/data_files/naru_paper.json``)."""
+    return _package_json("naru_paper.json")
+
+
+def official_results() -> dict[str, Any]:
+    """The authors' published leaderboard (``naru_eval/data_files/official_results.json``)."""
+    return _package_json("official_results.json")
+
+
 REFERENCE_SCHEMA_VERSION = 1
-DEFAULT_SOURCE = Path("/work/shared/reference/naru_paper.json")
 
 #: The paper's values are printed to one decimal: each published number is within 0.05 of the
 #: true value, so an overall recomputed from rounded narrative/cultural values may differ from the
-#: printed overall by up to 0.05 (rounding of the inputs, a weighted mean) + 0.05 (of the output).
+#: printed overall by up to 0.05 (rounding of the inputs, a mean) + 0.05 (of the output).
 ROUNDING_TOLERANCE = 0.1
 
 
-def reference_from_source(src: Mapping[str, Any], source_file: str | None = str(DEFAULT_SOURCE)) -> dict[str, Any]:
-    """The normalised reference (tables I-III, the frame-sweep end points) from the shared JSON."""
+def reference_from_source(src: Mapping[str, Any], source_file: str | None = PAPER_SOURCE_FILE) -> dict[str, Any]:
+    """The normalised reference (tables I-III, the frame-sweep end points) from the figures JSON."""
     cats = src["categories"]
     sweep = dict(src["frame_sweep_overall_accuracy_approx"])
     recall = dict(src["open_ended_recall_table_iii"])
@@ -48,10 +74,11 @@ def reference_from_source(src: Mapping[str, Any], source_file: str | None = str(
     protocol = src["protocol"]
     return {
         "schema_version": REFERENCE_SCHEMA_VERSION,
+        "paper": dict(PAPER),
         "source": {
             "document": src["source"],
             "file": source_file,
-            "built_by": "python -m naru_eval.paper --source FILE -o results/paper_reference.json",
+            "built_by": "python -m naru_eval.paper -o results/paper_reference.json",
         },
         "chance": protocol.get("chance", 25.0),
         "table_i": {
@@ -85,87 +112,11 @@ def reference_from_source(src: Mapping[str, Any], source_file: str | None = str(
     }
 
 
-#: ``reference_from_source(json.load(open("/work/shared/reference/naru_paper.json")))``
-PAPER_REFERENCE: dict[str, Any] = {
-    "schema_version": 1,
-    "source": {
-        "document": "NARU paper (seed 000) and its summary (seed 001). Figures only; null where the paper gives none.",
-        "file": "/work/shared/reference/naru_paper.json",
-        "built_by": "python -m naru_eval.paper --source FILE -o results/paper_reference.json",
-    },
-    "chance": 25.0,
-    "table_i": {
-        "counts": {
-            "N.1": 185, "N.2": 187, "N.3": 186, "N.4": 187,
-            "C.1": 143, "C.2": 147, "C.3": 148, "C.4": 149, "C.5": 149,
-        },
-        "names": {
-            "N.1": "Character/Entity Evolution",
-            "N.2": "Sequential/Topical Flow",
-            "N.3": "Plot/Conflict Progression",
-            "N.4": "Idea/Thematic Development",
-            "C.1": "Aizuchi (Conversational Mechanics)",
-            "C.2": "Kuuki wo Yomu (Situational Awareness)",
-            "C.3": "Subtext Interpretation",
-            "C.4": "Cultural Context Recognition",
-            "C.5": "Sentiment Analysis",
-        },
-        "totals": {"questions": 1481, "narrative": 745, "cultural": 736, "videos": 155, "hours": 146.8},
-    },
-    "table_ii": {
-        "unit": "percent",
-        "metric": "MCQ accuracy on all 1,481 questions",
-        "protocol": {
-            "gemini": "native video input, uniform sampling at fps=0.25 (3,600 frames for a 4-hour video)",
-            "open_weight": "maximum uniform sparse-frame sampling the model's context window allows "
-            "(64-128 frames in the paper's runs)",
-        },
-        "rows": {
-            "Gemini-3-Flash": {"overall": 76.2, "narrative": 84.2, "cultural": 68.2, "N.4": 78.1, "C.3": 57.4},
-            "Gemini-3-Pro": {"overall": 70.0, "C.3": 64.2},
-            "Gemini-2.5-Flash": {"overall": 51.4},
-            "Qwen3.5-9B": {"overall": 39.8},
-            "Qwen3-VL-8B": {"overall": 37.4},
-            "InternVL3.5": {"overall": 31.5, "N.1": 20.0},
-            "Qwen2.5-VL-7B": {"overall": 29.7},
-            "MiniCPM-o-2.6": {"overall": 29.6, "N.1": 23.2},
-        },
-    },
-    "table_iii": {
-        "unit": "fraction",
-        "metric": "open-ended atomic-fact recall",
-        "judge": "GPT-5.5; decompose reference into atomic facts, check coverage; metric = atomic-fact recall",
-        "rows": {
-            "Gemini-3-Flash": 0.78, "Gemini-3-Pro": 0.75, "Gemini-2.5-Flash": 0.66, "Qwen3.5-9B": 0.56,
-            "Qwen3-VL-8B": 0.44, "InternVL3.5": 0.38, "Qwen2.5-VL-7B": 0.35, "MiniCPM-o-2.6": 0.21,
-        },
-        "share_with_at_least_one_fact": {"cultural": 0.789, "narrative": 0.663},
-    },
-    "frame_sweep": {
-        "unit": "percent",
-        "metric": "overall MCQ accuracy on the 500-question diagnostic subset",
-        "budgets": [8, 16, 32, 64, 128],
-        "approximate": True,
-        "note": "read off Fig. 3 as the text states them: approximately, at 8 and 128 frames",
-        "overall": {
-            "Gemini-3-Pro": {"8": 64, "128": 71},
-            "Gemini-3-Flash": {"8": 53, "128": 64},
-            "Gemini-2.5-Flash": {"8": 39, "128": 51},
-            "Qwen3-VL-8B": {"8": 31, "128": 38},
-            "Qwen2.5-VL-7B": {"128": 30},
-            "MiniCPM-o-2.6": {"128": 30},
-            "InternVL3.5": {"128": 30},
-        },
-        "narrative_gain_pp_range": [1.4, 20.5],
-        "cultural_gain_pp_range": [-3.9, 10.0],
-    },
-}  # fmt: skip
-
-
 def load_reference(path: str | Path | None = None) -> dict[str, Any]:
-    """A reference file (``results/paper_reference.json`` format), or the embedded copy."""
+    """A reference file (``results/paper_reference.json`` format), or the one built from the
+    package's copy of the paper's figures."""
     if path is None:
-        return json.loads(json.dumps(PAPER_REFERENCE))  # a deep copy
+        return reference_from_source(paper_source())
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if data.get("schema_version") != REFERENCE_SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {data.get('schema_version')!r}, expected {REFERENCE_SCHEMA_VERSION}")
@@ -194,13 +145,14 @@ class ConsistencyCheck:
         return asdict(self)
 
 
-def implied_overall(narrative: float, cultural: float, n_narrative: int, n_cultural: int) -> float:
-    """The overall accuracy that narrative and cultural accuracies imply (a question-weighted mean)."""
-    return (narrative * n_narrative + cultural * n_cultural) / (n_narrative + n_cultural)
+def implied_overall(narrative: float, cultural: float) -> float:
+    """The overall accuracy that narrative and cultural accuracies imply by the authors'
+    aggregation: their plain mean (not weighted by question counts)."""
+    return (narrative + cultural) / 2
 
 
 def consistency_checks(ref: Mapping[str, Any], tolerance: float = ROUNDING_TOLERANCE) -> list[ConsistencyCheck]:
-    """Table I counts add up; each table II overall follows from its narrative/cultural values."""
+    """Table I counts add up; each table II overall is the mean of its narrative/cultural values."""
     checks: list[ConsistencyCheck] = []
     counts = ref["table_i"]["counts"]
     totals = ref["table_i"]["totals"]
@@ -216,11 +168,10 @@ def consistency_checks(ref: Mapping[str, Any], tolerance: float = ROUNDING_TOLER
         )
     for model, row in ref["table_ii"]["rows"].items():
         if all(row.get(k) is not None for k in ("overall", "narrative", "cultural")):
-            imp = implied_overall(row["narrative"], row["cultural"], n_nar, n_cul)
+            imp = implied_overall(row["narrative"], row["cultural"])
             ok = abs(imp - row["overall"]) <= tolerance + 1e-9
-            detail = (
-                f"({row['narrative']}·{n_nar} + {row['cultural']}·{n_cul})/{n_nar + n_cul} = {imp:.3f} "
-                f"≈ {imp:.1f}; stated {row['overall']}" + ("" if ok else f" (off by more than {tolerance})")
+            detail = f"({row['narrative']} + {row['cultural']})/2 = {imp:.3f} ≈ {imp:.1f}; stated {row['overall']}" + (
+                "" if ok else f" (off by more than {tolerance})"
             )
             checks.append(
                 ConsistencyCheck(
@@ -252,10 +203,13 @@ def format_checks(checks: Sequence[ConsistencyCheck]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m naru_eval.paper", description=__doc__.split("\n\n")[0])
-    p.add_argument("--source", default=str(DEFAULT_SOURCE), help="the shared figures JSON")
+    p.add_argument("--source", help=f"a figures JSON (default: the package's {PAPER_SOURCE_FILE})")
     p.add_argument("-o", "--out", help="write the reference here (e.g. results/paper_reference.json)")
     args = p.parse_args(argv)
-    ref = reference_from_source(json.loads(Path(args.source).read_text(encoding="utf-8")), args.source)
+    if args.source:
+        ref = reference_from_source(json.loads(Path(args.source).read_text(encoding="utf-8")), args.source)
+    else:
+        ref = reference_from_source(paper_source())
     text = json.dumps(ref, indent=2, ensure_ascii=False) + "\n"
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -4,10 +4,18 @@ Each question yields one :class:`ScoredSample`. lmms-eval drops the doc from its
 the whole record travels in every metric's ``process_results`` payload; every metric is then
 recomputable from the ``*_samples_<task>.jsonl`` log (see :func:`metrics_from_samples_log`).
 
-A payload carries ``score`` (0 or 100) only when the question is in the metric's scope, e.g.
-only N.1 questions carry it under ``N.1``. One aggregation, the mean of ``score`` over the
-payloads that carry it, then serves every metric, and lmms-eval's clustered standard error
-(``cluster_key: video_id``, ``score_key: score``) is computed over the right questions.
+Two kinds of metric, as the NARU authors aggregate them (docs/metrics.md):
+
+* **per-item means** (``accuracy``, ``N.1`` … ``C.5``, ``invalid_rate``): the payload carries
+  ``score`` (0 or 100) only when the question is in the metric's scope, and the metric is the
+  mean of ``score`` (:func:`aggregate_score`). lmms-eval's ``_stderr_clt``/``_stderr_clustered``
+  (``cluster_key: video_id``, ``score_key: score``) are then the right standard errors.
+* **macro means** (``overall``, ``narrative``, ``cultural``): the payload carries the per-item
+  value under ``item_score`` instead (:data:`MACRO_KEY`), and :func:`aggregate_macro` takes the
+  mean per category, then the mean over the level's categories, then (``overall``) the mean of
+  the two levels. Their payloads carry no ``score``, so lmms-eval prints N/A for their per-item
+  standard errors instead of the standard error of a micro mean; their uncertainty is the
+  video-clustered bootstrap of :mod:`naru_eval.stats`, which recomputes the same macro mean.
 """
 
 from __future__ import annotations
@@ -23,7 +31,11 @@ from typing import Any
 from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE, NaruQuestion, level_of
 from naru_eval.extract import extract_answer
 
-METRICS: tuple[str, ...] = ("overall", "narrative", "cultural", *CATEGORIES, "invalid_rate")
+#: the authors' headline metrics: means of category means (see :func:`macro_levels`)
+MACRO_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural")
+METRICS: tuple[str, ...] = (*MACRO_METRICS, *CATEGORIES, "accuracy", "invalid_rate")
+#: where a macro metric's payload carries its question's value (never ``score``: see the module doc)
+MACRO_KEY = "item_score"
 
 
 @dataclass(frozen=True)
@@ -40,9 +52,10 @@ class ScoredSample:
     correct: bool
     valid: bool
     duration_s: float | None = None  # the video's length when the data has it (diagnostics)
+    data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.data.Dataset)
 
 
-def score_response(question: NaruQuestion, response: str | None) -> ScoredSample:
+def score_response(question: NaruQuestion, response: str | None, data_fingerprint: str | None = None) -> ScoredSample:
     """Extract the letter from ``response`` and compare it with the gold answer."""
     ext = extract_answer(response, question.options)
     if not ext.valid:
@@ -58,12 +71,13 @@ def score_response(question: NaruQuestion, response: str | None) -> ScoredSample
         correct=ext.letter == question.answer,
         valid=ext.valid,
         duration_s=question.duration_s,
+        data_fingerprint=data_fingerprint,
     )
 
 
 def in_scope(metric: str, category: str) -> bool:
     """Whether a question of ``category`` counts towards ``metric``."""
-    if metric in ("overall", "invalid_rate"):
+    if metric in ("overall", "accuracy", "invalid_rate"):
         return True
     if metric == "narrative":
         return category in NARRATIVE
@@ -80,7 +94,7 @@ def metric_payloads(sample: ScoredSample) -> dict[str, dict[str, Any]]:
         payload = dict(record)
         if in_scope(metric, sample.category):
             hit = (not sample.valid) if metric == "invalid_rate" else sample.correct
-            payload["score"] = 100.0 if hit else 0.0
+            payload[MACRO_KEY if metric in MACRO_METRICS else "score"] = 100.0 if hit else 0.0
         out[metric] = payload
     return out
 
@@ -93,9 +107,53 @@ def aggregate_score(items: Iterable[Mapping[str, Any]]) -> float | None:
     return sum(scores) / len(scores)
 
 
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def macro_levels(category_means: Mapping[str, float | None], overall: str = "levels") -> dict[str, float | None]:
+    """The authors' aggregation: ``narrative`` = mean of the N.1-N.4 values, ``cultural`` = mean
+    of the C.1-C.5 values; ``overall`` = (narrative + cultural) / 2 (``overall="levels"``, table
+    II, multiple choice) or the mean of the nine category values (``overall="categories"``,
+    table III, open-ended).
+
+    Categories with no value (None or NaN: no question in scope) are left out of the means; a
+    level with none is None, and ``overall`` is then the other level's mean."""
+    if overall not in ("levels", "categories"):
+        raise ValueError(f"overall={overall!r}: expected 'levels' or 'categories'")
+
+    def present(cats: Sequence[str]) -> list[float]:
+        vals = [category_means.get(c) for c in cats]
+        return [float(v) for v in vals if v is not None and not math.isnan(v)]
+
+    nar, cul = _mean(present(NARRATIVE)), _mean(present(CULTURAL))
+    if overall == "levels":
+        ov = _mean([v for v in (nar, cul) if v is not None])
+    else:
+        ov = _mean(present(CATEGORIES))
+    return {"overall": ov, "narrative": nar, "cultural": cul}
+
+
+def aggregate_macro(items: Iterable[Mapping[str, Any]], overall: str = "levels") -> float | None:
+    """A macro metric from its payloads: the mean of ``item_score`` per category, then
+    :func:`macro_levels`. Out-of-scope payloads carry no ``item_score``, so the ``narrative``
+    payloads give the narrative mean and the ``overall`` payloads the overall one."""
+    by_cat: dict[str, list[float]] = {}
+    for x in items:
+        if MACRO_KEY in x:
+            by_cat.setdefault(str(x["category"]), []).append(float(x[MACRO_KEY]))
+    if not by_cat:
+        return None
+    unknown = sorted(set(by_cat) - set(CATEGORIES))
+    if unknown:
+        raise ValueError(f"payload category {unknown[0]!r} is not one of {', '.join(CATEGORIES)}")
+    return macro_levels({c: _mean(v) for c, v in by_cat.items()}, overall)["overall"]
+
+
 def compute_metrics(samples: Sequence[ScoredSample]) -> dict[str, float | None]:
     """All task metrics from scored samples, exactly as the lmms-eval aggregation computes them."""
-    return {m: aggregate_score(p[m] for p in map(metric_payloads, samples)) for m in METRICS}
+    payloads = [metric_payloads(s) for s in samples]
+    return {m: (aggregate_macro if m in MACRO_METRICS else aggregate_score)(p[m] for p in payloads) for m in METRICS}
 
 
 _DEFAULTED = frozenset(

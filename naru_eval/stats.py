@@ -5,7 +5,10 @@ questions, so questions are not independent. Every interval and test here theref
 or permutes whole **videos** (clusters), never single questions:
 
 * :func:`bootstrap_ci`: percentile bootstrap over videos (resample videos with replacement, seeded)
-  of every metric, recomputed as the same ratio the task reports (score sum / questions in scope);
+  of every metric, recomputed the way the task reports it: per-item metrics (``accuracy``, a
+  category, ``invalid_rate``) as score sum / questions in scope, and the authors' macro metrics
+  (``overall``, ``narrative``, ``cultural``) as the same mean of category means
+  (:func:`naru_eval.scoring.macro_levels`) on each resample;
 * :func:`compare`: two runs paired by ``question_id``: the difference of each metric (B - A, in
   percentage points), a paired bootstrap CI over videos, and a paired sign-flip permutation test
   (under "A and B are exchangeable", swapping A and B within a video leaves the distribution
@@ -25,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from naru_eval.data import CATEGORIES
-from naru_eval.scoring import METRICS, ScoredSample, in_scope
+from naru_eval.scoring import MACRO_METRICS, METRICS, ScoredSample, compute_metrics, in_scope, macro_levels
 
 DEFAULT_BOOTSTRAP_REPS = 2000
 DEFAULT_PERMUTATION_REPS = 10000
@@ -117,24 +120,66 @@ def bootstrap_ci(
     """Percentile bootstrap interval of every metric, resampling whole clusters (videos).
 
     Each replicate draws as many videos as there are, with replacement, and recomputes each
-    metric as (sum of scores) / (questions in scope) over the drawn videos' questions. Replicates
-    in which a metric has no question (a category absent from every drawn video) are ignored for
-    that metric. ``None`` when the metric has no question at all.
+    per-item metric as (sum of scores) / (questions in scope) over the drawn videos' questions,
+    and each macro metric as the mean of those category accuracies (:func:`macro_draws`).
+    Replicates in which a metric has no question (a category absent from every drawn video) are
+    ignored for that metric. ``None`` when the metric has no question at all.
     """
     if not samples:
         return {m: None for m in metrics}
     table = score_table(samples, metrics, cluster)
     s, n = table.cluster_sums()
     w = _cluster_weights(np.random.default_rng(seed), len(table.cluster_names), reps)
-    draws = _ratio(w @ s, w @ n)
+    draws = _with_macros(_ratio(w @ s, w @ n), table.metrics, samples, cluster, w)
     return dict(zip(metrics, _percentile_interval(draws, level), strict=True))
 
 
+def _category_ratios(samples: Sequence[ScoredSample], cluster: str, w: np.ndarray) -> np.ndarray:
+    """(reps, 9): each replicate's category accuracies (NaN where a category has no question)."""
+    t = score_table(samples, CATEGORIES, cluster)
+    cs, cn = t.cluster_sums()
+    return _ratio(w @ cs, w @ cn)
+
+
+def macro_draws(cat_draws: np.ndarray) -> dict[str, np.ndarray]:
+    """``overall``/``narrative``/``cultural`` of each replicate from its category accuracies
+    ((reps, 9) in CATEGORIES order), by the one definition :func:`macro_levels`."""
+    out = {m: np.full(cat_draws.shape[0], np.nan) for m in MACRO_METRICS}
+    for r, row in enumerate(cat_draws):
+        for m, v in macro_levels(dict(zip(CATEGORIES, row.tolist(), strict=True))).items():
+            out[m][r] = np.nan if v is None else v
+    return out
+
+
+def _with_macros(
+    draws: np.ndarray, metrics: Sequence[str], samples: Sequence[ScoredSample], cluster: str, w: np.ndarray
+) -> np.ndarray:
+    """``draws`` with the macro metrics' columns replaced by their macro recomputation."""
+    cols = [j for j, m in enumerate(metrics) if m in MACRO_METRICS]
+    if not cols:
+        return draws
+    macros = macro_draws(_category_ratios(samples, cluster, w))
+    for j in cols:
+        draws[:, j] = macros[metrics[j]]
+    return draws
+
+
 def point_estimates(samples: Sequence[ScoredSample], metrics: Sequence[str] = METRICS) -> dict[str, float | None]:
-    table = score_table(samples, metrics)
-    tot = (table.scores * table.mask).sum(axis=0)
-    cnt = table.mask.sum(axis=0)
-    return {m: (float(tot[j] / cnt[j]) if cnt[j] else None) for j, m in enumerate(metrics)}
+    """The metrics as the task reports them (:func:`naru_eval.scoring.compute_metrics`)."""
+    values = compute_metrics(samples)
+    return {m: values[m] for m in metrics}
+
+
+def macro_weights(samples: Sequence[ScoredSample], metric: str) -> dict[str, float]:
+    """Category -> weight of its accuracy in the macro ``metric``: with the category counts fixed
+    (a paired comparison), the macro mean is linear in the categories' accuracies, and these are
+    its coefficients (read off :func:`macro_levels` itself, one unit category at a time)."""
+    present = sorted({s.category for s in samples}, key=CATEGORIES.index)
+    out = {}
+    for c in present:
+        v = macro_levels({k: (1.0 if k == c else 0.0) for k in present})[metric]
+        out[c] = float(v or 0.0)
+    return out
 
 
 def counts(samples: Sequence[ScoredSample], metrics: Sequence[str] = METRICS) -> dict[str, int]:
@@ -268,6 +313,13 @@ def compare(
     metrics: Sequence[str] = METRICS,
 ) -> Comparison:
     """Paired comparison of runs ``a`` and ``b`` on the questions both answered (B - A)."""
+    fa = {s.data_fingerprint for s in a if s.data_fingerprint}
+    fb = {s.data_fingerprint for s in b if s.data_fingerprint}
+    if fa and fb and fa != fb:
+        raise ValueError(
+            f"the runs were computed on different data (fingerprints {', '.join(sorted(fa))} vs "
+            f"{', '.join(sorted(fb))}); runs on different data are never compared"
+        )
     by_a = {s.question_id: s for s in a}
     by_b = {s.question_id: s for s in b}
     common = [q for q in by_a if q in by_b]
@@ -295,6 +347,21 @@ def compare(
     rng = np.random.default_rng(seed)
     w = _cluster_weights(rng, len(ta.cluster_names), reps) if common else np.zeros((0, 0))
     boot = _ratio(w @ d, w @ n) if common else np.zeros((0, len(metrics)))
+    if common and any(m in MACRO_METRICS for m in metrics):
+        # a macro difference is the difference of the two runs' macro means on the same resample
+        ma = macro_draws(_category_ratios(sa, "video_id", w))
+        mb = macro_draws(_category_ratios(sb, "video_id", w))
+        cat_a = score_table(sa, CATEGORIES)  # same question order, so the same video indices as ta
+        cat_d = score_table(sb, CATEGORIES).cluster_sums()[0] - cat_a.cluster_sums()[0]  # (V, 9)
+        n_cat = cat_a.mask.sum(axis=0)
+        for j, m in enumerate(metrics):
+            if m not in MACRO_METRICS:
+                continue
+            boot[:, j] = mb[m] - ma[m]
+            # per-video contribution to the macro difference (linear in the category sums)
+            coef = np.array([macro_weights(sa, m).get(c, 0.0) / n_cat[k] if n_cat[k] else 0.0
+                             for k, c in enumerate(CATEGORIES)])  # fmt: skip
+            d[:, j] = cat_d @ coef  # sums to macro(B) - macro(A): the sign-flip test's statistic
     cis = _percentile_interval(boot, level) if common else [None] * len(metrics)
     pa = point_estimates(sa, metrics) if common else {m: None for m in metrics}
     pb = point_estimates(sb, metrics) if common else {m: None for m in metrics}

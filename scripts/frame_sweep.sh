@@ -9,7 +9,8 @@
 #   sbatch --array=0-4 scripts/frame_sweep.slurm --model ... --out ...      (one budget per array task)
 #
 # Each budget F gets OUT/fF/ (lmms-eval's output directory) with manifest.json (model, args
-# without secrets, budget, package versions, git revision, data fingerprint, usage). Resumable:
+# without secrets, budget and its sampling label as the official NARU table prints it, "F Frames",
+# package versions, git revision, data fingerprint, usage). Resumable:
 # a budget whose results file exists with complete n-samples is skipped; an unfinished one is run
 # again and the response store (NARU_RESPONSE_STORE, default OUT/responses.sqlite) skips the
 # questions already answered. lmms-eval 0.7.3 exits 0 even when the evaluation crashed, so each
@@ -168,6 +169,7 @@ for F in "${SELECTED[@]}"; do
   ARGS="${MODEL_ARGS//\{F\}/$F}"
   ARGS="${ARGS:+$ARGS,}num_frames=$F"
   export SWEEP_MODEL_ARGS="$ARGS" SWEEP_BUDGET="$F"
+  SAMPLING="$F Frames"  # the official leaderboard's label of a num_frames=F run
   export NARU_RESPONSE_STORE="${STORE_TEMPLATE//\{F\}/$F}"
   CMD=("${LAUNCH[@]}" --model "$MODEL" --model_args "$ARGS" --tasks "$TASKS" --output_path "$DIR"
        --log_samples --batch_size 1 ${EXTRA[@]+"${EXTRA[@]}"})
@@ -191,7 +193,7 @@ for F in "${SELECTED[@]}"; do
   SHOWN=("${LAUNCH[@]}" --model "$MODEL" --model_args "$(mask "$ARGS")" --tasks "$TASKS" --output_path "$DIR"
          --log_samples --batch_size 1 ${EXTRA[@]+"${EXTRA[@]}"})
   if [[ $DRY -eq 1 ]]; then
-    echo "# f=$F ($STATUS_MSG)"
+    echo "# f=$F [$SAMPLING] ($STATUS_MSG)"
     echo "$(quote "NARU_RESPONSE_STORE=$NARU_RESPONSE_STORE" "NARU_FRAME_CACHE=$NARU_FRAME_CACHE") $(quote "${SHOWN[@]}")"
     continue
   fi
@@ -203,7 +205,7 @@ for F in "${SELECTED[@]}"; do
   fi
   "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status running || die "f=$F: cannot write $DIR/manifest.json"
   START=$(date +%s)
-  log "f=$F invoke: $(quote "${SHOWN[@]}")"
+  log "f=$F invoke [$SAMPLING]: $(quote "${SHOWN[@]}")"
   set +e
   # lmms-eval prints model_args: secrets are masked on their way to the log and the terminal
   if [[ $QUIET -eq 1 ]]; then
@@ -228,7 +230,7 @@ for F in "${SELECTED[@]}"; do
     exit 1
   fi
   "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status "done" --seconds "$SECONDS_TAKEN"
-  log "f=$F done in ${SECONDS_TAKEN}s: $STATUS_MSG"
+  log "f=$F [$SAMPLING] done in ${SECONDS_TAKEN}s: $STATUS_MSG"
   exec 9>&-
 done
 [[ $DRY -eq 1 ]] || log "sweep finished: budgets ${SELECTED[*]} in $OUT_ABS"

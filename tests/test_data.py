@@ -103,7 +103,11 @@ def test_hf_dataset_with_column_mapping(small_data, tmp_path, monkeypatch):
     assert [q.question_id for q in ds.questions] == [r["question_id"] for r in rows]
     assert ds.questions == load_local(small_data).questions
     assert ds.video_file(ds.questions[0]) == small_data / "videos" / f"{ds.questions[0].video_id}.mp4"
-    # without the mapping the renamed columns are missing, and every record says so
+    # without the mapping: one error naming the missing fields, the columns found and the mapping to set
+    monkeypatch.delenv("NARU_HF_COLUMNS")
     with pytest.raises(DataError) as err:
-        load_hf(str(tmp_path / "hub"), column_map={"category": "category"})
-    assert len(err.value.problems) >= len(rows)
+        load_hf(str(tmp_path / "hub"))
+    (msg,) = err.value.problems
+    assert "unknown schema" in msg and "question_id, options" in msg
+    assert "Columns found: " in msg and "qid" in msg and "choices" in msg and "category" in msg
+    assert "NARU_HF_COLUMNS='{" in msg

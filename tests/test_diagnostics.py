@@ -408,3 +408,21 @@ def dataclass_no_duration(x: NaruQuestion) -> NaruQuestion:
     import dataclasses
 
     return dataclasses.replace(x, duration_s=None)
+
+
+def test_paired_gap_scopes_use_the_authors_macro():
+    """Unequal categories: by_scope overall/narrative/cultural are differences of means of
+    category accuracies; the top level and ``accuracy`` stay the micro gap."""
+    from naru_eval.diagnostics import Unit, paired_gap
+
+    cats = ["N.1"] * 10 + ["N.2"] * 2 + ["C.1"] * 2
+    a = {f"q{i}": Unit(f"q{i}", f"v{i % 4}", c, "A", None, c != "N.2") for i, c in enumerate(cats)}
+    b = {q: Unit(u.question_id, u.video_id, u.category, "A", None, False) for q, u in a.items()}
+    gap = paired_gap(a, b, iters=300, seed=0, name="t", scopes=True)
+    sc = gap["by_scope"]
+    assert sc["narrative"]["gap"] == pytest.approx(50.0)  # mean(N.1 100, N.2 0); micro 10/12
+    assert sc["cultural"]["gap"] == pytest.approx(100.0)
+    assert sc["overall"]["gap"] == pytest.approx(75.0) and sc["overall"]["a_accuracy"] == pytest.approx(75.0)
+    assert gap["gap"] == pytest.approx(100 * 12 / 14) == sc["accuracy"]["gap"]
+    lo, hi = sc["overall"]["ci95"]
+    assert lo <= 75.0 <= hi

@@ -12,12 +12,25 @@ from pathlib import Path
 import pytest
 
 from naru_eval.cli_results import register
-from naru_eval.leaderboard import build_leaderboard, parse_model_args, same_model_args, usage_from_store
+from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.leaderboard import (
+    OFFICIAL_DATA,
+    build_leaderboard,
+    markdown,
+    parse_model_args,
+    published_rows,
+    render_html,
+    same_model_args,
+    sampling_label,
+    usage_from_store,
+)
 from naru_eval.paper import (
-    PAPER_REFERENCE,
+    PAPER,
     consistency_checks,
     implied_overall,
     load_reference,
+    official_results,
+    paper_source,
     reference_from_source,
 )
 from naru_eval.scoring import METRICS, metrics_from_samples_log
@@ -40,29 +53,104 @@ def run_cli(*argv: str) -> int:
 # --------------------------------------------------------------------------- the paper (fast)
 
 
-def test_paper_reference_file_is_built_from_the_shared_source():
+def test_paper_reference_file_is_built_from_the_package_figures():
+    """results/paper_reference.json, the reference the code loads, and the package's own copy of
+    the paper's figures agree; nothing outside the repository is read."""
     ref_file = json.loads((ROOT / "results" / "paper_reference.json").read_text(encoding="utf-8"))
-    assert ref_file == PAPER_REFERENCE == load_reference()
-    assert ref_file["source"]["file"] == "/work/shared/reference/naru_paper.json"
-    src = Path("/work/shared/reference/naru_paper.json")
-    if src.exists():
-        assert reference_from_source(json.loads(src.read_text(encoding="utf-8"))) == ref_file
+    assert ref_file == load_reference() == reference_from_source(paper_source())
+    src = ref_file["source"]["file"]
+    assert not Path(src).is_absolute() and (ROOT / src).is_file()
+    assert ref_file["paper"] == PAPER == {"title": PAPER["title"], "arxiv": "2608.13210"}
     assert ref_file["table_i"]["counts"] == PAPER_COUNTS
     assert ref_file["table_ii"]["rows"]["Gemini-3-Flash"]["overall"] == 76.2
     assert ref_file["table_iii"]["rows"]["MiniCPM-o-2.6"] == 0.21
     assert ref_file["frame_sweep"]["overall"]["Gemini-3-Pro"] == {"8": 64, "128": 71}
 
 
-def test_paper_overall_follows_from_narrative_cultural_and_counts():
-    assert implied_overall(84.2, 68.2, 745, 736) == pytest.approx((84.2 * 745 + 68.2 * 736) / 1481)
-    assert round(implied_overall(84.2, 68.2, 745, 736), 1) == 76.2
+def test_paper_overall_follows_from_narrative_cultural():
+    """The authors' aggregation: overall = (narrative + cultural) / 2, not question-weighted."""
+    assert implied_overall(84.2, 68.2) == pytest.approx(76.2)
     checks = consistency_checks(load_reference())
     flash = next(c for c in checks if c.model == "Gemini-3-Flash")
-    assert flash.ok is True and flash.stated == 76.2 and "76.2" in flash.detail
+    assert flash.ok is True and flash.stated == 76.2 and "(84.2 + 68.2)/2 = 76.200" in flash.detail
     assert all(c.ok for c in checks if c.name.startswith("table I:"))
     assert all(c.ok is not False for c in checks)
     # rows with only an overall cannot be checked, and say so
     assert next(c for c in checks if c.model == "Qwen3-VL-8B").ok is None
+
+
+# Table III overall as published vs the mean of the published (2-decimal) category recalls.
+# Gemini-3-Pro's categories average 0.7444, printed 0.75: within the rounding of its inputs.
+TABLE_III_OFF_BY_INPUT_ROUNDING = {"Gemini-3-Pro"}
+
+
+def test_published_rows_reproduce_every_value_the_paper_prints():
+    """From the committed official figures, the leaderboard's published rows give every value of
+    the paper's table II (to one decimal) and table III (to two decimals, see above)."""
+    lb = build_leaderboard([], reps=10)
+    rows = {(r["task"], r["model"]): r for r in lb.data["published"]["rows"]}
+    assert rows == {(r["task"], r["model"]): r for r in published_rows()}
+    ref = load_reference()
+    for model, printed in ref["table_ii"]["rows"].items():
+        got = rows[("naru_mcq", model)]["metrics"]
+        for metric, value in printed.items():
+            assert round(got[metric], 1) == value, (model, metric, got[metric], value)
+    for model, value in ref["table_iii"]["rows"].items():
+        got = rows[("naru_open", model)]["metrics"]["overall"]
+        assert abs(got - value) <= 0.005 + 0.005 + 1e-9, (model, got, value)
+        assert (round(got, 2) == value) == (model not in TABLE_III_OFF_BY_INPUT_ROUNDING), (model, got, value)
+    # the micro mean would not give table II: Gemini-3-Pro 70.1, Gemini-2.5-Flash 51.5, Qwen3-VL-8B 37.5
+    for model, micro in (("Gemini-3-Pro", 70.1), ("Gemini-2.5-Flash", 51.5), ("Qwen3-VL-8B", 37.5)):
+        assert round(rows[("naru_mcq", model)]["metrics"]["accuracy"], 1) == micro
+
+
+def test_published_rows_are_complete_and_marked():
+    off = official_results()
+    pub = published_rows()
+    mcq = [r for r in pub if r["task"] == "naru_mcq"]
+    opn = [r for r in pub if r["task"] == "naru_open"]
+    assert len(mcq) == 13 == len(off["mcq_rq1"]["rows"]) and len(opn) == 8 == len(off["open_rq3"]["rows"])
+    for r in pub:
+        assert r["published"] is True and r["data"] == OFFICIAL_DATA and r["ci95"] is None
+        assert r["sampling"] and r["from"], r["model"]
+        assert all(r["metrics"][c] is not None for c in ("overall", "narrative", "cultural", *CATEGORIES))
+    by = {r["model"]: r for r in mcq}
+    assert by["Qwen3-VL-8B"]["sampling"] == "0.25 FPS" and by["InternVL3.5"]["sampling"] == "64 Frames"
+    assert by["InternVL3.5"]["from"] == "Shanghai AI Lab"
+    # an independent computation from the raw counts: InternVL3.5 N.1 = 37 of 185
+    assert by["InternVL3.5"]["metrics"]["N.1"] == pytest.approx(100 * 37 / 185)
+    assert by["DeepFrame Platform"]["metrics"]["N.1"] == 86.2 and by["DeepFrame Platform"]["counts"] is None
+    nar = sum(by["Qwen3-VL-8B"]["metrics"][c] for c in NARRATIVE) / 4
+    cul = sum(by["Qwen3-VL-8B"]["metrics"][c] for c in CULTURAL) / 5
+    assert by["Qwen3-VL-8B"]["metrics"]["overall"] == pytest.approx((nar + cul) / 2)
+    q = next(r for r in opn if r["model"] == "Qwen3-VL-8B")
+    assert q["metrics"]["overall"] == pytest.approx(sum(q["metrics"][c] for c in CATEGORIES) / 9)
+
+
+def test_committed_leaderboard_is_the_published_one():
+    """results/leaderboard.{json,md,html} are what `naru-eval leaderboard` builds from the
+    official figures; the page names the paper by title and arXiv id only, and says what the
+    published rows are."""
+    committed = json.loads((ROOT / "results" / "leaderboard.json").read_text(encoding="utf-8"))
+    fresh = build_leaderboard([], reps=committed["bootstrap"]["reps"]).data
+    for key in ("published", "tables", "paper", "entries", "data_note", "aggregation"):
+        assert committed[key] == fresh[key], key
+    md = (ROOT / "results" / "leaderboard.md").read_text(encoding="utf-8")
+    page = (ROOT / "results" / "leaderboard.html").read_text(encoding="utf-8")
+    assert md == markdown(committed) and page == render_html(committed)
+    for text in (md, page):
+        assert "arXiv 2608.13210" in text and PAPER["title"] in text
+        assert "not runs of ours" in text and "never merged or compared" in text
+        for internal in ("seed 00", "(seed", "summary", "/work", "shared/"):
+            assert internal not in text.lower(), internal
+    assert "| Gemini-3-Flash | published | Google | 0.25 FPS | official | 76.2 |" in md
+
+
+def test_sampling_labels():
+    assert sampling_label(128, None) == "128 Frames" and sampling_label(None, 0.25) == "0.25 FPS"
+    assert sampling_label(16, None, "naru_gemini") == "16 Frames"  # explicit model_args win
+    assert sampling_label(None, None, "naru_gemini") == "0.25 FPS"  # else the adapter's default
+    assert sampling_label(None, None, "naru_replay") == "default"  # no fixed default
 
 
 def test_consistency_check_catches_an_inconsistent_row_and_counts():
@@ -123,6 +211,9 @@ def runs(tmp_path_factory):
 
 @pytest.mark.slow
 def test_leaderboard_numbers_come_from_the_sample_logs(runs, tmp_path):
+    from naru_eval.data import load_local
+
+    fingerprint = load_local(runs["data"]).fingerprint
     lb = build_leaderboard([runs["a"]["dir"], runs["b"]["dir"]], reps=500)
     assert not lb.errors, lb.errors
     entries = {(e["model"], e["task"]): e for e in lb.data["entries"]}
@@ -144,15 +235,23 @@ def test_leaderboard_numbers_come_from_the_sample_logs(runs, tmp_path):
         assert e["n"]["overall"] == len(ids) and e["n"]["videos"] == 12
         assert e["n"]["narrative"] + e["n"]["cultural"] == len(ids)
         assert e["frames"] == (8 if name == "model-a" else 32) and e["fps"] is None and e["judge"] is None
-        assert e["run"]["adapter"] == "naru_replay" and e["run"]["task_version"] == 1.0
+        assert e["run"]["adapter"] == "naru_replay" and e["run"]["task_version"] == 2.0
         assert e["run"]["model_args"]["num_frames"] == str(e["frames"])
-        assert e["id"] == f"{name} | {task} | frames={e['frames']} | judge=-"
-        # the interval tracks lmms-eval's own clustered standard error (an independent estimate)
-        se = run.results()["results"][task]["overall_stderr_clustered,none"]
-        assert 0.5 * 1.96 * se < (e["ci95"]["overall"][1] - e["ci95"]["overall"][0]) / 2 < 1.6 * 1.96 * se
-    assert lb.data["schema_version"] == 1
+        assert e["sampling"] == f"{e['frames']} Frames" and e["data"] == fingerprint
+        assert e["id"] == f"{name} | {task} | {e['frames']} Frames | judge=- | data={fingerprint}"
+        # the micro interval tracks lmms-eval's own clustered standard error (an independent estimate)
+        se = run.results()["results"][task]["accuracy_stderr_clustered,none"]
+        assert 0.5 * 1.96 * se < (e["ci95"]["accuracy"][1] - e["ci95"]["accuracy"][0]) / 2 < 1.6 * 1.96 * se
+    # the runs sit in one table with the published rows, sorted by overall
+    table = next(t for t in lb.data["tables"] if t["task"] == "naru_mcq")
+    assert table["data"] == fingerprint and len(table["rows"]) == 13 + 2
+    by_id = {r["id"]: r for r in [*lb.data["published"]["rows"], *lb.data["entries"]]}
+    overall = [by_id[i]["metrics"]["overall"] for i in table["rows"]]
+    assert overall == sorted(overall, reverse=True)
+    assert lb.data["schema_version"] == 2
     assert lb.data["bootstrap"] == {
-        "method": "percentile bootstrap, videos resampled with replacement",
+        "method": "percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
+        "recomputed as means of category means on each resample",
         "cluster": "video_id",
         "reps": 500,
         "seed": 0,
@@ -175,7 +274,7 @@ def test_leaderboard_cli_outputs_and_paper_rows(runs, tmp_path, capsys):
     page = out.with_suffix(".html").read_text(encoding="utf-8")
     a_full = next(e for e in data["entries"] if e["model"] == "model-a" and e["task"] == "naru_mcq")
     rows = {(r["model"], r["source"], r["task"], r["metric"]): r for r in data["paper"]["comparison"]}
-    paper = PAPER_REFERENCE["table_ii"]["rows"]["Gemini-3-Flash"]
+    paper = load_reference()["table_ii"]["rows"]["Gemini-3-Flash"]
     for metric, value in paper.items():
         r = rows[("model-a", "table_ii", "naru_mcq", metric)]
         assert r["paper"] == value and r["diff"] == pytest.approx(a_full["metrics"][metric] - value)
@@ -187,9 +286,10 @@ def test_leaderboard_cli_outputs_and_paper_rows(runs, tmp_path, capsys):
     assert data["paper"]["consistent"] is True
     assert any(c["model"] == "Gemini-3-Flash" and c["ok"] for c in data["paper"]["consistency"])
     for text in (md, printed):
-        assert "(84.2·745 + 68.2·736)/1481 = 76.249 ≈ 76.2" in text
-    assert "Beside the paper" in md and "| model-a | Gemini-3-Flash | table_ii |" in md
-    assert "76.249" in page and "Gemini-3-Flash" in page
+        assert "(84.2 + 68.2)/2 = 76.200 ≈ 76.2" in text
+    assert "Runs beside the paper's tables" in md and "| model-a | Gemini-3-Flash | table_ii |" in md
+    assert "76.200" in page and "Gemini-3-Flash" in page
+    assert "leaderboard page: " in printed and str(out.with_suffix(".html").resolve()) in printed
     # the heat map is drawn; no model has two budgets, so the sweep figures say why they are missing
     assert (out.parent / "leaderboard_plots" / "category_heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Not drawn: frame-budget figures" in page
@@ -216,13 +316,15 @@ def test_duplicates_are_noted_and_conflicts_are_errors(runs, tmp_path, capsys):
     for payload in lines[0].values():
         if isinstance(payload, dict) and "correct" in payload:
             payload["correct"] = not payload["correct"]
-            if "score" in payload and payload is not lines[0]["invalid_rate"]:
-                payload["score"] = 100.0 - payload["score"]
+            for key in ("score", "item_score"):
+                if key in payload and payload is not lines[0]["invalid_rate"]:
+                    payload[key] = 100.0 - payload[key]
     log.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     lb = build_leaderboard([runs["a"]["dir"], other], reps=200)
     assert len(lb.data["conflicts"]) == 1
     conflict = lb.data["conflicts"][0]
-    assert conflict["id"] == "model-a | naru_mcq | frames=8 | judge=-"
+    fp = lines[0]["overall"]["data_fingerprint"]
+    assert conflict["id"] == f"model-a | naru_mcq | 8 Frames | judge=- | data={fp}"
     assert "overall" in conflict["differences"] and len(conflict["files"]) == 2
     assert sum(1 for e in lb.data["entries"] if e.get("conflict")) == 2  # both kept, flagged
     assert lb.errors and "conflicting entries" in lb.errors[0]
@@ -232,6 +334,26 @@ def test_duplicates_are_noted_and_conflicts_are_errors(runs, tmp_path, capsys):
     )
     assert rc == 1
     assert "conflicting entries for model-a | naru_mcq" in capsys.readouterr().err
+
+    # the same model on different data: never a conflict, never in one table; the data column says which
+    for x in lines:
+        for payload in x.values():
+            if isinstance(payload, dict) and "data_fingerprint" in payload:
+                payload["data_fingerprint"] = "otherdata0000000"
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    lb = build_leaderboard([runs["a"]["dir"], other], reps=200)
+    assert not lb.errors and not lb.data["conflicts"]
+    mcq = [e for e in lb.data["entries"] if e["task"] == "naru_mcq"]
+    assert sorted(e["data"] for e in mcq) == sorted([fp, "otherdata0000000"])
+    tables = [t for t in lb.data["tables"] if t["task"] == "naru_mcq"]
+    assert sorted(t["data"] for t in tables) == sorted([fp, "otherdata0000000"])
+    for t in tables:  # each holds the published rows and the one run on its data
+        assert sum(1 for i in t["rows"] if not i.startswith("published")) == 1
+    assert any("different data" in w and "never compared" in w for w in lb.warnings)
+    md = markdown(lb.data)
+    assert f"## naru_mcq: runs on data {fp}" in md and "## naru_mcq: runs on data otherdata0000000" in md
+    rc = run_cli("compare", str(runs["a"]["dir"]), str(other), "--task", "naru_mcq", "--reps", "50")
+    assert rc == 2 and "different data" in capsys.readouterr().err
 
 
 @pytest.mark.slow

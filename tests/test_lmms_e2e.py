@@ -58,8 +58,12 @@ def expected_metrics(annotations: Path, intended: dict[str, str | None], ids: se
         sel = [r for r in recs if r["category"] in cats]
         return 100.0 * sum(intended[r["question_id"]] == r["answer"] for r in sel) / len(sel)
 
-    out = {"overall": acc(CATEGORIES), "narrative": acc(NARRATIVE), "cultural": acc(CULTURAL)}
-    out.update({c: acc((c,)) for c in CATEGORIES})
+    # the authors' aggregation: category accuracies, their mean per level, the mean of the levels
+    out = {c: acc((c,)) for c in CATEGORIES}
+    out["narrative"] = sum(out[c] for c in NARRATIVE) / len(NARRATIVE)
+    out["cultural"] = sum(out[c] for c in CULTURAL) / len(CULTURAL)
+    out["overall"] = (out["narrative"] + out["cultural"]) / 2
+    out["accuracy"] = acc(CATEGORIES)  # micro, over every question
     out["invalid_rate"] = 100.0 * sum(intended[r["question_id"]] is None for r in recs) / len(recs)
     return out
 
@@ -91,8 +95,17 @@ def test_full_benchmark_and_subset_metrics_exact(paper_data, tmp_path):
             p = s["overall"]
             for key in ("question_id", "video_id", "category", "gold", "pred", "method", "correct"):
                 assert key in p
-        # clustered standard errors by video are reported
-        assert isinstance(res["results"][task]["overall_stderr_clustered,none"], float)
+        assert run.metric(task, "overall") != pytest.approx(run.metric(task, "accuracy"), abs=1e-6)
+        # clustered standard errors by video for the per-item means; none (N/A) for the macro
+        # means, whose lmms-eval per-item formula would describe a micro mean (docs/metrics.md)
+        r = res["results"][task]
+        for m in ("accuracy", "N.1", "C.5", "invalid_rate"):
+            assert isinstance(r[f"{m}_stderr_clustered,none"], float), m
+        for m in ("overall", "narrative", "cultural"):
+            assert r[f"{m}_stderr_clustered,none"] == "N/A" and r[f"{m}_stderr_clt,none"] == "N/A", m
+            assert r[f"{m}_stderr,none"] == "N/A", m
+        fps = {s["overall"]["data_fingerprint"] for s in logged}
+        assert len(fps) == 1 and None not in fps  # every sample says which data it was computed on
     assert res["configs"]["naru_mcq"]["cluster_key"] == "video_id"
 
 
@@ -166,3 +179,13 @@ def test_demo_command(tmp_path):
     assert set(summary["metrics"]) == {"naru_mcq", "naru_mcq_500"}
     assert set(summary["metrics"]["naru_mcq"]) == set(METRICS)
     assert "every metric recomputes from the sample log" in proc.stdout
+    # it ends with the leaderboard: the demo run beside the published rows, and where the page is
+    page = tmp_path / "demo" / "leaderboard.html"
+    assert f"demo: leaderboard page: {page}" in proc.stdout and page.is_file()
+    lb = json.loads(page.with_suffix(".json").read_text())
+    (table,) = [t for t in lb["tables"] if t["task"] == "naru_mcq"]
+    runs = [i for i in table["rows"] if not i.startswith("published")]
+    assert len(table["rows"]) == 13 + 1 and runs[0].startswith("demo (replayed answers) | naru_mcq |")
+    (entry,) = [e for e in lb["entries"] if e["task"] == "naru_mcq"]
+    assert entry["data"] == table["data"]
+    assert entry["metrics"]["overall"] == pytest.approx(summary["metrics"]["naru_mcq"]["overall"], abs=1e-9)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from naru_eval.data import CATEGORIES, NARRATIVE
-from naru_eval.scoring import METRICS, ScoredSample, compute_metrics
+from naru_eval.scoring import MACRO_METRICS, METRICS, ScoredSample, compute_metrics
 from naru_eval.stats import bootstrap_ci, compare, format_comparison, holm, score_table
 
 
@@ -107,7 +107,45 @@ def test_score_table_matches_compute_metrics():
     t = score_table(run)
     s, n = t.cluster_sums()
     got = dict(zip(t.metrics, s.sum(0) / n.sum(0), strict=True))
-    assert got == pytest.approx(compute_metrics(run))
+    want = compute_metrics(run)
+    per_item = [m for m in METRICS if m not in MACRO_METRICS]  # the macro ones are means of these
+    assert {m: got[m] for m in per_item} == pytest.approx({m: want[m] for m in per_item})
+
+
+def unbalanced_run(n1_right: bool = False, n_videos: int = 12) -> list[ScoredSample]:
+    """Per video: 10 N.1 questions (all wrong unless ``n1_right``), one of each other category, all
+    right. Every category's accuracy is the same on every resample, so the macro metrics are
+    constant across the bootstrap; the micro ones would sit far away (3/13 for narrative)."""
+    out = []
+    for v in range(n_videos):
+        vid = f"vid{v:02d}"
+        out += [sample(f"{vid}_n1_{k}", vid, "N.1", n1_right) for k in range(10)]
+        out += [sample(f"{vid}_{c}", vid, c, True) for c in CATEGORIES if c != "N.1"]
+    return out
+
+
+def test_bootstrap_recomputes_the_authors_macro_on_each_resample():
+    run = unbalanced_run()
+    point = compute_metrics(run)
+    assert point["narrative"] == 75.0 and point["cultural"] == 100.0 and point["overall"] == 87.5
+    assert point["accuracy"] == pytest.approx(100 * 8 / 18)  # micro: 8 right of 18 per video
+    ci = bootstrap_ci(run, reps=300, seed=3)
+    assert ci["narrative"] == (75.0, 75.0)  # a micro recomputation would give ~23.1
+    assert ci["overall"] == (87.5, 87.5)
+    assert ci["accuracy"] == pytest.approx((100 * 8 / 18, 100 * 8 / 18))
+
+
+def test_compare_macro_difference_and_permutation():
+    a, b = unbalanced_run(), unbalanced_run(n1_right=True)
+    cmp = compare(a, b, reps=300, permutation_reps=500, seed=0)
+    nar = cmp.row("narrative")
+    assert nar.diff == pytest.approx(25.0)  # N.1 0 -> 100 moves the mean of four categories by 25
+    assert nar.ci == pytest.approx((25.0, 25.0))
+    assert cmp.row("overall").diff == pytest.approx(12.5)
+    assert cmp.row("accuracy").diff == pytest.approx(100 * 10 / 18)  # micro: 10 more right of 18
+    # all 12 videos gain: every sign flip but the identity is less extreme -> exact p = 2 / 2^12
+    assert nar.p_exact and nar.p == pytest.approx(2 / 2**12)
+    assert nar.a_only == 0 and nar.b_only == 120
 
 
 # --------------------------------------------------------------------------- paired comparison
@@ -170,6 +208,9 @@ def test_compare_reports_unpaired_and_rejects_other_data():
     moved = [replace(a[0], video_id="elsewhere"), *a[1:]]
     with pytest.raises(ValueError, match="different video or category"):
         compare(a, moved)
+    other_data = [replace(s, data_fingerprint="f2") for s in b]
+    with pytest.raises(ValueError, match="different data"):
+        compare([replace(s, data_fingerprint="f1") for s in a], other_data)
 
 
 def test_sign_flip_p_is_exact_for_few_differing_videos():

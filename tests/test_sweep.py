@@ -73,6 +73,8 @@ def test_dry_run_prints_one_command_per_budget_and_writes_nothing(tmp_path):
     assert p.returncode == 0, p.stderr
     cmds = [line for line in p.stdout.splitlines() if not line.startswith("#")]
     assert len(cmds) == 2
+    heads = [line for line in p.stdout.splitlines() if line.startswith("#")]
+    assert [h.split("(")[0].strip() for h in heads] == ["# f=8 [8 Frames]", "# f=16 [16 Frames]"]
     for f, cmd in zip((8, 16), cmds, strict=True):
         assert f"--model_args 'predictions=preds_{f}.jsonl,api_key=***,num_frames={f}'" in cmd
         assert f"--output_path {out}/f{f} " in cmd
@@ -147,6 +149,7 @@ def test_a_run_that_writes_no_results_fails_loudly(small_data, tmp_path):
     assert manifest["status"] == "failed" and "lmms-eval exited 0" in manifest["message"]
     assert manifest["model_args"] == {"predictions": "p.jsonl", "num_frames": "8"}
     assert manifest["label"] == "crashy" and manifest["budget"] == {"num_frames": 8}
+    assert manifest["sampling"] == "8 Frames"
     assert manifest["data"]["fingerprint"] == load_local(small_data).fingerprint
     for f in out.rglob("*"):
         if f.is_file():
@@ -239,6 +242,8 @@ def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_p
         man = json.loads((out / f"f{f}" / "manifest.json").read_text())
         assert man["status"] == "done" and man["invocations"] == (1 if f == 8 else 2)
         assert man["budget"] == {"num_frames": f} and man["model"] == "naru_replay" and man["label"] == "replay-model"
+        assert man["sampling"] == f"{f} Frames"
+        assert f"f={f} invoke [{f} Frames]:" in (out / "sweep.log").read_text()
         assert man["versions"]["naru-eval"] and man["versions"]["lmms-eval"] == "0.7.3" and man["versions"]["torch"]
         assert man["data"]["fingerprint"] == load_local(data).fingerprint
         assert man["git_revision"] is None or len(man["git_revision"].split("-")[0]) == 40
@@ -257,6 +262,7 @@ def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_p
     lb = build_leaderboard([out], reps=200)
     assert not lb.errors
     assert [(e["model"], e["frames"]) for e in lb.data["entries"]] == [("replay-model", 8), ("replay-model", 16)]
+    assert [e["sampling"] for e in lb.data["entries"]] == ["8 Frames", "16 Frames"]
     for e in lb.data["entries"]:
         assert e["manifest"]["data_fingerprint"] == load_local(data).fingerprint
         assert e["cost"] == {"usage": {"answers": 27, "failed": 0}}

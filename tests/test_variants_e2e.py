@@ -157,6 +157,8 @@ def test_blind_tasks_metrics_and_no_video(variant_runs):
         for m in METRICS:
             assert run.metric(task, m) == pytest.approx(want[m], abs=1e-9), (task, m)
         assert metrics_from_samples_log(run.sample_files[task]) == pytest.approx(want, abs=1e-9)
+        assert res["results"][task]["overall_stderr_clustered,none"] == "N/A"  # a macro mean: no per-item SE
+        assert isinstance(res["results"][task]["accuracy_stderr_clustered,none"], float)
         for s in logged:
             assert s["overall"]["blind"] is True
             # what lmms-eval logs of the request: the prompt, identical to the video task's,

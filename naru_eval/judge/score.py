@@ -8,9 +8,13 @@
   no facts, is **unscored**: never 0, never dropped. Metrics average over the scored responses,
   and ``n_scored``, ``n_unscored`` and ``unscored_rate`` say how many were left out.
 
-The lmms-eval payloads follow the MCQ convention (naru_eval.scoring): each metric's payload
-carries ``score`` only when the response counts towards it, so one mean serves every metric and
-every number of ``results.json`` recomputes from the sample log (:func:`metrics_from_open_log`).
+The lmms-eval payloads follow the MCQ convention (naru_eval.scoring): a per-item metric's
+payload carries ``score`` only when the response counts towards it; ``overall``, ``narrative``
+and ``cultural`` are the authors' macro means (table III: ``overall`` = mean of the nine category
+recalls, ``narrative``/``cultural`` = means of their categories), so their payloads carry the
+recall under ``item_score`` and :func:`naru_eval.scoring.aggregate_macro` averages category means.
+``recall`` is the per-item mean over every scored response (micro). Every number of
+``results.json`` recomputes from the sample log (:func:`metrics_from_open_log`).
 """
 
 from __future__ import annotations
@@ -23,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE
-from naru_eval.scoring import sample_records
+from naru_eval.scoring import MACRO_KEY, MACRO_METRICS, aggregate_macro, sample_records
 
 #: statuses that count (recall known); everything else is unscored
 SCORED_STATUSES = ("scored", "empty", "failed")
 STATUSES = (*SCORED_STATUSES, "unscored")
 
-RECALL_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural", *CATEGORIES)
+RECALL_METRICS: tuple[str, ...] = (*MACRO_METRICS, *CATEGORIES, "recall")
 MEAN_METRICS: tuple[str, ...] = (
     *RECALL_METRICS,
     "recall_with_partial",
@@ -118,7 +122,7 @@ def tally(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _in_scope(metric: str, category: str) -> bool:
-    if metric in ("overall", "recall_with_partial", "any_fact"):
+    if metric in ("overall", "recall", "recall_with_partial", "any_fact"):
         return True
     if metric in ("narrative", "any_fact_narrative"):
         return category in NARRATIVE
@@ -163,7 +167,7 @@ def open_payloads(s: JudgedSample) -> dict[str, dict[str, Any]]:
         payload = s.to_dict() if metric == "overall" else dict(slim)
         value = metric_value(metric, s)
         if value is not None:
-            payload["score"] = value
+            payload[MACRO_KEY if metric in MACRO_METRICS else "score"] = value
         out[metric] = payload
     return out
 
@@ -173,6 +177,12 @@ def aggregate_mean(items: Iterable[Mapping[str, Any]]) -> float | None:
     return sum(scores) / len(scores) if scores else None
 
 
+def aggregate_open_macro(items: Iterable[Mapping[str, Any]]) -> float | None:
+    """``overall``/``narrative``/``cultural`` of naru_open: the mean of the category mean recalls
+    in scope (``overall`` over all nine categories, as the authors' table III)."""
+    return aggregate_macro(items, overall="categories")
+
+
 def aggregate_sum(items: Iterable[Mapping[str, Any]]) -> float:
     return float(sum(float(x["score"]) for x in items if "score" in x))
 
@@ -180,9 +190,13 @@ def aggregate_sum(items: Iterable[Mapping[str, Any]]) -> float:
 def compute_open_metrics(samples: Sequence[JudgedSample]) -> dict[str, float | None]:
     """Every ``naru_open`` metric, exactly as the lmms-eval aggregation computes it."""
     out: dict[str, float | None] = {}
+    all_payloads = [open_payloads(s) for s in samples]
     for m in OPEN_METRICS:
-        payloads = [open_payloads(s)[m] for s in samples]
-        out[m] = aggregate_sum(payloads) if m in SUM_METRICS else aggregate_mean(payloads)
+        payloads = [p[m] for p in all_payloads]
+        if m in SUM_METRICS:
+            out[m] = aggregate_sum(payloads)
+        else:
+            out[m] = aggregate_open_macro(payloads) if m in MACRO_METRICS else aggregate_mean(payloads)
     return out
 
 

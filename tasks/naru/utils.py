@@ -3,7 +3,9 @@
 from naru_eval.lmms_tasks import (  # noqa: F401
     aggregate,
     aggregate_circular,
+    aggregate_macro,
     aggregate_open_cost,
+    aggregate_open_macro,
     aggregate_open_mean,
     aggregate_open_sum,
     doc_to_target,

@@ -196,9 +196,12 @@ def test_refusal_and_length_stop_are_unscored(make_judge, stub):
 
 
 def test_payload_metrics_match_summary(make_judge):
+    """overall/narrative/cultural are the authors' means of category mean recalls (table III);
+    ``recall`` is the per-response mean. N.1 has two responses, so the two differ."""
     j = make_judge()
     pairs = [
         (item("a", "N.1"), "The man enters the room."),
+        (item("f", "N.1"), ""),
         (item("b", "N.3"), ""),
         (item("c", "C.2"), item().reference),
         (item("d", "C.4"), "MALFORMED"),
@@ -207,14 +210,19 @@ def test_payload_metrics_match_summary(make_judge):
     samples = j.judge_many(pairs)
     m = compute_open_metrics(samples)
     rep = summarize(samples)
-    assert m["overall"] == pytest.approx((1 / 3 + 0 + 1 + 1 / 3) / 4)
-    assert m["narrative"] == pytest.approx((1 / 3 + 0) / 2)
-    assert m["cultural"] == pytest.approx((1 + 1 / 3) / 2)
-    assert m["C.4"] == pytest.approx(1 / 3) and m["N.2"] is None
-    assert m["any_fact"] == pytest.approx(3 / 4)
-    assert m["any_fact_narrative"] == 0.5 and m["any_fact_cultural"] == 1.0
-    assert rep["table"]["overall"]["recall"] == pytest.approx(m["overall"])
-    assert rep["n_scored"] == 4 and rep["n_unscored"] == 1
+    cat = {"N.1": (1 / 3 + 0) / 2, "N.3": 0.0, "C.2": 1.0, "C.4": 1 / 3}  # per-category mean recall
+    assert m["N.1"] == pytest.approx(cat["N.1"]) and m["C.4"] == pytest.approx(1 / 3) and m["N.2"] is None
+    assert m["overall"] == pytest.approx(sum(cat.values()) / 4)  # mean over the categories present
+    assert m["narrative"] == pytest.approx((cat["N.1"] + cat["N.3"]) / 2)
+    assert m["cultural"] == pytest.approx((cat["C.2"] + cat["C.4"]) / 2)
+    assert m["recall"] == pytest.approx((1 / 3 + 0 + 0 + 1 + 1 / 3) / 5)  # per response
+    assert m["overall"] != pytest.approx(m["recall"])
+    assert m["any_fact"] == pytest.approx(3 / 5)
+    assert m["any_fact_narrative"] == pytest.approx(1 / 3) and m["any_fact_cultural"] == 1.0
+    assert rep["table"]["overall"]["recall"] == pytest.approx(m["recall"])
+    assert rep["n_scored"] == 5 and rep["n_unscored"] == 1
+    # the macro payloads carry no "score": lmms-eval's per-item standard errors read N/A for them
+    assert all("score" not in open_payloads(s)[k] for s in samples for k in ("overall", "narrative", "cultural"))
 
 
 def test_key_secret_never_stored(make_judge, stub):

@@ -61,8 +61,14 @@ def expected(recs: dict[str, dict], responses: dict[str, str | None]) -> dict[st
         vals = [v for q, v in recall.items() if recs[q]["category"] in cats]
         return sum(vals) / len(vals) if vals else None
 
-    out = {"overall": mean(CATEGORIES), "narrative": mean(NARRATIVE), "cultural": mean(CULTURAL)}
-    out.update({c: mean((c,)) for c in CATEGORIES})
+    out = {c: mean((c,)) for c in CATEGORIES}
+
+    def macro(cats):  # the authors' table III: mean of the category mean recalls
+        vals = [out[c] for c in cats if out[c] is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    out.update(overall=macro(CATEGORIES), narrative=macro(NARRATIVE), cultural=macro(CULTURAL))
+    out["recall"] = mean(CATEGORIES)  # per response
     n_unscored = sum(1 for v in responses.values() if v == "MALFORMED")
     out["unscored_rate"] = n_unscored / len(recs)
     out["n_scored"], out["n_unscored"] = float(len(recall)), float(n_unscored)
@@ -100,6 +106,10 @@ def test_naru_open_through_lmms_eval_then_rejudged(copy_data, tmp_path, stub, fa
     want = expected(recs, responses)
     for m, v in want.items():
         assert run.metric("naru_open", m) == pytest.approx(v, abs=1e-9), m
+    assert want["overall"] != pytest.approx(want["recall"])  # the macro and the per-response mean differ here
+    for m in ("overall", "narrative", "cultural"):  # no per-item standard error for a macro mean
+        assert res["results"]["naru_open"][f"{m}_stderr_clustered,none"] == "N/A", m
+        assert res["results"]["naru_open"][f"{m}_stderr_clt,none"] == "N/A", m
     log = run.sample_files["naru_open"]
     recomputed = metrics_from_open_log(log)
     for m in OPEN_METRICS:
