@@ -108,7 +108,8 @@ FRAME_BUDGETS: dict[str, FrameBudget] = {
 
 
 def default_frames(family: str) -> int:
-    """The default frame budget of ``family`` (a key of :data:`FRAME_BUDGETS`)."""
+    """The context-maximal frame budget of ``family`` (a key of :data:`FRAME_BUDGETS`); a run's
+    default is :func:`default_sampling`."""
     try:
         return FRAME_BUDGETS[family].frames
     except KeyError:
