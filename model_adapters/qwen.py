@@ -116,7 +116,13 @@ class _QwenVideo(HFVideoModel):
     def describe(self) -> dict[str, Any]:
         desc = super().describe()
         if self.fps is not None:
-            desc["hf"]["qwen_vl_utils_sizing"] = {"patch_size": self.patch_size, "min_frames": self.min_frames}
+            from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
+
+            desc["hf"]["qwen_vl_utils_sizing"] = {
+                "patch_size": self.patch_size,
+                "min_frames": self.min_frames,
+                "model_seq_len": vp.MODEL_SEQ_LEN,
+            }
         return desc
 
     def video_plan(self, video: str) -> QwenVideoPlan:

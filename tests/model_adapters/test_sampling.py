@@ -172,3 +172,12 @@ def test_qwen3_vl_rate_path_wiring(tiny_checkpoint, tmp_path):
     t, gh, gw = (int(x) for x in out["video_grid_thw"][0])
     assert (t, gh * 16, gw * 16) == (3, plan.height, plan.width)  # the processor kept the size
     assert kw["video_metadata"][0]["frames_indices"] == [25, 75, 125, 175, 225, 275]  # the one sampler's picks
+
+
+def test_rate_sizing_is_in_the_run_key():
+    cls = adapter_class("naru_qwen3_vl")
+    req = NaruRequest({"question_id": "q"}, "p", ["v.mp4"], {}, "naru_mcq", 0)
+    a, b = cls(pretrained="x", store="false"), cls(pretrained="x", min_frames="8", store="false")
+    assert a.describe()["hf"]["qwen_vl_utils_sizing"]["model_seq_len"] == 128_000
+    assert a.request_key(req)[0] != b.request_key(req)[0]
+    assert "qwen_vl_utils_sizing" not in cls(pretrained="x", num_frames="8", store="false").describe()["hf"]
