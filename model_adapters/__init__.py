@@ -16,6 +16,7 @@ ADAPTERS: dict[str, str] = {
     "naru_qwen3_5": "model_adapters.qwen.Qwen3_5",
     "naru_internvl3_5": "model_adapters.internvl.InternVL3_5",
     "naru_minicpm_o": "model_adapters.minicpm.MiniCPM_O",
+    "naru_nemotron_omni": "model_adapters.nemotron.NemotronOmni",
     "naru_openai_compat": "model_adapters.openai_compat.OpenAICompat",
     "naru_gemini": "model_adapters.gemini.Gemini",
 }

@@ -2,14 +2,18 @@
 
 The NARU paper evaluates open-weight models with "the maximum uniform sparse-frame sampling
 permitted by each model's context window" (64-128 frames in its runs; its frame sweep is
-8/16/32/64/128). The rule used here, per family:
+8/16/32/64/128). These are the context-maximal budgets: the most frames the context allows. A run's *default*
+sampling is a different thing, :data:`DEFAULT_SAMPLING`: the setting each model has on the
+official NARU leaderboard, so a default run reproduces the published row. The rule used for
+the budgets, per family:
 
     budget = the largest sweep value (<= 128) whose visual tokens, at the frame size the NARU
              sampler delivers (<= 448x448 px), fit the checkpoint's context window, and that
              the model's own documentation allows for video.
 
 Every number below names where its inputs come from. ``num_frames=`` (or ``fps=`` with
-``max_frames=``) in ``--model_args`` overrides the default; see docs/adapters.md.
+``max_frames=``) in ``--model_args`` overrides the default, e.g. ``num_frames=<FRAME_BUDGETS
+frames>`` for the context-maximal setting; see docs/adapters.md.
 """
 
 from __future__ import annotations
@@ -87,11 +91,25 @@ FRAME_BUDGETS: dict[str, FrameBudget] = {
             "model's documented video limit, below what the context would hold."
         ),
     ),
+    "nemotron_omni": FrameBudget(
+        frames=128,
+        checkpoint="nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16",
+        context_tokens=262_144,
+        tokens_per_frame=128,
+        source=(
+            "model card: 256K-token context; transformers 5.24 NemotronH_Omni_Reasoning_V3VideoProcessor "
+            "resizes each frame to one tile of ~video_target_num_patches=1024 16-px patches (512x512 px), "
+            "packs 2 frames into a tubelet and pixel-shuffles 2x2: 1024 / 4 = 256 tokens per tubelet, 128 per "
+            "frame. 128 frames = 16,384 tokens; 2048 frames = 262,144 tokens, the whole context, so 2048 "
+            "only fits with Efficient Video Sampling pruning (video_pruning_rate > 0)."
+        ),
+    ),
 }
 
 
 def default_frames(family: str) -> int:
-    """The default frame budget of ``family`` (a key of :data:`FRAME_BUDGETS`)."""
+    """The context-maximal frame budget of ``family`` (a key of :data:`FRAME_BUDGETS`); a run's
+    default is :func:`default_sampling`."""
     try:
         return FRAME_BUDGETS[family].frames
     except KeyError:
@@ -115,18 +133,32 @@ class Sampling(NamedTuple):
         return "n/a"
 
 
-#: lmms-eval model id -> the adapter's default sampling (what a run without num_frames=/fps= uses)
+#: lmms-eval model id -> the adapter's default sampling (what a run without num_frames=/fps= uses):
+#: the "sampling" of the model's row on the official NARU leaderboard (the authors' project page,
+#: results_RQ1.json / results_RQ3.json). The adapters read their defaults from here and nowhere else.
 DEFAULT_SAMPLING: dict[str, Sampling] = {
-    "naru_qwen2_5_vl": Sampling(frames=default_frames("qwen2_5_vl")),
-    "naru_qwen3_vl": Sampling(frames=default_frames("qwen3_vl")),
-    "naru_qwen3_5": Sampling(frames=default_frames("qwen3_5")),
-    "naru_internvl3_5": Sampling(frames=default_frames("internvl3_5")),
-    "naru_minicpm_o": Sampling(frames=default_frames("minicpm_o_2_6")),
-    "naru_gemini": Sampling(fps=0.25),
+    "naru_qwen2_5_vl": Sampling(frames=128),  # Qwen2.5-VL-7B: "128 Frames"
+    "naru_qwen3_vl": Sampling(fps=0.25),  # Qwen3-VL-8B: "0.25 FPS" (frame count and size: qwen-vl-utils)
+    "naru_qwen3_5": Sampling(frames=128),  # Qwen3.5-9B: "128 Frames"
+    "naru_internvl3_5": Sampling(frames=64),  # InternVL3.5: "64 Frames"
+    "naru_minicpm_o": Sampling(frames=128),  # MiniCPM-o-2.6: "128 Frames"
+    "naru_gemini": Sampling(fps=0.25),  # Gemini-3-Pro/3-Flash/2.5-Flash: "0.25 FPS"
+    "naru_nemotron_omni": Sampling(frames=128),  # Nemotron-3-Nano-Omni-30B-A3B-Reasoning (BF16): "128 Frames"
+}
+
+#: checkpoint (the last part of a hub id) -> its official sampling, where it differs from its
+#: adapter's: the leaderboard ran the NVFP4 Nemotron checkpoint at "2048 Frames".
+CHECKPOINT_SAMPLING: dict[str, Sampling] = {
+    "Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4": Sampling(frames=2048),
 }
 
 
-def default_sampling(model_id: str) -> Sampling | None:
-    """The default sampling of lmms-eval model ``model_id``; None when the adapter has no fixed
-    default (replay, an OpenAI-compatible server whose frames the user sets)."""
+def default_sampling(model_id: str, pretrained: str | None = None) -> Sampling | None:
+    """The default sampling of lmms-eval model ``model_id`` (for checkpoint ``pretrained``, when
+    its official row differs); None when the adapter has no fixed default (replay, an
+    OpenAI-compatible server whose frames the user sets)."""
+    if pretrained:
+        name = str(pretrained).rstrip("/").rsplit("/", 1)[-1]
+        if name in CHECKPOINT_SAMPLING and model_id in DEFAULT_SAMPLING:
+            return CHECKPOINT_SAMPLING[name]
     return DEFAULT_SAMPLING.get(model_id)

@@ -18,9 +18,11 @@ so a run whose answers are all in the response store never loads a model.
 Model args (strings from ``--model_args``): ``pretrained`` (hub id or directory), ``device``
 (default ``cuda`` when available, else ``cpu``), ``dtype`` (``auto``: the checkpoint's),
 ``device_map`` (e.g. ``auto`` to shard a large checkpoint over the visible GPUs),
-``attn_implementation``, ``max_new_tokens`` (else the task's, else 16), ``system_prompt``,
+``attn_implementation``, ``max_new_tokens`` (else a reasoning family's budget, else the task's,
+else 16), ``system_prompt``,
 ``trust_remote_code``, ``revision``, plus the base's ``num_frames`` / ``fps`` / ``max_frames`` /
-``max_pixels``. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
+``max_pixels`` (their default: the model's official setting, ``model_adapters.budgets.
+default_sampling``). Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
 on ``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
 """
 
@@ -33,6 +35,7 @@ from typing import Any, ClassVar
 from loguru import logger
 
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed, _as_bool, _opt_int
+from model_adapters.budgets import default_sampling
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
 DEFAULT_MAX_NEW_TOKENS = 16
@@ -54,6 +57,11 @@ class HFVideoModel(NaruModel):
     video_kwargs: ClassVar[Mapping[str, Any]] = {"do_sample_frames": False}
     #: extra variables for the chat template (e.g. enable_thinking; a family may set it per instance)
     template_kwargs: Mapping[str, Any] = {}
+    #: the sampling comes from model_adapters.budgets.default_sampling (the official leaderboard's)
+    default_num_frames = None
+    #: a reasoning family's generation budget (set per instance when its reasoning is on): it
+    #: replaces the task's max_new_tokens, which budgets an answer, not the reasoning before it
+    reasoning_max_new_tokens: int | None = None
 
     def __init__(
         self,
@@ -69,9 +77,18 @@ class HFVideoModel(NaruModel):
         cap_pixels_per_frame: bool | str = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
         if not pretrained:
             raise ValueError(f"{self.model_id}: pretrained=<hub id or checkpoint directory> is required")
+        if _opt_str(kwargs.get("num_frames")) is None and _opt_str(kwargs.get("fps")) is None:
+            # the default: the official leaderboard's setting for this model (one place: budgets.py)
+            official = default_sampling(self.model_id, str(pretrained))
+            if official is None:
+                raise ValueError(f"{self.model_id}: no default sampling in model_adapters.budgets.DEFAULT_SAMPLING")
+            if official.fps is not None:
+                kwargs["fps"] = official.fps
+            else:
+                kwargs["num_frames"] = official.frames
+        super().__init__(**kwargs)
         self.pretrained = str(pretrained)
         self.dtype_name = _opt_str(dtype) or "auto"
         self.attn_implementation = _opt_str(attn_implementation)
@@ -167,12 +184,16 @@ class HFVideoModel(NaruModel):
             raise ImportError(f"{self.model_id}: transformers {transformers.__version__} has no {name}")
         return cls
 
+    def load_kwargs(self) -> dict[str, Any]:
+        """Extra ``from_pretrained`` keyword arguments of a family (config overrides)."""
+        return {}
+
     def load(self) -> None:
         """Build the processor and the model (called once, on first use)."""
         from transformers import AutoProcessor
 
         cls = self.model_class()
-        kw: dict[str, Any] = {"dtype": self._torch_dtype(), "device_map": self.device_map}
+        kw: dict[str, Any] = {"dtype": self._torch_dtype(), "device_map": self.device_map, **self.load_kwargs()}
         if self.attn_implementation:
             kw["attn_implementation"] = self.attn_implementation
         logger.info(f"{self.model_id}: loading {cls.__name__} from {self.pretrained} ({kw})")
@@ -252,7 +273,12 @@ class HFVideoModel(NaruModel):
     def generation_kwargs(self, request: NaruRequest) -> dict[str, Any]:
         """Greedy by default: do_sample=False and no temperature/top_p/top_k."""
         gk = request.gen_kwargs
-        max_new = self.max_new_tokens or _opt_int(gk.get("max_new_tokens")) or DEFAULT_MAX_NEW_TOKENS
+        max_new = (
+            self.max_new_tokens
+            or self.reasoning_max_new_tokens
+            or _opt_int(gk.get("max_new_tokens"))
+            or DEFAULT_MAX_NEW_TOKENS
+        )
         temperature = float(gk.get("temperature") or 0.0)
         sample = _as_bool(gk.get("do_sample", False)) and temperature > 0
         out: dict[str, Any] = {"max_new_tokens": int(max_new), "do_sample": sample}
@@ -318,12 +344,15 @@ class HFVideoModel(NaruModel):
         n_in = int(batch["input_ids"].shape[1])
         with torch.inference_mode():
             out = self.model.generate(**batch, **gen)
-        new = out[:, n_in:]
-        text = self.processor.batch_decode(new, skip_special_tokens=True, clean_up_tokenization_spaces=False)[0]
-        text = self.cut_at_stops(text.strip(), request.gen_kwargs.get("until"))
+        new = out[0, n_in:]
         frames = int(len(sampled.frames)) if sampled is not None else 0
-        usage = {"input_tokens": n_in, "output_tokens": int(new.shape[1]), "frames": frames}
-        return Answer(text, usage)
+        usage = {"input_tokens": n_in, "output_tokens": int(new.shape[0]), "frames": frames}
+        return Answer(self.decode(request, [int(t) for t in new]), usage)
+
+    def decode(self, request: NaruRequest, new_ids: list[int]) -> str:
+        """The response text of the generated token ids: decoded, cut at the task's stops."""
+        text = self.processor.batch_decode([new_ids], skip_special_tokens=True, clean_up_tokenization_spaces=False)[0]
+        return self.cut_at_stops(text.strip(), request.gen_kwargs.get("until"))
 
     @staticmethod
     def cut_at_stops(text: str, until: Any) -> str:

@@ -11,12 +11,10 @@ this adapter: their ``model_type`` is ``internvl_chat`` and the adapter says so.
 
 from __future__ import annotations
 
-from model_adapters.budgets import default_frames
 from model_adapters.hf_base import HFVideoModel
 
 
 class InternVL3_5(HFVideoModel):
     model_id = "naru_internvl3_5"
     family = "internvl3_5"
-    default_num_frames = default_frames("internvl3_5")
     model_classes = {"internvl": "InternVLForConditionalGeneration"}

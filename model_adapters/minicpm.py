@@ -24,14 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 from model_adapters.base import Answer, NaruRequest
-from model_adapters.budgets import default_frames
 from model_adapters.hf_base import HFVideoModel, _as_bool, _opt_int
 
 
 class MiniCPM_O(HFVideoModel):
     model_id = "naru_minicpm_o"
     family = "minicpm_o_2_6"
-    default_num_frames = default_frames("minicpm_o_2_6")
     model_classes = {"minicpmo": "AutoModel"}
 
     def __init__(

@@ -4,6 +4,10 @@ Deterministic and conservative. It never guesses: a response no letter can be re
 is returned as invalid (``letter=None``) with a reason, and the scorer counts it wrong and
 in ``invalid_rate``. Rules, in priority order:
 
+0. reasoning is never read: ``<think>...</think>`` blocks are dropped, a completion that starts
+   inside a reasoning the chat template opened ("...</think>C") keeps what follows the last
+   ``</think>``, and a reasoning that never closed (``<think>`` left open: the generation budget
+   ran out while thinking) has no answer -> invalid ("unfinished_reasoning");
 1. empty, failure markers (``[LMMS_EVAL_REQUEST_FAILED...]``, ``[NARU_REQUEST_FAILED...]``)
    -> invalid;
 2. explicit statements ("the answer is C", "Answer: (C)", "答えはC", "正解：Ｃ",
@@ -39,6 +43,7 @@ INVALID_KINDS = (
     "off_option",
     "ambiguous",
     "no_letter",
+    "unfinished_reasoning",
 )
 
 FAILURE_MARKERS = ("[LMMS_EVAL_REQUEST_FAILED", "[NARU_REQUEST_FAILED")
@@ -63,6 +68,24 @@ def _invalid(kind: str) -> Extraction:
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_THINK_OPEN = re.compile(r"<think>", re.I)
+_THINK_CLOSE = re.compile(r"</think>", re.I)
+
+
+def strip_reasoning(response: str) -> str | None:
+    """The answer part of ``response``, or None when its reasoning never finished.
+
+    Closed ``<think>...</think>`` blocks are removed; an opening tag left open means the model
+    was still reasoning when generation stopped, so there is no answer; a closing tag with no
+    opening one (the chat template opened the reasoning in the prompt) keeps what follows it,
+    as lmms-eval's ``strip_reasoning_tags`` does."""
+    text = _THINK.sub("", response)
+    if _THINK_OPEN.search(text):
+        return None
+    closes = list(_THINK_CLOSE.finditer(text))
+    return text[closes[-1].end() :] if closes else text
+
+
 # A letter that is not part of a longer Latin word. Japanese text has no word boundaries,
 # so lookarounds on ASCII letters are used instead of \b.
 _L = r"(?<![A-Za-z])([A-Ea-e])(?![A-Za-z])"
@@ -200,7 +223,10 @@ def extract_answer(response: str | None, options: Sequence[str] | None = None) -
         return _invalid("empty")
     if any(marker in response for marker in FAILURE_MARKERS):
         return _invalid("failed")
-    text = _norm(_THINK.sub("", response)).strip()
+    answer = strip_reasoning(response)
+    if answer is None:
+        return _invalid("unfinished_reasoning")
+    text = _norm(answer).strip()
     if not text:
         return _invalid("empty")
 

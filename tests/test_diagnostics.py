@@ -168,6 +168,7 @@ def test_invalid_kinds_from_real_responses():
         "The answer is E.": "off_option",
         "The answer is A. No wait, the answer is B.": "ambiguous",
         "Hmm, colours are nice.": "no_letter",
+        "<think>The answer is B, but let me check": "unfinished_reasoning",
     }
     samples = [score_response(q(f"q{i}"), r) for i, r in enumerate(responses)]
     samples += [score_response(q("ok1"), "B"), score_response(q("ok2"), "(C)")]
@@ -176,9 +177,10 @@ def test_invalid_kinds_from_real_responses():
     assert list(inv["kinds"]) == list(INVALID_KINDS)
     assert inv["kinds"] == {
         "empty": 1, "failed": 2, "refusal": 1, "none_of_options": 1, "off_option": 1, "ambiguous": 1, "no_letter": 1,
+        "unfinished_reasoning": 1,
     }  # fmt: skip
-    assert inv["n_invalid"] == 8 and inv["rate"] == 80.0
-    assert inv["kinds_pct"]["failed"] == 20.0
+    assert inv["n_invalid"] == 9 and inv["rate"] == pytest.approx(900 / 11)
+    assert inv["kinds_pct"]["failed"] == pytest.approx(200 / 11)
     assert inv["rate"] == compute_metrics(samples)["invalid_rate"]
 
 

@@ -109,3 +109,37 @@ def test_deterministic():
 
 def test_option_text_needs_options():
     assert extract_answer("The host changes the topic.").letter is None
+
+
+# A reasoning model's completion (e.g. naru_nemotron_omni): the letter is read after the reasoning.
+REASONING_CASES = [
+    # a letter inside a finished reasoning never counts
+    ("<think>The answer is A, surely. Option (B)? No.</think>\n\nC", "C", "bare"),
+    ("<think>答えはAです。</think>The answer is D.", "D", "explicit"),
+    # the chat template opened the reasoning in the prompt: only what follows </think> is read
+    ("The answer is A... wait, the host apologised.</think>\nThe answer is B", "B", "explicit"),
+    ("first A</think>maybe</think>(C)", "C", "bare"),
+    # the budget ran out while reasoning: no answer, even with a letter in the reasoning
+    ("<think>The answer is B. Let me double-check the second scene", None, "invalid:unfinished_reasoning"),
+    ("<think>x</think>A<think>but then", None, "invalid:unfinished_reasoning"),
+    # reasoning finished, nothing after it
+    ("<think>The answer is C.</think>", None, "invalid:empty"),
+    ("<THINK>It is A.</THINK>B", "B", "bare"),
+]
+
+
+@pytest.mark.parametrize(("response", "letter", "method"), REASONING_CASES)
+def test_reasoning_is_never_read(response, letter, method):
+    got = extract_answer(response, OPTIONS)
+    assert (got.letter, got.method) == (letter, method)
+    if letter is None:
+        assert method.split(":", 1)[1] in INVALID_KINDS
+
+
+def test_strip_reasoning():
+    from naru_eval.extract import strip_reasoning
+
+    assert strip_reasoning("<think>a</think> B") == " B"
+    assert strip_reasoning("a</think>B") == "B"
+    assert strip_reasoning("<think>a") is None
+    assert strip_reasoning("plain C") == "plain C"

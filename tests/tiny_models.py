@@ -32,6 +32,7 @@ QWEN_SPECIAL = [
     "<think>",
     "</think>",
 ]
+NEMOTRON_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<image>", "<img>", "</img>"]
 INTERNVL_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"]
 
 CORPUS = [
@@ -72,6 +73,19 @@ INTERNVL_TEMPLATE = (
     "{% elif content['type'] == 'video' %}{{ '<video>\n' }}{% elif content['type'] == 'text' %}"
     "{{ content['text'] }}{% endif %}{% endfor %}{% endif %}{{'<|im_end|>\n'}}{% endfor %}"
     "{% if add_generation_prompt %}{{'<|im_start|>assistant\n' }}{% endif %}"
+)
+
+# Nemotron-3-Nano-Omni's template, reduced: the video item becomes <video> (the processor expands
+# it), and the assistant turn opens the reasoning unless enable_thinking is false.
+NEMOTRON_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}<image>\n{% elif content['type'] == 'video' %}<video>\n"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% else %}<think>\n{% endif %}"
+    "{% endif %}"
 )
 
 TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "max_position_embeddings": 4096}
@@ -319,6 +333,110 @@ def build_internvl(out: str | Path) -> Path:
     return _save(Path(out), InternVLForConditionalGeneration(config), processor)
 
 
+#: what the scripted tiny Nemotron writes after its prompt: a letter inside the reasoning, then
+#: the reasoning's end, then its answer, then end of turn
+NEMOTRON_SCRIPT = ("A", "</think>", "C", "<|im_end|>")
+
+
+def build_nemotron_omni(out: str | Path, script: Sequence[str] | None = NEMOTRON_SCRIPT) -> Path:
+    """A tiny ``nemotron_h_omni`` checkpoint: NemotronH text model (one Mamba-2, one MoE, one
+    attention layer), a one-block RADIO vision tower, the real processor, video processor and
+    Parakeet feature extractor.
+
+    With ``script`` the weights are set so that greedy decoding writes those tokens after the
+    prompt: every mixer's output projection is zeroed (each position's residual stream is then its
+    own token embedding; the vision tower, EVS pruning and all layers still run), the prompt's
+    last token and each scripted token get orthogonal embeddings, and the output head maps each
+    to the next. The adapter's reasoning handling is then tested on a known completion.
+    """
+    import torch
+    from transformers import (
+        NemotronH_Omni_Reasoning_V3,
+        NemotronH_Omni_Reasoning_V3_Config,
+        NemotronH_Omni_Reasoning_V3ImageProcessor,
+        NemotronH_Omni_Reasoning_V3Processor,
+        NemotronH_Omni_Reasoning_V3VideoProcessor,
+        ParakeetFeatureExtractor,
+    )
+
+    tok = train_tokenizer(NEMOTRON_SPECIAL, extra_special_tokens={"video_token": "<video>"})
+    ids = _ids(tok, NEMOTRON_SPECIAL)
+    mean, std = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+    processor = NemotronH_Omni_Reasoning_V3Processor(
+        image_processor=NemotronH_Omni_Reasoning_V3ImageProcessor(
+            norm_mean=mean, norm_std=std, min_num_patches=4, max_num_patches=16
+        ),
+        # 16 patches of 16 px per frame (the real one: 1024), 2x2 pixel shuffle: 4 tokens a tubelet
+        video_processor=NemotronH_Omni_Reasoning_V3VideoProcessor(
+            norm_mean=mean, norm_std=std, video_target_num_patches=16
+        ),
+        tokenizer=tok,
+        feature_extractor=ParakeetFeatureExtractor(),
+        chat_template=NEMOTRON_TEMPLATE,
+    )
+    config = NemotronH_Omni_Reasoning_V3_Config(
+        vision_config={
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "patch_size": 16,
+            "image_size": 64,
+            "max_img_size": 128,
+            "num_cls_tokens": 2,
+            "num_registers": 1,
+            "summary_idxs": [0, 1],
+            "video_temporal_patch_size": 2,
+        },
+        text_config={
+            "vocab_size": len(tok),
+            "hidden_size": 64,
+            "layers_block_type": ["linear_attention", "moe", "full_attention"],
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "intermediate_size": 64,
+            "ssm_state_size": 8,
+            "mamba_num_heads": 4,
+            "mamba_head_dim": 16,
+            "n_groups": 1,
+            "chunk_size": 16,
+            "n_routed_experts": 2,
+            "num_experts_per_tok": 1,
+            "moe_intermediate_size": 32,
+            "moe_shared_expert_intermediate_size": 32,
+            "max_position_embeddings": 4096,
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        projector_hidden_size=64,
+        vision_hidden_size=32,
+        image_token_id=ids["<image>"],
+        video_token_id=tok.convert_tokens_to_ids("<video>"),
+        video_pruning_rate=0.5,  # Efficient Video Sampling on: half the video tokens pruned
+    )
+    _seeded()
+    model = NemotronH_Omni_Reasoning_V3(config)
+    if script:
+        lm = model.language_model
+        with torch.no_grad():
+            for name, p in lm.named_parameters():
+                if name.endswith(("out_proj.weight", "o_proj.weight", "down_proj.weight", "down_proj")):
+                    p.zero_()
+            # the prompt ends with the template's "<think>\n": its last token starts the chain
+            prompt_end = tok("<think>\n")["input_ids"][-1]
+            chain = [prompt_end, *(tok.convert_tokens_to_ids(t) for t in script)]
+            emb, head = lm.get_input_embeddings().weight, lm.lm_head.weight
+            head.zero_()
+            for k, (prev, nxt) in enumerate(zip(chain[:-1], chain[1:], strict=True)):
+                emb[prev] = 0.0
+                emb[prev, k] = 1.0
+                head[nxt, k] = 10.0
+    model.generation_config.eos_token_id = ids["<|im_end|>"]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    return _save(Path(out), model, processor)
+
+
 # --------------------------------------------------------------------------- MiniCPM-o stand-in
 
 _STUB_CONFIG = """
@@ -416,4 +534,5 @@ BUILDERS: dict[str, Callable[[str | Path], Path]] = {
     "naru_qwen3_5": build_qwen3_5,
     "naru_internvl3_5": build_internvl,
     "naru_minicpm_o": build_minicpm_o_stub,
+    "naru_nemotron_omni": build_nemotron_omni,
 }

@@ -2,7 +2,8 @@
 
 ``lmms-eval --model naru_<family> --model_args pretrained=<tiny dir>,num_frames=4,device=cpu,
 max_new_tokens=8 --tasks naru_mcq`` on 9 generated questions (one per category) over 2 videos. The answers are
-nonsense (random weights); what is tested is the path: the entry point finds the adapter, the
+nonsense (random weights; the Nemotron one is scripted, see tests/tiny_models.py); what is
+tested is the path: the entry point finds the adapter, the
 checkpoint loads through from_pretrained, every question is answered from 4 sampled frames, the
 results file carries every metric and the sample log has 9 rows. lmms-eval imports the
 *installed* package: run ``pip install --no-deps --no-build-isolation --force-reinstall .`` (or
@@ -59,6 +60,14 @@ def test_family_end_to_end(model_id, nine_questions, tmp_path):
     assert all(isinstance(a, str) and FAILED_MARKER not in a for a in answers), answers
     if model_id == "naru_minicpm_o":  # the stand-in reports what reached chat(): 4 frames of 48x32
         assert all(a.startswith("4 frames 48x32") for a in answers), answers
+    if model_id == "naru_nemotron_omni":
+        # the scripted checkpoint reasons "A", closes the reasoning, answers "C": the letter is
+        # read after the reasoning (lmms-eval's reasoning tags and our extractor agree on it)
+        raw = [s["resps"] for s in samples]
+        while any(isinstance(r, list) for r in raw):
+            raw = [r[0] if isinstance(r, list) else r for r in raw]
+        assert raw == ["<think>\nA\n</think>\n\nC"] * 9, raw
+        assert all((s["overall"]["pred"], s["overall"]["method"]) == ("C", "bare") for s in samples)
     # every answer went through the write-through store, with 4 frames each
     rows = sqlite3.connect(store).execute("SELECT status, usage FROM responses").fetchall()
     assert len(rows) == 9 and all(status == "ok" and '"frames": 4' in usage for status, usage in rows)

@@ -17,7 +17,7 @@ from model_adapters.budgets import FRAME_BUDGETS
 from naru_eval.synthetic import read_frame_index
 from naru_eval.video import sample_frames, uniform_indices
 
-HF_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5", "naru_internvl3_5"]
+HF_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5", "naru_internvl3_5", "naru_nemotron_omni"]
 ALL_FAMILIES = [*HF_FAMILIES, "naru_minicpm_o"]
 N = 5  # odd on purpose: Qwen pads to whole 2-frame temporal patches, the frames given stay 5
 
@@ -97,14 +97,21 @@ def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, in
         stamps = [float(t) for t in re.findall(r"<([\d.]+) seconds>", decoded)]
         pairs = [want[i : i + 2] for i in range(0, N, 2)]
         assert stamps == pytest.approx([round(sum(p + p[-1:] * (2 - len(p))) / 2 / 10.0, 1) for p in pairs])
+    elif model_id == "naru_nemotron_omni":  # 2-frame tubelets, each labelled with its frames' times
+        assert out["pixel_values_videos"].shape[:2] == (1, (N + 1) // 2)
+        decoded = a.processor.tokenizer.decode(out["input_ids"][0])
+        labels = re.findall(r"[Ff]rame (\d+) sampled at ([\d.]+) seconds", decoded)
+        assert [(int(i), float(t)) for i, t in labels] == [(k + 1, want[k] / 10.0) for k in range(N)]
     else:  # InternVL: one tile per frame, labelled Frame1..FrameN
         assert out["pixel_values"].shape[0] == N
         decoded = a.processor.tokenizer.decode(out["input_ids"][0])
         assert f"Frame{N}:" in decoded and f"Frame{N + 1}:" not in decoded
 
-    # greedy: do_sample=False, no temperature, the task's max_new_tokens
+    # greedy: do_sample=False, no temperature, the task's max_new_tokens (a reasoning model: its
+    # reasoning budget)
     ((), gkw, _) = generate.calls[0]
-    assert gkw["do_sample"] is False and gkw["max_new_tokens"] == 6
+    budget = 20_480 if model_id == "naru_nemotron_omni" else 6
+    assert gkw["do_sample"] is False and gkw["max_new_tokens"] == budget
     assert not {"temperature", "top_p", "top_k"} & set(gkw)
 
 
@@ -205,16 +212,19 @@ def test_wrong_checkpoint_type_is_named(tiny_checkpoint):
         ("naru_qwen3_5", "qwen3_5"),
         ("naru_internvl3_5", "internvl3_5"),
         ("naru_minicpm_o", "minicpm_o_2_6"),
+        ("naru_nemotron_omni", "nemotron_omni"),
     ],
 )
 def test_frame_budgets(model_id, family):
+    """The context-maximal budgets are documented arithmetic; num_frames= overrides the default."""
     cls = adapter_class(model_id)
-    assert cls.family == family and cls.default_num_frames == FRAME_BUDGETS[family].frames
-    assert 64 <= cls.default_num_frames <= 128
+    assert cls.family == family
     b = FRAME_BUDGETS[family]
+    assert 64 <= b.frames <= 128
     assert b.frames * b.tokens_per_frame < b.context_tokens and b.source
-    assert cls(pretrained="x", store="false").num_frames == b.frames  # lazy: no checkpoint needed
-    assert cls(pretrained="x", num_frames="32", store="false").num_frames == 32
+    a = cls(pretrained="x", num_frames="32", store="false")
+    assert (a.num_frames, a.fps) == (32, None)
+    assert (b2 := cls(pretrained="x", fps="0.5", store="false")).fps == 0.5 and b2.num_frames is None
 
 
 def test_run_key_tracks_the_checkpoint(tiny_checkpoint, indexed_video):

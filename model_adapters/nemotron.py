@@ -1,0 +1,130 @@
+"""Nemotron-3-Nano-Omni-30B-A3B-Reasoning through transformers 5.24's native ``nemotron_h_omni``:
+``NemotronH_Omni_Reasoning_V3`` (a NemotronH Mamba-2/attention/MoE language model with a RADIO
+vision tower) + ``NemotronH_Omni_Reasoning_V3Processor``.
+
+The video path is the shared base's: the sampler's frames go to the processor with their
+``video_metadata``. Its video processor resizes each frame to one aspect-preserving tile of about
+``video_target_num_patches`` (1024) 16-px patches, about 512x512 px, so this adapter has the
+sampler deliver frames of up to 512x512 px (``max_pixels``) instead of upscaling from 448x448;
+two consecutive frames make one tubelet of 256 tokens, labelled "Frame i sampled at t seconds
+and frame i+1 ...". The model's "Efficient Video Sampling" prunes the video tokens least
+different from the same position in the previous tubelet, at the rate the checkpoint's config
+sets (``video_pruning_rate``; 0 turns it off); ``video_pruning_rate=`` overrides it.
+
+It is a reasoning model: the chat template opens ``<think>`` and the model reasons before it
+answers, so
+
+- the generation budget covers the reasoning: ``max_new_tokens`` defaults to 20,480 (the model
+  card's thinking-mode ``max_tokens``) instead of the task's answer budget; ``max_new_tokens=``
+  overrides it, ``enable_thinking=false`` turns reasoning off (and the task's budget applies);
+- the response is written as ``<think>reasoning</think>answer``, split on the ``</think>``
+  token itself (it is a special token, which plain decoding would drop), with the task's stop
+  strings applied to the answer only; a reasoning cut off by the budget stays an open
+  ``<think>reasoning``, which the extractor scores invalid ("unfinished_reasoning"), never a
+  letter read from inside the reasoning.
+
+The NVFP4 checkpoint is ModelOpt-quantized; transformers 5.24 cannot load a pre-quantized NVFP4
+checkpoint (its NVFP4 quantizer only quantizes full-precision weights while loading, on a
+Blackwell GPU), so this adapter refuses it by name of the problem and points at the vLLM path
+(``naru_openai_compat``, docs/adapters.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model_adapters.base import NaruRequest, _opt_float
+from model_adapters.hf_base import HFVideoModel, _as_bool
+
+#: max_new_tokens with reasoning on: the model card's thinking-mode max_tokens (a 16,384-token
+#: reasoning budget plus room for the answer)
+REASONING_MAX_NEW_TOKENS = 20_480
+#: the video processor's tile: video_target_num_patches=1024 patches of 16 px
+NATIVE_FRAME_PIXELS = 512 * 512
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+class NemotronOmni(HFVideoModel):
+    model_id = "naru_nemotron_omni"
+    family = "nemotron_omni"
+    model_classes = {"nemotron_h_omni": "NemotronH_Omni_Reasoning_V3"}
+
+    def __init__(
+        self,
+        enable_thinking: bool | str = True,
+        video_pruning_rate: float | str | None = None,
+        max_pixels: int | str | None = NATIVE_FRAME_PIXELS,
+        **kwargs: Any,
+    ) -> None:
+        self.thinking = _as_bool(enable_thinking)
+        self.template_kwargs = {"enable_thinking": self.thinking}
+        self.reasoning_max_new_tokens = REASONING_MAX_NEW_TOKENS if self.thinking else None
+        self.video_pruning_rate = _opt_float(video_pruning_rate)
+        if self.video_pruning_rate is not None and not 0 <= self.video_pruning_rate < 1:
+            raise ValueError(f"{self.model_id}: video_pruning_rate must be in [0, 1), got {self.video_pruning_rate}")
+        super().__init__(max_pixels=max_pixels, **kwargs)
+
+    def describe(self) -> dict[str, Any]:
+        desc = super().describe()
+        desc["hf"].update(video_pruning_rate=self.video_pruning_rate, reasoning_budget=self.reasoning_max_new_tokens)
+        return desc
+
+    # -- loading ------------------------------------------------------------------------------
+    def model_class(self) -> Any:
+        import transformers
+
+        config = transformers.AutoConfig.from_pretrained(self.pretrained, **self._pretrained_kwargs())
+        quant = getattr(config, "quantization_config", None) or {}
+        quant = quant if isinstance(quant, dict) else quant.to_dict()
+        method = str(quant.get("quant_method", "")).lower()
+        algo = str(quant.get("quant_algo", "")).lower()
+        if method == "modelopt" or "fp4" in method or "fp4" in algo:
+            raise ValueError(
+                f"{self.model_id}: {self.pretrained} is a pre-quantized {quant.get('quant_algo') or method} "
+                f"checkpoint ({method}); transformers {transformers.__version__} cannot load pre-quantized NVFP4 "
+                "weights (its nvfp4 quantizer only quantizes full-precision weights, on Blackwell GPUs). Serve it "
+                "with vLLM and use --model naru_openai_compat (docs/adapters.md), num_frames=2048 for the "
+                "official row; or load the BF16 checkpoint here."
+            )
+        return super().model_class()
+
+    def load_kwargs(self) -> dict[str, Any]:
+        # a config override: from_pretrained sets it on the loaded config
+        return {} if self.video_pruning_rate is None else {"video_pruning_rate": self.video_pruning_rate}
+
+    # -- the answer after the reasoning ------------------------------------------------------
+    def decode(self, request: NaruRequest, new_ids: list[int]) -> str:
+        """``<think>reasoning</think>answer`` (stops cut the answer only), or an open
+        ``<think>reasoning`` when the budget ran out before the reasoning closed."""
+        if not self.thinking:
+            return super().decode(request, new_ids)
+        tok = self.processor.tokenizer
+        close_id, open_id = (_token_id(tok, t) for t in (THINK_CLOSE, THINK_OPEN))
+
+        def text(ids: list[int]) -> str:
+            return tok.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+        if close_id is not None:  # split on the token: decoding may drop special tokens
+            ids = [i for i in new_ids if i != open_id] if open_id is not None else list(new_ids)
+            if close_id in ids:
+                cut = ids.index(close_id)
+                reasoning, answer = text(ids[:cut]), text(ids[cut + 1 :])
+            else:
+                reasoning, answer = text(ids), None
+        else:  # not a single token, so not special: it survives decoding
+            full = text(list(new_ids)).replace(THINK_OPEN, "")
+            reasoning, sep, rest = full.partition(THINK_CLOSE)
+            answer = rest if sep else None
+        reasoning = reasoning.replace(THINK_CLOSE, "").strip()
+        if answer is None:
+            return f"{THINK_OPEN}\n{reasoning}"
+        answer = self.cut_at_stops(answer.strip(), request.gen_kwargs.get("until"))
+        return f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n\n{answer}"
+
+
+def _token_id(tokenizer: Any, token: str) -> int | None:
+    """The id of ``token`` when the vocabulary has it as one token."""
+    tid = tokenizer.convert_tokens_to_ids(token)
+    if tid is None or (tokenizer.unk_token_id is not None and tid == tokenizer.unk_token_id):
+        return None
+    return int(tid)

@@ -1,0 +1,183 @@
+"""Each adapter's default sampling is its official NARU leaderboard row, and Qwen sampling by
+rate follows qwen-vl-utils (frame count and frame size). No weights are loaded here, except one
+tiny checkpoint to prove the rate path's wiring."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import numpy as np
+import pytest
+
+from model_adapters import ADAPTERS
+from model_adapters.base import NaruRequest
+from model_adapters.budgets import DEFAULT_SAMPLING, default_sampling
+from model_adapters.qwen import qwen_video_plan, resize_frames
+
+# The official leaderboard's "sampling" strings, copied from the NARU authors' project page
+# (repository ma-labo/naru, src/data/results_RQ1.json; the same strings in results_RQ3.json),
+# per adapter and checkpoint.
+OFFICIAL = {
+    ("naru_qwen2_5_vl", "Qwen/Qwen2.5-VL-7B-Instruct"): "128 Frames",  # "Qwen2.5-VL-7B"
+    ("naru_qwen3_5", "Qwen/Qwen3.5-9B"): "128 Frames",  # "Qwen3.5-9B"
+    ("naru_qwen3_vl", "Qwen/Qwen3-VL-8B-Instruct"): "0.25 FPS",  # "Qwen3-VL-8B"
+    ("naru_minicpm_o", "openbmb/MiniCPM-o-2_6"): "128 Frames",  # "MiniCPM-o-2.6"
+    ("naru_internvl3_5", "OpenGVLab/InternVL3_5-8B-HF"): "64 Frames",  # "InternVL3.5"
+    # "Nemotron-3-Nano-Omni-30B-A3B-Reasoning" and "... (NVFP4)"
+    ("naru_nemotron_omni", "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16"): "128 Frames",
+    ("naru_nemotron_omni", "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4"): "2048 Frames",
+}
+OFFICIAL_GEMINI = "0.25 FPS"  # "Gemini-3-Flash", "Gemini-3-Pro", "Gemini-2.5-Flash"
+
+
+def adapter_class(model_id: str) -> type:
+    module, name = ADAPTERS[model_id].rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def label(num_frames: int | None, fps: float | None) -> str:
+    """The official table's form, written independently of budgets.Sampling.label."""
+    return f"{fps:g} FPS" if fps is not None else f"{num_frames} Frames"
+
+
+@pytest.mark.parametrize(("model_id", "pretrained"), sorted(OFFICIAL))
+def test_adapter_default_is_the_official_sampling(model_id, pretrained):
+    a = adapter_class(model_id)(pretrained=pretrained, store="false")  # lazy: nothing is loaded
+    assert a.model is None
+    assert label(a.num_frames, a.fps) == OFFICIAL[(model_id, pretrained)]
+    assert default_sampling(model_id, pretrained).label == OFFICIAL[(model_id, pretrained)]
+    assert a.describe()["num_frames"] == a.num_frames and a.describe()["fps"] == a.fps  # in the run key
+
+
+def test_gemini_default_is_the_official_sampling():
+    from model_adapters.gemini import Gemini
+
+    fps = inspect.signature(Gemini.__init__).parameters["fps"].default
+    assert label(None, float(fps)) == OFFICIAL_GEMINI == default_sampling("naru_gemini").label
+
+
+def test_every_adapter_with_a_default_is_in_the_official_table():
+    ids = {m for m, _ in OFFICIAL} | {"naru_gemini"}
+    assert set(DEFAULT_SAMPLING) == ids
+    assert default_sampling("naru_replay") is None and default_sampling("naru_openai_compat") is None
+    # the leaderboard's interface: default_sampling(model_id).label
+    assert default_sampling("naru_nemotron_omni").label == "128 Frames"
+    assert default_sampling("naru_qwen3_vl").label == "0.25 FPS"
+
+
+def test_explicit_sampling_overrides_the_official_default():
+    cls = adapter_class("naru_qwen3_vl")
+    a = cls(pretrained="Qwen/Qwen3-VL-8B-Instruct", num_frames="128", store="false")
+    assert (a.num_frames, a.fps) == (128, None)
+    b = adapter_class("naru_internvl3_5")(pretrained="x", num_frames="128", store="false")
+    assert (b.num_frames, b.fps) == (128, None)
+    n = adapter_class("naru_nemotron_omni")(pretrained="x/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4", fps="1")
+    assert (n.num_frames, n.fps) == (None, 1.0)
+
+
+# --------------------------------------------------------------------------- qwen-vl-utils rule
+# 1920x1080 at 30 fps, Qwen3-VL (16-px patches, factor 32), 0.25 fps, MODEL_SEQ_LEN 128000:
+# total pixel budget 128000 x 32^2 x 0.9 = 117,964,800; per frame min(768 x 32^2, total / n x 2).
+# Computed by hand from qwen-vl-utils 0.0.14 vision_process.py (smart_nframes, fetch_video,
+# smart_resize); tokens per frame = h/32 x w/32 / 2 (a merged 32x32 patch, 2 frames per patch).
+QWEN3_1080P = [
+    # minutes, frames, per-frame pixel limit, (height, width)
+    (30, 450, 524_288, (512, 960)),  # 450 = 1800 s x 0.25, below FPS_MAX_FRAMES
+    (120, 768, 307_200, (384, 736)),  # 1800 asked, FPS_MAX_FRAMES = 768
+    (240, 768, 307_200, (384, 736)),  # 3600 asked, 768
+]
+
+
+@pytest.mark.parametrize(("minutes", "frames", "limit", "size"), QWEN3_1080P)
+def test_qwen3_vl_plan_long_videos(minutes, frames, limit, size):
+    fps_video = 30.0
+    plan = qwen_video_plan(int(minutes * 60 * fps_video), fps_video, 1080, 1920, fps=0.25, patch_size=16)
+    assert (plan.nframes, plan.max_pixels, (plan.height, plan.width)) == (frames, limit, size)
+    assert plan.height % 32 == 0 and plan.width % 32 == 0 and plan.height * plan.width <= plan.max_pixels
+    tokens = plan.nframes * (plan.height // 32) * (plan.width // 32) // 2
+    assert tokens <= 128_000 * 0.9  # the budget the per-frame split keeps the video within
+
+
+def test_qwen_plan_rules():
+    # an odd count floors to FRAME_FACTOR (2): 0.25 fps x 30 s = 7.5 -> 6
+    assert qwen_video_plan(900, 30.0, 360, 640, fps=0.25, patch_size=16).nframes == 6
+    # FPS_MIN_FRAMES = 4 for a short clip: 10 s x 0.25 = 2.5 -> 4
+    assert qwen_video_plan(300, 30.0, 360, 640, fps=0.25, patch_size=16).nframes == 4
+    # max_frames caps (and floors to even): 31 -> 30
+    assert qwen_video_plan(54_000, 30.0, 1080, 1920, fps=0.25, patch_size=16, max_frames=31).nframes == 30
+    # a small frame is enlarged to VIDEO_MIN_TOKEN_NUM (128) merged patches: 360x640 -> >= 131,072 px
+    p = qwen_video_plan(900, 30.0, 360, 640, fps=0.25, patch_size=16)
+    assert p.height * p.width >= 128 * 32 * 32 and p.min_pixels == 128 * 32 * 32
+    # Qwen2.5-VL's 14-px patches: factor 28; 30 min at 1080p -> 128000 x 28^2 x 0.9 / 450 x 2 per frame
+    q = qwen_video_plan(54_000, 30.0, 1080, 1920, fps=0.25, patch_size=14)
+    assert (q.nframes, q.max_pixels, q.height, q.width) == (450, 401_408, 448, 840)
+    # a given max_pixels lowers the limit, never raises it
+    assert qwen_video_plan(54_000, 30.0, 1080, 1920, fps=0.25, patch_size=16, max_pixels=200_704).max_pixels == 200_704
+    with pytest.raises(ValueError):  # fewer frames than FRAME_FACTOR
+        qwen_video_plan(1, 30.0, 360, 640, fps=0.25, patch_size=16)
+
+
+@pytest.mark.parametrize("total_pixels", [None, 6 * 300_000])
+@pytest.mark.parametrize(("height", "width"), [(128, 192), (704, 1280)])
+def test_qwen_plan_matches_qwen_vl_utils_fetch_video(height, width, total_pixels):
+    """The plan's frame size is the one qwen-vl-utils' own fetch_video gives the same frames:
+    enlarged to the per-frame floor, or shrunk by the total budget's split. (Given a frame list,
+    fetch_video first resizes each frame as an image with twice the factor, 64 px, so the sides
+    here are multiples of 64 and that step keeps them; a video file skips that step.)"""
+    from PIL import Image
+    from qwen_vl_utils import vision_process as vp
+
+    images = [Image.fromarray(np.full((height, width, 3), 100 + i, np.uint8)) for i in range(6)]
+    ele = {"video": images} if total_pixels is None else {"video": images, "total_pixels": total_pixels}
+    video = vp.fetch_video(ele, image_patch_size=16)
+    plan = qwen_video_plan(6, 1.0, height, width, fps=6.0, patch_size=16, total_pixels=total_pixels)
+    assert plan.nframes == video.shape[0] == 6
+    assert (plan.height, plan.width) == tuple(video.shape[-2:])
+
+
+def test_resize_frames_exact_size():
+    f = np.random.default_rng(0).integers(0, 255, (3, 45, 80, 3), dtype=np.uint8)
+    out = resize_frames(f, 64, 96, chunk=2)
+    assert out.shape == (3, 64, 96, 3) and out.dtype == np.uint8
+    assert resize_frames(out, 64, 96) is out
+
+
+def test_qwen3_vl_rate_path_wiring(tiny_checkpoint, tmp_path):
+    """0.25 fps through the adapter: qwen-vl-utils' count and size reach the processor unchanged."""
+    from naru_eval.synthetic import write_indexed_video
+
+    video = write_indexed_video(tmp_path / "v.mp4", n_frames=300, fps=10, gop=10)  # 30 s, 64x64
+    a = adapter_class("naru_qwen3_vl")(pretrained=str(tiny_checkpoint("naru_qwen3_vl")), device="cpu", store="false")
+    assert a.fps == 0.25 and a.num_frames is None  # the official default
+    plan = a.video_plan(str(video))
+    assert plan.nframes == 6  # 30 s x 0.25 = 7.5 -> 6
+    a.ensure_loaded()
+    calls = []
+    real = a.processor
+
+    def spy(*args, **kw):
+        out = real(*args, **kw)
+        calls.append((kw, out))
+        return out
+
+    a.processor = type("P", (), {"__call__": staticmethod(spy), "__getattr__": lambda s, n: getattr(real, n)})()
+    req = NaruRequest({"question_id": "q"}, "Which?\nA. x\nB. y", [str(video)], {"max_new_tokens": 3}, "naru_mcq", 0)
+    ans = a.respond(req)
+    assert ans.usage["frames"] == 6
+    ((kw, out),) = calls
+    (frames,) = kw["videos"]
+    assert frames.shape == (6, plan.height, plan.width, 3) and frames.dtype == np.uint8
+    assert kw["do_resize"] is False and kw["do_sample_frames"] is False
+    t, gh, gw = (int(x) for x in out["video_grid_thw"][0])
+    assert (t, gh * 16, gw * 16) == (3, plan.height, plan.width)  # the processor kept the size
+    assert kw["video_metadata"][0]["frames_indices"] == [25, 75, 125, 175, 225, 275]  # the one sampler's picks
+
+
+def test_rate_sizing_is_in_the_run_key():
+    cls = adapter_class("naru_qwen3_vl")
+    req = NaruRequest({"question_id": "q"}, "p", ["v.mp4"], {}, "naru_mcq", 0)
+    a, b = cls(pretrained="x", store="false"), cls(pretrained="x", min_frames="8", store="false")
+    assert a.describe()["hf"]["qwen_vl_utils_sizing"]["model_seq_len"] == 128_000
+    assert a.request_key(req)[0] != b.request_key(req)[0]
+    assert "qwen_vl_utils_sizing" not in cls(pretrained="x", num_frames="8", store="false").describe()["hf"]
