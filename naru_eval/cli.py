@@ -14,18 +14,27 @@ from pathlib import Path
 
 from naru_eval.scoring import METRICS
 
+#: the metrics ``naru-eval score`` prints a bootstrap interval beside
+CI_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural", "accuracy")
 
-def _fmt(v: float | None) -> str:
-    return "N/A" if v is None else f"{v:.1f}"
+
+def _fmt(v: float | None, ci: Sequence[float] | None = None) -> str:
+    if v is None:
+        return "N/A"
+    return f"{v:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else f"{v:.1f}"
 
 
-def metrics_table(rows: dict[str, dict[str, float | None]]) -> str:
-    """A Markdown table: one row per task/run, the paper's table II columns."""
+def metrics_table(
+    rows: dict[str, dict[str, float | None]], cis: dict[str, dict[str, Sequence[float] | None]] | None = None
+) -> str:
+    """A Markdown table: one row per task/run, the paper's table II columns; with ``cis``, each
+    metric's interval in brackets after its value."""
     head = "| run | " + " | ".join(METRICS) + " |"
     sep = "|---|" + "---:|" * len(METRICS)
     lines = [head, sep]
     for name, metrics in rows.items():
-        lines.append(f"| {name} | " + " | ".join(_fmt(metrics.get(m)) for m in METRICS) + " |")
+        ci = (cis or {}).get(name, {})
+        lines.append(f"| {name} | " + " | ".join(_fmt(metrics.get(m), ci.get(m)) for m in METRICS) + " |")
     return "\n".join(lines)
 
 
@@ -55,14 +64,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from naru_eval.scoring import metrics_from_samples_log
+    """Every metric recomputed from each sample log, with the video-clustered 95% bootstrap
+    interval (:func:`naru_eval.stats.bootstrap_ci`, seeded) of the macro metrics and accuracy."""
+    from naru_eval.scoring import compute_metrics, samples_from_log
+    from naru_eval.stats import bootstrap_ci
 
-    rows = {Path(p).name: metrics_from_samples_log(p) for p in args.sample_logs}
+    rows: dict[str, dict[str, float | None]] = {}
+    cis: dict[str, dict[str, Sequence[float] | None]] = {}
+    for p in args.sample_logs:
+        samples = samples_from_log(p)
+        rows[Path(p).name] = compute_metrics(samples)
+        ci = bootstrap_ci(samples, reps=args.reps, seed=args.seed, metrics=CI_METRICS)
+        cis[Path(p).name] = {m: list(v) if v else None for m, v in ci.items()}
     if args.json:
-        print(json.dumps(rows, indent=2))
+        out = {name: {**rows[name], "ci95": cis[name], "bootstrap": _bootstrap_info(args)} for name in rows}
+        print(json.dumps(out, indent=2))
     else:
-        print(metrics_table(rows))
+        print(metrics_table(rows, cis))
+        b = _bootstrap_info(args)
+        print(
+            f"\nbrackets: {', '.join(CI_METRICS)}: 95% percentile bootstrap CI, videos resampled with "
+            f"replacement ({b['reps']} reps, seed {b['seed']}); overall/narrative/cultural recomputed as "
+            "means of category means on each resample"
+        )
     return 0
+
+
+def _bootstrap_info(args: argparse.Namespace) -> dict[str, object]:
+    return {"cluster": "video_id", "reps": args.reps, "seed": args.seed, "level": 0.95, "metrics": list(CI_METRICS)}
 
 
 def cmd_make_synthetic(args: argparse.Namespace) -> int:
@@ -92,6 +121,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from naru_eval.stats import DEFAULT_BOOTSTRAP_REPS, DEFAULT_SEED  # numpy only when the CLI runs
+
     parser = argparse.ArgumentParser(prog="naru-eval", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -109,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("score", help="recompute every metric from lmms-eval sample logs")
     p.add_argument("sample_logs", nargs="+", help="*_samples_<task>.jsonl files")
     p.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+    p.add_argument("--reps", type=int, default=DEFAULT_BOOTSTRAP_REPS, help="bootstrap replicates (default 2000)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default 0)")
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("make-synthetic", help="write a synthetic NARU-format data directory")

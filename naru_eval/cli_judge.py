@@ -88,7 +88,9 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 
 def recall_table(rows: dict[str, dict[str, Any]]) -> str:
-    cols = ["overall", "narrative", "cultural", *CATEGORIES, "recall_with_partial", "any_fact"]
+    """overall/narrative/cultural (the authors' macro means), recall (per-response mean), then the
+    categories and the partial-credit and any-fact means."""
+    cols = ["overall", "narrative", "cultural", "recall", *CATEGORIES, "recall_with_partial", "any_fact"]
     head = "| run | " + " | ".join(cols) + " | n_scored | n_unscored | unscored_rate |"
     lines = [head, "|---|" + "---:|" * (len(cols) + 3)]
     for name, m in rows.items():
@@ -181,6 +183,8 @@ def cmd_score(args: argparse.Namespace) -> int:
             }
         else:
             samples = judge.judge_many(pairs)
+            for smp, (p, _) in zip(samples, rows, strict=True):  # the data the logged run was on
+                smp.data_fingerprint = p.get("data_fingerprint") or None
             rows_out = [s.to_dict() | {"model": label} for s in samples]
             report = summarize(samples)
             table[label] = report["metrics"]

@@ -52,8 +52,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for e in data["entries"]:
         ci = e["ci95"]["overall"] if e.get("ci95") else None
         ov = e["metrics"].get("overall")
-        ci_s = f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""
-        ov_s = "N/A" if ov is None else f"{ov:.1f}"
+        d = 2 if e["task"].startswith("naru_open") else 1  # open-ended recall is 0-1
+        ci_s = f" [{ci[0]:.{d}f}, {ci[1]:.{d}f}]" if ci else ""
+        ov_s = "N/A" if ov is None else f"{ov:.{d}f}"
         print(
             f"  {e['id']}: overall {ov_s}{ci_s} (n={e['n'].get('overall')})"
             + (" CONFLICT" if e.get("conflict") else "")

@@ -283,7 +283,8 @@ def build_entries(
     include_incomplete: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """One entry per (results file, task); warnings about what was skipped or did not match."""
-    from naru_eval.stats import bootstrap_ci, counts
+    from naru_eval.judge.score import compute_open_metrics
+    from naru_eval.stats import bootstrap_ci, bootstrap_open_ci, counts
 
     entries: list[dict[str, Any]] = []
     warnings: list[str] = []
@@ -320,7 +321,8 @@ def build_entries(
                 samples = samples_from_log(logs[task])
             except (ValueError, KeyError, TypeError):
                 samples = None
-            data, all_fps = _log_fingerprint(samples)
+            open_samples = _open_samples(logs[task]) if samples is None else None
+            data, all_fps = _log_fingerprint(samples if samples is not None else open_samples)
             if len(all_fps) > 1:
                 warnings.append(
                     f"{_rel(rf)}: {task}: the samples record several data fingerprints ({', '.join(all_fps)})"
@@ -356,7 +358,9 @@ def build_entries(
                     metrics_source="sample_log",
                     reported_matches_log=not mismatch,
                 )
-            elif (open_metrics := _open_metrics(logs[task])) is not None:
+            elif open_samples is not None:
+                open_metrics = compute_open_metrics(open_samples)
+                open_ci = bootstrap_open_ci(open_samples, reps=reps, seed=seed)
                 mismatch = [m for m in open_metrics if m in reported and not close(reported[m], open_metrics[m], 1e-6)]
                 if mismatch:
                     warnings.append(
@@ -365,7 +369,7 @@ def build_entries(
                     )
                 entry.update(
                     metrics=open_metrics,
-                    ci95=None,
+                    ci95={m: (list(v) if v else None) for m, v in open_ci.items()},
                     n={"overall": _count_lines(logs[task])},
                     metrics_source="sample_log_open",
                     reported_matches_log=not mismatch,
@@ -411,12 +415,12 @@ def build_entries(
     return entries, warnings
 
 
-def _open_metrics(log: Path) -> dict[str, float | None] | None:
-    """naru_open metrics recomputed from its sample log; None when it is not a naru_open log."""
-    from naru_eval.judge.score import metrics_from_open_log
+def _open_samples(log: Path) -> list[Any] | None:
+    """The JudgedSamples of a naru_open sample log; None when it is not one."""
+    from naru_eval.judge.score import samples_from_open_log
 
     try:
-        return metrics_from_open_log(log)
+        return samples_from_open_log(log)
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -584,12 +588,10 @@ def paper_comparison(
             value = ref["frame_sweep"]["overall"].get(paper_model, {}).get(str(e["frames"]))
             if value is not None:
                 add(e, paper_model, "frame_sweep", "overall", "overall", float(value), True)
-        recall_key = next((k for k in e.get("metrics", {}) if "recall" in k.lower()), None)
         recall = ref["table_iii"]["rows"].get(paper_model)
-        if recall_key and recall is not None:
-            ours = _num(e["metrics"][recall_key])
-            scale = 100.0 if ours is not None and ours > 1.0 else 1.0
-            add(e, paper_model, "table_iii", recall_key, recall_key, recall * scale, False)
+        if e["task"].startswith("naru_open") and recall is not None:
+            # table III prints the mean of the nine category recalls: our ``overall`` (not ``recall``)
+            add(e, paper_model, "table_iii", "overall", "overall", recall, False)
     return rows
 
 
@@ -748,8 +750,13 @@ def _f(v: Any, digits: int = 1) -> str:
     return "N/A" if v is None else f"{v:.{digits}f}"
 
 
-def _ci(ci: Sequence[float] | None) -> str:
-    return "" if not ci else f"[{ci[0]:.1f}, {ci[1]:.1f}]"
+def _ci(ci: Sequence[float] | None, digits: int = 1) -> str:
+    return "" if not ci else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def _comparison_digits(r: Mapping[str, Any]) -> int:
+    """Decimals of a paper-comparison row: 2 for table III recalls (0-1), 1 for percentages."""
+    return 2 if r["source"] == "table_iii" else 1
 
 
 def _paper_line(data: Mapping[str, Any]) -> str:
@@ -812,7 +819,7 @@ def markdown(data: Mapping[str, Any]) -> str:
         for e in rows:
             m, ci = e["metrics"], e.get("ci95") or {}
             flag = " (CONFLICT)" if e.get("conflict") else ""
-            cells = [f"{_f(m.get(c), digits)} {_ci(ci.get(c))}".strip() for c in cols]
+            cells = [f"{_f(m.get(c), digits)} {_ci(ci.get(c), digits)}".strip() for c in cols]
             lines.append(
                 f"| {e['model']}{flag} | {_who(e)} | {e.get('from') or '-'} | {e.get('sampling') or '-'} | "
                 f"{e.get('data') or 'unknown'} | " + " | ".join(cells) + f" | {e['n'].get('overall')} |"
@@ -828,10 +835,11 @@ def markdown(data: Mapping[str, Any]) -> str:
         for r in comp:
             src = r["source"] + (" (approx.)" if r["approximate"] else "")
             inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
-            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.1f}"
+            d = _comparison_digits(r)
+            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.{d}f}"
             lines.append(
                 f"| {r['model']} | {r['paper_model']} | {src} | {r['task']} | {r['budget']} | {r['metric']} | "
-                f"{_f(r['ours'])} {_ci(r['ours_ci95'])} | {r['paper']:g} | {diff} | {inci} |"
+                f"{_f(r['ours'], d)} {_ci(r['ours_ci95'], d)} | {r['paper']:g} | {diff} | {inci} |"
             )
     else:
         lines.append("No run is mapped to a paper model (pass `--paper-name MODEL=PAPER_MODEL`).")
@@ -892,7 +900,7 @@ def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Seq
             ci = e.get("ci95") or {}
             cells = "".join(
                 f"<td>{_f(e['metrics'].get(c), digits)}"
-                + (f"<br><span class='ci'>{_ci(ci.get(c))}</span>" if ci.get(c) else "")
+                + (f"<br><span class='ci'>{_ci(ci.get(c), digits)}</span>" if ci.get(c) else "")
                 + "</td>"
                 for c in cols
             )
@@ -924,11 +932,12 @@ def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Seq
         for r in comp:
             src = r["source"] + (" (approx.)" if r["approximate"] else "")
             inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
-            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.1f}"
+            d = _comparison_digits(r)
+            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.{d}f}"
             out.append(
                 f"<tr><td class='l'>{e_(r['model'])}</td><td class='l'>{e_(r['paper_model'])}</td><td class='l'>{e_(src)}</td>"
                 f"<td class='l'>{e_(r['task'])}</td><td class='l'>{e_(r['budget'])}</td><td class='l'>{e_(r['metric'])}</td>"
-                f"<td>{_f(r['ours'])}</td><td>{_ci(r['ours_ci95'])}</td><td>{r['paper']:g}</td><td>{diff}</td><td>{inci}</td></tr>"
+                f"<td>{_f(r['ours'], d)}</td><td>{_ci(r['ours_ci95'], d)}</td><td>{r['paper']:g}</td><td>{diff}</td><td>{inci}</td></tr>"
             )
         out.append("</table>")
     else:

@@ -8,7 +8,8 @@ or permutes whole **videos** (clusters), never single questions:
   of every metric, recomputed the way the task reports it: per-item metrics (``accuracy``, a
   category, ``invalid_rate``) as score sum / questions in scope, and the authors' macro metrics
   (``overall``, ``narrative``, ``cultural``) as the same mean of category means
-  (:func:`naru_eval.scoring.macro_levels`) on each resample;
+  (:func:`naru_eval.scoring.macro_levels`) on each resample; :func:`bootstrap_open_ci` is the
+  same bootstrap for ``naru_open`` (recall 0-1; ``overall`` = mean of the nine category recalls);
 * :func:`compare`: two runs paired by ``question_id``: the difference of each metric (B - A, in
   percentage points), a paired bootstrap CI over videos, and a paired sign-flip permutation test
   (under "A and B are exchangeable", swapping A and B within a video leaves the distribution
@@ -21,7 +22,7 @@ lmms-eval sample logs (:func:`naru_eval.scoring.samples_from_log`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,29 +63,48 @@ def _event(metric: str, sample: ScoredSample) -> bool:
     return (not sample.valid) if metric == "invalid_rate" else bool(sample.correct)
 
 
-def score_table(
-    samples: Sequence[ScoredSample], metrics: Sequence[str] = METRICS, cluster: str = "video_id"
+def _mcq_value(metric: str, sample: ScoredSample) -> float | None:
+    """A multiple-choice question's score (0/100) for ``metric``; None when out of its scope."""
+    if not in_scope(metric, sample.category):
+        return None
+    return 100.0 if _event(metric, sample) else 0.0
+
+
+def value_table(
+    items: Sequence[Any],
+    metrics: Sequence[str],
+    value: Callable[[str, Any], float | None],
+    cluster: str = "video_id",
 ) -> ScoreTable:
-    """Scores of ``samples``; ``cluster`` is ``video_id`` (default) or ``question_id`` (no clustering)."""
+    """Per-item values of ``metrics`` (``value(metric, item)``, None where the item does not count
+    towards the metric), with each item's cluster (its ``cluster`` attribute)."""
     names: dict[str, int] = {}
-    cluster_of = np.empty(len(samples), dtype=int)
-    scores = np.zeros((len(samples), len(metrics)))
-    mask = np.zeros((len(samples), len(metrics)), dtype=bool)
-    for i, s in enumerate(samples):
+    cluster_of = np.empty(len(items), dtype=int)
+    scores = np.zeros((len(items), len(metrics)))
+    mask = np.zeros((len(items), len(metrics)), dtype=bool)
+    for i, s in enumerate(items):
         key = str(getattr(s, cluster))
         cluster_of[i] = names.setdefault(key, len(names))
         for j, m in enumerate(metrics):
-            if in_scope(m, s.category):
+            v = value(m, s)
+            if v is not None:
                 mask[i, j] = True
-                scores[i, j] = 100.0 if _event(m, s) else 0.0
+                scores[i, j] = float(v)
     return ScoreTable(
-        question_ids=tuple(s.question_id for s in samples),
+        question_ids=tuple(s.question_id for s in items),
         cluster_of=cluster_of,
         cluster_names=tuple(names),
         scores=scores,
         mask=mask,
         metrics=tuple(metrics),
     )
+
+
+def score_table(
+    samples: Sequence[ScoredSample], metrics: Sequence[str] = METRICS, cluster: str = "video_id"
+) -> ScoreTable:
+    """Scores of ``samples``; ``cluster`` is ``video_id`` (default) or ``question_id`` (no clustering)."""
+    return value_table(samples, metrics, _mcq_value, cluster)
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -117,20 +137,63 @@ def bootstrap_ci(
     cluster: str = "video_id",
     metrics: Sequence[str] = METRICS,
 ) -> dict[str, tuple[float, float] | None]:
-    """Percentile bootstrap interval of every metric, resampling whole clusters (videos).
+    """Percentile bootstrap interval of every multiple-choice metric, resampling whole clusters
+    (videos): :func:`bootstrap_values` with the 0/100 scores of :func:`score_table` and the
+    authors' table II macro (``overall`` = mean of the two levels)."""
+    return bootstrap_values(samples, metrics, _mcq_value, "levels", reps, seed, level, cluster)
+
+
+def bootstrap_open_ci(
+    samples: Sequence[Any],
+    reps: int = DEFAULT_BOOTSTRAP_REPS,
+    seed: int = DEFAULT_SEED,
+    level: float = 0.95,
+    cluster: str = "video_id",
+    metrics: Sequence[str] | None = None,
+) -> dict[str, tuple[float, float] | None]:
+    """The same bootstrap for ``naru_open`` (:class:`~naru_eval.judge.score.JudgedSample`s):
+    per-response values as the task aggregates them (:func:`~naru_eval.judge.score.metric_value`:
+    recall 0-1, unscored responses left out), and the table III macro (``overall`` = mean of the
+    nine category mean recalls, ``narrative``/``cultural`` = means of their categories) recomputed
+    on each resample. ``metrics`` defaults to every per-response mean of the task."""
+    from naru_eval.judge.score import MEAN_METRICS, metric_value
+
+    return bootstrap_values(
+        samples, tuple(metrics or MEAN_METRICS), metric_value, "categories", reps, seed, level, cluster
+    )
+
+
+def bootstrap_values(
+    items: Sequence[Any],
+    metrics: Sequence[str],
+    value: Callable[[str, Any], float | None],
+    overall: str = "levels",
+    reps: int = DEFAULT_BOOTSTRAP_REPS,
+    seed: int = DEFAULT_SEED,
+    level: float = 0.95,
+    cluster: str = "video_id",
+) -> dict[str, tuple[float, float] | None]:
+    """The one bootstrap: percentile interval of each metric, resampling whole clusters (videos).
 
     Each replicate draws as many videos as there are, with replacement, and recomputes each
-    per-item metric as (sum of scores) / (questions in scope) over the drawn videos' questions,
-    and each macro metric as the mean of those category accuracies (:func:`macro_draws`).
-    Replicates in which a metric has no question (a category absent from every drawn video) are
-    ignored for that metric. ``None`` when the metric has no question at all.
+    per-item metric as (sum of values) / (items in scope) over the drawn videos' items, and each
+    macro metric (:data:`~naru_eval.scoring.MACRO_METRICS`) as :func:`macro_levels` of that
+    replicate's category means (``overall`` as :func:`macro_levels` takes it). Replicates in which
+    a metric has no item (a category absent from every drawn video) are ignored for that metric.
+    ``None`` when the metric has no item at all.
     """
-    if not samples:
+    if not items:
         return {m: None for m in metrics}
-    table = score_table(samples, metrics, cluster)
+    table = value_table(items, metrics, value, cluster)
     s, n = table.cluster_sums()
     w = _cluster_weights(np.random.default_rng(seed), len(table.cluster_names), reps)
-    draws = _with_macros(_ratio(w @ s, w @ n), table.metrics, samples, cluster, w)
+    draws = _ratio(w @ s, w @ n)
+    cols = [j for j, m in enumerate(metrics) if m in MACRO_METRICS]
+    if cols:
+        cs, cn = value_table(items, CATEGORIES, value, cluster).cluster_sums()
+        macros = macro_draws(_ratio(w @ cs, w @ cn), overall)
+        for j in cols:
+            draws[:, j] = macros[metrics[j]]
     return dict(zip(metrics, _percentile_interval(draws, level), strict=True))
 
 
@@ -141,27 +204,15 @@ def _category_ratios(samples: Sequence[ScoredSample], cluster: str, w: np.ndarra
     return _ratio(w @ cs, w @ cn)
 
 
-def macro_draws(cat_draws: np.ndarray) -> dict[str, np.ndarray]:
-    """``overall``/``narrative``/``cultural`` of each replicate from its category accuracies
-    ((reps, 9) in CATEGORIES order), by the one definition :func:`macro_levels`."""
+def macro_draws(cat_draws: np.ndarray, overall: str = "levels") -> dict[str, np.ndarray]:
+    """``overall``/``narrative``/``cultural`` of each replicate from its category means
+    ((reps, 9) in CATEGORIES order), by the one definition :func:`macro_levels` (``overall``:
+    ``"levels"`` for multiple choice, ``"categories"`` for open-ended)."""
     out = {m: np.full(cat_draws.shape[0], np.nan) for m in MACRO_METRICS}
     for r, row in enumerate(cat_draws):
-        for m, v in macro_levels(dict(zip(CATEGORIES, row.tolist(), strict=True))).items():
+        for m, v in macro_levels(dict(zip(CATEGORIES, row.tolist(), strict=True)), overall).items():
             out[m][r] = np.nan if v is None else v
     return out
-
-
-def _with_macros(
-    draws: np.ndarray, metrics: Sequence[str], samples: Sequence[ScoredSample], cluster: str, w: np.ndarray
-) -> np.ndarray:
-    """``draws`` with the macro metrics' columns replaced by their macro recomputation."""
-    cols = [j for j, m in enumerate(metrics) if m in MACRO_METRICS]
-    if not cols:
-        return draws
-    macros = macro_draws(_category_ratios(samples, cluster, w))
-    for j in cols:
-        draws[:, j] = macros[metrics[j]]
-    return draws
 
 
 def point_estimates(samples: Sequence[ScoredSample], metrics: Sequence[str] = METRICS) -> dict[str, float | None]:

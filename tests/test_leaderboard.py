@@ -456,3 +456,94 @@ def test_html_page_renders_offline_in_headless_chromium(runs, tmp_path):
     # CSS and tables are grey scale, so strongly coloured pixels come from the decoded PNGs
     coloured = sum(n for n, (r, g, b) in colours if max(r, g, b) - min(r, g, b) > 80)
     assert coloured > 20000, coloured
+
+
+# --------------------------------------------------------------------------- naru_open runs (fast)
+
+
+def write_open_run(run_dir: Path, model: str, fingerprint: str, seed: int) -> list:
+    """A naru_open run directory as lmms-eval leaves it: ``<stamp>_results.json`` (the numbers the
+    task's aggregation reports) beside ``<stamp>_samples_naru_open.jsonl`` (the payloads of
+    :func:`naru_eval.judge.score.open_payloads`), 10 videos with unbalanced categories."""
+    import random
+
+    from naru_eval.judge.score import JudgedSample, compute_open_metrics, open_payloads
+
+    rng = random.Random(seed)
+    samples = []
+    for v in range(10):
+        for k in range(rng.randint(3, 8)):
+            cat = CATEGORIES[(v + k * k) % 9]
+            unscored = rng.random() < 0.1
+            samples.append(
+                JudgedSample(
+                    question_id=f"q{v}_{k}", video_id=f"vid{v}", category=cat,
+                    level="narrative" if cat in NARRATIVE else "cultural", question="q", reference="r",
+                    response="a", status="unscored" if unscored else "scored",
+                    recall=None if unscored else round(rng.random(), 2), data_fingerprint=fingerprint,
+                )
+            )  # fmt: skip
+    d = run_dir / model
+    d.mkdir(parents=True)
+    with open(d / "20260101_000000_samples_naru_open.jsonl", "w", encoding="utf-8") as f:
+        for i, s in enumerate(samples):
+            f.write(json.dumps({"doc_id": i, **open_payloads(s)}) + "\n")
+    reported = {f"{m},none": v for m, v in compute_open_metrics(samples).items()}
+    results = {
+        "results": {"naru_open": reported},
+        "config": {"model": "naru_replay", "model_args": f"pretrained={model},num_frames=8"},
+        "n-samples": {"naru_open": {"original": len(samples), "effective": len(samples)}},
+        "versions": {"naru_open": 2.0},
+    }
+    (d / "20260101_000000_results.json").write_text(json.dumps(results), encoding="utf-8")
+    return samples
+
+
+ROOT_OF = {
+    "fpA": lambda base: base / "a" / "model-x" / "20260101_000000_samples_naru_open.jsonl",
+    "fpB": lambda base: base / "b" / "model-x" / "20260101_000000_samples_naru_open.jsonl",
+}
+
+
+def test_open_runs_get_macro_bootstrap_cis_and_their_data(tmp_path):
+    """naru_open entries: the table III macro recomputed from the log, its video-clustered
+    bootstrap interval (the one bootstrap, seeded), the data fingerprint the samples record; runs
+    on different data sit in separate tables, never merged; table III is compared with ``overall``."""
+    from naru_eval.judge.score import compute_open_metrics, metrics_from_open_log
+    from naru_eval.stats import bootstrap_open_ci
+
+    a = write_open_run(tmp_path / "a", "model-x", "fpA", seed=1)
+    b = write_open_run(tmp_path / "b", "model-x", "fpB", seed=2)
+    lb = build_leaderboard([tmp_path / "a", tmp_path / "b"], paper_names={"model-x": "Qwen3-VL-8B"}, reps=300, seed=5)
+    assert not lb.errors and not lb.data["conflicts"], lb.errors
+    entries = {e["data"]: e for e in lb.data["entries"]}
+    assert set(entries) == {"fpA", "fpB"}
+    for fp, samples in (("fpA", a), ("fpB", b)):
+        e = entries[fp]
+        assert e["metrics_source"] == "sample_log_open" and e["reported_matches_log"] is True
+        assert e["id"] == f"model-x | naru_open | 8 Frames | judge={e['judge'] or '-'} | data={fp}"
+        # the macro by hand: mean of the nine category mean recalls (unscored left out)
+        cat = {c: [s.recall for s in samples if s.category == c and s.recall is not None] for c in CATEGORIES}
+        means = [sum(v) / len(v) for v in cat.values() if v]
+        assert e["metrics"]["overall"] == pytest.approx(sum(means) / len(means))
+        assert e["metrics"] == pytest.approx(compute_open_metrics(samples))
+        want = bootstrap_open_ci(samples, reps=300, seed=5)
+        for m in ("overall", "narrative", "cultural", "recall", *CATEGORIES):
+            assert e["ci95"][m] == pytest.approx(list(want[m])), m
+            lo, hi = e["ci95"][m]
+            assert lo <= e["metrics"][m] <= hi and hi - lo > 0, m
+        assert metrics_from_open_log(ROOT_OF[fp](tmp_path))["overall"] == pytest.approx(e["metrics"]["overall"])
+    tables = [t for t in lb.data["tables"] if t["task"] == "naru_open"]
+    assert sorted(t["data"] for t in tables) == ["fpA", "fpB"]
+    for t in tables:
+        ours = [i for i in t["rows"] if i in {e["id"] for e in lb.data["entries"]}]
+        assert ours == [entries[t["data"]]["id"]] and len(t["rows"]) == 8 + 1 and t["kind"] == "open"
+    assert any("different data" in w for w in lb.warnings)
+    comp = [r for r in lb.data["paper"]["comparison"] if r["source"] == "table_iii"]
+    assert {r["metric"] for r in comp} == {"overall"} and {r["paper"] for r in comp} == {0.44}
+    assert {r["ours"] for r in comp} == {entries["fpA"]["metrics"]["overall"], entries["fpB"]["metrics"]["overall"]}
+    md = markdown(lb.data)
+    lo, hi = entries["fpA"]["ci95"]["overall"]
+    assert f"{entries['fpA']['metrics']['overall']:.2f} [{lo:.2f}, {hi:.2f}]" in md
+    assert "## naru_open: runs on data fpA" in md and "## naru_open: runs on data fpB" in md
+    assert f"[{lo:.2f}, {hi:.2f}]" in render_html(lb.data)

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from naru_eval.data import CATEGORIES, NARRATIVE
+from naru_eval.judge.score import JudgedSample, compute_open_metrics
 from naru_eval.scoring import MACRO_METRICS, METRICS, ScoredSample, compute_metrics
-from naru_eval.stats import bootstrap_ci, compare, format_comparison, holm, score_table
+from naru_eval.stats import bootstrap_ci, bootstrap_open_ci, compare, format_comparison, holm, score_table
 
 
 def sample(qid: str, vid: str, cat: str, correct: bool, valid: bool = True) -> ScoredSample:
@@ -238,3 +239,102 @@ def test_holm():
     adj = holm([0.01, 0.04, None, 0.03])
     assert adj[2] is None
     assert adj[0] == pytest.approx(0.03) and adj[3] == pytest.approx(0.06) and adj[1] == pytest.approx(0.06)
+
+
+# --------------------------------------------------------------------------- naru_open (recall 0-1)
+
+
+def judged(qid: str, vid: str, cat: str, recall: float | None) -> JudgedSample:
+    """A judged open-ended response; ``recall=None``: unscored (left out of every recall)."""
+    return JudgedSample(
+        question_id=qid,
+        video_id=vid,
+        category=cat,
+        level="narrative" if cat in NARRATIVE else "cultural",
+        question="q",
+        reference="r",
+        response="a",
+        status="unscored" if recall is None else "scored",
+        recall=recall,
+    )
+
+
+def test_open_bootstrap_recomputes_the_table_iii_macro_on_each_resample():
+    """Per video: 10 N.1 responses with recall 0, one of every other category with recall 1, one
+    unscored C.5. Every category mean is the same on every resample, so the table III macro
+    (mean of the nine category recalls) is constant; the per-response ``recall`` is not."""
+    run = []
+    for v in range(12):
+        vid = f"vid{v:02d}"
+        run += [judged(f"{vid}_n1_{k}", vid, "N.1", 0.0) for k in range(10)]
+        run += [judged(f"{vid}_{c}", vid, c, 1.0) for c in CATEGORIES if c != "N.1"]
+        run.append(judged(f"{vid}_u", vid, "C.5", None))
+    point = compute_open_metrics(run)
+    assert point["overall"] == pytest.approx(8 / 9) and point["narrative"] == pytest.approx(0.75)
+    assert point["recall"] == pytest.approx(8 / 18)
+    ci = bootstrap_open_ci(run, reps=300, seed=3)
+    assert ci["overall"] == pytest.approx((8 / 9, 8 / 9))  # a micro recomputation would sit at 8/18
+    assert ci["narrative"] == pytest.approx((0.75, 0.75)) and ci["cultural"] == pytest.approx((1.0, 1.0))
+    assert ci["recall"] == pytest.approx((8 / 18, 8 / 18))  # balanced per video: constant too
+    assert ci["unscored_rate"] == pytest.approx((1 / 19, 1 / 19))
+    assert "n_scored" not in ci and "judge_cost_usd" not in ci  # sums have no interval
+
+
+def test_open_bootstrap_equals_a_direct_resampling_of_videos():
+    """The vectorised bootstrap against a plain loop: draw videos with the same generator, pool the
+    drawn videos' responses, take the category means, then their mean (table III)."""
+    rng = random.Random(4)
+    run = [
+        judged(f"q{v}_{k}", f"vid{v}", CATEGORIES[(v * 3 + k) % 9], None if rng.random() < 0.1 else rng.random())
+        for v in range(15)
+        for k in range(rng.randint(3, 9))
+    ]
+    reps, seed = 400, 11
+    ci = bootstrap_open_ci(run, reps=reps, seed=seed, metrics=("overall", "cultural", "recall"))
+    videos = list(dict.fromkeys(s.video_id for s in run))
+    counts = np.random.default_rng(seed).multinomial(len(videos), [1 / len(videos)] * len(videos), size=reps)
+    draws: dict[str, list[float]] = {"overall": [], "cultural": [], "recall": []}
+    for row in counts:
+        pool = [s for vid, k in zip(videos, row, strict=True) for s in run if s.video_id == vid for _ in range(k)]
+        scored = [s for s in pool if s.recall is not None]
+        cat = {c: [s.recall for s in scored if s.category == c] for c in CATEGORIES}
+        means = {c: sum(v) / len(v) for c, v in cat.items() if v}
+        draws["overall"].append(sum(means.values()) / len(means))
+        cul = [means[c] for c in CATEGORIES[4:] if c in means]
+        draws["cultural"].append(sum(cul) / len(cul))
+        draws["recall"].append(sum(s.recall for s in scored) / len(scored))
+    for m, d in draws.items():
+        assert ci[m] == pytest.approx((np.percentile(d, 2.5), np.percentile(d, 97.5)), abs=1e-12), m
+    point = compute_open_metrics(run)
+    assert all(ci[m][0] <= point[m] <= ci[m][1] for m in draws)
+
+
+def test_score_command_prints_seeded_video_clustered_intervals(tmp_path, capsys):
+    """``naru-eval score LOG`` prints each macro metric and accuracy with the bootstrap interval of
+    :func:`bootstrap_ci` (seeded), and ``--json`` carries the same numbers."""
+    import json
+
+    from naru_eval.cli import main
+    from naru_eval.scoring import metric_payloads
+
+    run = make_run(n_videos=20, p_video=lambda v: 0.2 + 0.03 * v, seed=2)
+    log = tmp_path / "x_samples_naru_mcq.jsonl"
+    log.write_text("".join(json.dumps(metric_payloads(s)) + "\n" for s in run), encoding="utf-8")
+    assert main(["score", str(log), "--json", "--reps", "500", "--seed", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)[log.name]
+    want = bootstrap_ci(run, reps=500, seed=4)
+    point = compute_metrics(run)
+    for m in ("overall", "narrative", "cultural", "accuracy"):
+        assert out[m] == pytest.approx(point[m]) and out["ci95"][m] == pytest.approx(list(want[m])), m
+    assert out["bootstrap"] == {"cluster": "video_id", "reps": 500, "seed": 4, "level": 0.95,
+                                "metrics": ["overall", "narrative", "cultural", "accuracy"]}  # fmt: skip
+    assert main(["score", str(log), "--reps", "500", "--seed", "4"]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith(f"| {log.name} |"))
+    cells = dict(zip(METRICS, [c.strip() for c in row.split("|")[2:-1]], strict=True))
+    lo, hi = want["overall"]
+    assert cells["overall"] == f"{point['overall']:.1f} [{lo:.1f}, {hi:.1f}]"
+    assert cells["N.1"] == f"{point['N.1']:.1f}"  # categories: no interval printed
+    assert "500 reps, seed 4" in text
+    assert main(["score", str(log), "--json", "--reps", "500", "--seed", "5"]) == 0
+    assert json.loads(capsys.readouterr().out)[log.name]["ci95"] != out["ci95"]  # the seed matters

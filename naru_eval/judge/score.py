@@ -72,6 +72,7 @@ class JudgedSample:
     facts: list[dict[str, Any]] = field(default_factory=list)  # id, text, verdict, evidence, evidence_found
     judge: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
+    data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.data.Dataset), as MCQ records it
 
     @classmethod
     def unscored(cls, item: Any, response: str | None, **fields: Any) -> JudgedSample:

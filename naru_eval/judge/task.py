@@ -129,6 +129,8 @@ def judge_doc(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict[
             response,
             reason=f"judge error: {type(e).__name__}: {e}",
         )
+    # the data the question came from, as the MCQ payloads record it (the leaderboard's ``data``)
+    sample.data_fingerprint = doc.get("data_fingerprint") or None
     return open_payloads(sample)
 
 

@@ -18,21 +18,26 @@ pytestmark = pytest.mark.api
 REF = "The bride wears a white kimono. The ceremony is held at a shrine. Guests bow twice."
 
 
-def write_open_log(path: Path, responses: list[str | None]) -> Path:
+def write_open_log(
+    path: Path, responses: list[str | None], categories: list[str] | None = None, data_fingerprint: str | None = None
+) -> Path:
     """A naru_open sample log as lmms-eval writes it (the parts the judge reads)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = []
     for i, resp in enumerate(responses):
+        cat = categories[i] if categories else CATEGORIES[i % 9]
         payload = {
             "question_id": f"q{i:03d}",
             "video_id": f"v{i % 3}",
-            "category": CATEGORIES[i % 9],
-            "level": "narrative" if i % 9 < 4 else "cultural",
+            "category": cat,
+            "level": "narrative" if cat.startswith("N") else "cultural",
             "question": f"What happens at the wedding {i}?",
             "reference": REF,
             "response": resp,
             "status": "unscored",
         }
+        if data_fingerprint:
+            payload["data_fingerprint"] = data_fingerprint
         lines.append(json.dumps({"doc_id": i, "overall": payload, "filtered_resps": [resp or ""]}))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -85,6 +90,27 @@ def test_score_rejudges_saved_logs(tmp_path, stub, fake, capsys):
     assert judge_main([*base, "--judge-model", "gpt-4.1"]) == 0
     capsys.readouterr()
     assert chat_schemas(stub).count("FactList") == 6
+
+
+def test_score_table_shows_recall_beside_the_macro_means(tmp_path, stub, capsys):
+    """The Markdown table of ``judge score``: overall/narrative/cultural (table III macro) then
+    ``recall`` (per response), which differ when categories are unbalanced; the re-judged rows
+    keep the data fingerprint of the logged run."""
+    one = "The bride wears a white kimono."
+    responses = [REF, one, one, one, REF, "", "Guests bow twice."]  # recalls 1, 1/3, 1/3, 1/3, 1, 0, 1/3
+    cats = ["N.1", "N.1", "N.1", "N.1", "N.2", "C.1", "C.1"]
+    log = write_open_log(tmp_path / "r" / "m" / "s_samples_naru_open.jsonl", responses, cats, "fp0123")
+    assert judge_main(["judge", "score", str(tmp_path / "r"), "--base-url", stub.base_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = [c.strip() for c in lines[0].split("|")[1:-1]]
+    assert head[:5] == ["run", "overall", "narrative", "cultural", "recall"]
+    row = dict(zip(head, [c.strip() for c in lines[2].split("|")[1:-1]], strict=True))
+    n1, n2, c1 = (1 + 1 / 3 * 3) / 4, 1.0, (0 + 1 / 3) / 2
+    assert row["recall"] == f"{(1 + 1 + 4 * (1 / 3)) / 7:.3f}"
+    assert row["overall"] == f"{(n1 + n2 + c1) / 3:.3f}" != row["recall"]
+    assert row["narrative"] == f"{(n1 + n2) / 2:.3f}" and row["cultural"] == f"{c1:.3f}"
+    scores = log.parent / "judge" / "facts_gpt-5.5" / "s_samples_naru_open.scores.jsonl"
+    assert {json.loads(x)["data_fingerprint"] for x in scores.read_text().splitlines()} == {"fp0123"}
 
 
 def test_score_minerva_protocol(tmp_path, stub, capsys):

@@ -14,7 +14,7 @@ import pytest
 
 from naru_eval.cli_judge import main as judge_main
 from naru_eval.data import CATEGORIES, CULTURAL, LETTERS, NARRATIVE
-from naru_eval.judge.score import OPEN_METRICS, metrics_from_open_log
+from naru_eval.judge.score import OPEN_METRICS, metrics_from_open_log, samples_from_open_log
 from naru_eval.lmms_run import run_lmms_eval
 from tests.conftest import read_jsonl, write_jsonl
 from tests.judge.conftest import FAKE_KEY
@@ -127,6 +127,22 @@ def test_naru_open_through_lmms_eval_then_rejudged(copy_data, tmp_path, stub, fa
         assert p["facts"] and all({"id", "text"} <= set(f) for f in p["facts"])
         if p["status"] in ("scored", "empty", "failed"):
             assert all(f["verdict"] in ("covered", "partial", "not_covered", "contradicted") for f in p["facts"])
+    # every sample records the data it was computed on, and the leaderboard shows it, with the
+    # video-clustered bootstrap CI of the table III macro
+    from naru_eval.data import load_local
+    from naru_eval.leaderboard import build_leaderboard
+    from naru_eval.stats import bootstrap_open_ci
+
+    fingerprint = load_local(data).fingerprint
+    assert fingerprint and {s["overall"]["data_fingerprint"] for s in logged} == {fingerprint}
+    lb = build_leaderboard([tmp_path / "out"], reps=200, seed=1)
+    (entry,) = lb.data["entries"]
+    assert entry["data"] == fingerprint and entry["id"].endswith(f"data={fingerprint}")
+    want_ci = bootstrap_open_ci(samples_from_open_log(log), reps=200, seed=1)
+    for m in ("overall", "narrative", "cultural", "recall"):
+        assert entry["metrics"][m] == pytest.approx(want[m], abs=1e-9), m
+        assert entry["ci95"][m] == pytest.approx(list(want_ci[m])), m
+        assert entry["ci95"][m][0] <= want[m] <= entry["ci95"][m][1], m
     injected = [s["overall"] for s in logged if s["overall"]["response"] == INJECTION]
     assert injected and all(p["recall"] == 0.0 for p in injected)
     assert {s["overall"]["status"] for s in logged} == {"scored", "empty", "failed", "unscored"}

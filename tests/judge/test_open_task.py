@@ -74,3 +74,24 @@ def test_limit_turns_prefetch_off(monkeypatch):
     assert open_task.prefetch_enabled()
     monkeypatch.setenv("NARU_JUDGE_PREFETCH", "0")
     assert not open_task.prefetch_enabled()
+
+
+def test_open_payloads_carry_the_data_fingerprint(small_data, stub, monkeypatch):
+    """As the MCQ payloads do: every naru_open sample records the annotations' fingerprint, judged
+    or not, and it reads back from the log (the leaderboard's ``data`` column)."""
+    from naru_eval.data import load_local
+    from naru_eval.judge.score import JudgedSample
+
+    fingerprint = load_local(small_data).fingerprint
+    assert fingerprint
+    monkeypatch.setenv("NARU_DATA_DIR", str(small_data))
+    monkeypatch.setenv("NARU_JUDGE_BASE_URL", stub.base_url)
+    monkeypatch.setenv("NARU_JUDGE_PREFETCH", "0")
+    doc = lmms_tasks.process_docs_open_500(None)[0]
+    assert doc["data_fingerprint"] == fingerprint
+    scored = lmms_tasks.process_results_open(doc, [lmms_tasks.doc_to_target_open(doc)])["overall"]
+    assert scored["status"] == "scored" and scored["data_fingerprint"] == fingerprint
+    assert JudgedSample.from_dict(scored).data_fingerprint == fingerprint
+    monkeypatch.setenv("NARU_JUDGE_BACKEND", "no-such-backend")
+    unscored = lmms_tasks.process_results_open(doc, ["an answer"])["overall"]
+    assert unscored["status"] == "unscored" and unscored["data_fingerprint"] == fingerprint
