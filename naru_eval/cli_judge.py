@@ -107,7 +107,7 @@ def _usage_line(summary: dict[str, Any]) -> str:
     return (
         f"judge calls: {t['calls']} made, {t['cached']} replayed from the cache, {t['failed']} failed; "
         f"tokens in/out {t['prompt_tokens']}/{t['completion_tokens']}; "
-        f"cost now ${t['cost_usd']:.4f}, from scratch ${t['nominal_cost_usd']:.4f}{unpriced}"
+        f"cost now {_usd(t['cost_usd'], 4)}, from scratch {_usd(t['nominal_cost_usd'], 4)}{unpriced}"
     )
 
 
@@ -278,18 +278,31 @@ def cmd_cost(args: argparse.Namespace) -> int:
         print(json.dumps(est, indent=2))
         return 0
     p = est["price_per_1M"]
-    print(f"judge {est['model']} at ${p['input']}/M input, ${p['output']}/M output (assumed prices)")
+    if p is None:
+        print(
+            f"judge {est['model']}: no price in the table (naru_eval/data_files/prices.json); cost unknown. "
+            "Give one with --prices / NARU_JUDGE_PRICES."
+        )
+    else:
+        print(f"judge {est['model']} at ${p['input']}/M input, ${p['output']}/M output (dated table; check it)")
     for part in ("facts", "verify", "minerva"):
         if part in est:
             e = est[part]
             print(
-                f"  {part}: {e['calls']} calls, {e['input_tokens']:,} in + {e['output_tokens']:,} out tokens = ${e['usd']:.2f}"
+                f"  {part}: {e['calls']} calls, {e['input_tokens']:,} in + {e['output_tokens']:,} out tokens "
+                f"= {_usd(e['usd'], 2)}"
             )
     print(
-        f"  total ${est['total_usd']:.2f} for {args.questions} questions x {args.models} models "
-        f"(${est['per_model_usd']:.2f} per extra model; ${est['without_frozen_facts_usd']:.2f} without frozen facts)"
+        f"  total {_usd(est['total_usd'], 2)} for {args.questions} questions x {args.models} models "
+        f"({_usd(est['per_model_usd'], 2)} per extra model; {_usd(est['without_frozen_facts_usd'], 2)} "
+        "without frozen facts)"
     )
     return 0
+
+
+def _usd(value: float | None, digits: int) -> str:
+    """Dollars, or ``unknown`` (a model without a price is never shown as $0)."""
+    return "unknown" if value is None else f"${value:.{digits}f}"
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:

@@ -119,10 +119,14 @@ def test_facts_builds_and_exports(small_data, tmp_path, stub, fake, capsys):
 
 
 def test_cost_and_schemas(capsys):
-    assert judge_main(["judge", "cost", "--json"]) == 0
+    assert judge_main(["judge", "cost", "--json", "--judge-model", "gpt-5"]) == 0
     est = json.loads(capsys.readouterr().out)
     assert est["facts"]["calls"] == 500 and est["verify"]["calls"] == 4000
     assert est["total_usd"] == pytest.approx(est["facts"]["usd"] + est["verify"]["usd"])
+    # the default judge has no dated price: the calls are counted, the dollars are unknown
+    assert judge_main(["judge", "cost"]) == 0
+    out = capsys.readouterr().out
+    assert "cost unknown" in out and "total unknown" in out and "$" not in out.split("total")[1]
     assert judge_main(["judge", "schemas"]) == 0
     schemas = json.loads(capsys.readouterr().out)
     assert set(schemas) == {"FactList", "CoverageReport", "MinervaScore", "McqChoice"}
