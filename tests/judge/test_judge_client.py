@@ -282,3 +282,14 @@ def test_config_from_env(monkeypatch):
     monkeypatch.setenv("NARU_JUDGE_CONCURRENCY", "many")
     with pytest.raises(ValueError, match="NARU_JUDGE_CONCURRENCY"):
         JudgeConfig.from_env()
+
+
+def test_the_runs_judge_cost_is_unknown_without_a_price(make_judge):
+    """``judge_cost_usd`` of a judge without a price is None (unknown), not $0 or a partial sum."""
+    from naru_eval.judge.score import compute_open_metrics
+
+    it = item()
+    unpriced = make_judge(prices=load_prices(None)).judge_many([(it, it.reference)])
+    assert compute_open_metrics(unpriced)["judge_cost_usd"] is None
+    priced = make_judge(prices=load_prices('{"gpt-5.5": {"input": 1, "output": 8}}')).judge_many([(it, it.reference)])
+    assert compute_open_metrics(priced)["judge_cost_usd"] > 0
