@@ -9,7 +9,10 @@ the frame cache); no model utility re-decodes the video.
 
 A request that fails after the adapter's bounded retries raises :class:`RequestFailed`: it is
 stored as a failure, answered with the failure marker (scored invalid, counted in
-``invalid_rate``), listed in the run's summary and retried on the next run.
+``invalid_rate``), listed in the run's summary and retried on the next run. When the first
+answered requests all fail with the same client error, the run stops instead
+(:class:`~naru_eval.retry.ConfigErrorBreaker`; those failures are not stored). Identical
+requests (same question, prompt, media and settings, whatever the task) are asked once.
 """
 
 from __future__ import annotations
