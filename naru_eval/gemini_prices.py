@@ -35,5 +35,5 @@ def __getattr__(name: str) -> Any:
     if name == "PRICES_AS_OF":
         return _prices.provenance("gemini")[0]
     if name == "PRICES_SOURCE":
-        return _prices.provenance("gemini")[1] + " -- check before budgeting"
+        return _prices.provenance("gemini")[1] + " -- TO BE CHECKED before budgeting"
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
