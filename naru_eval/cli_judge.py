@@ -14,10 +14,11 @@ The judge is configured by NARU_JUDGE_* / OPENAI_API_KEY (see docs/judge.md); fl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,24 @@ def _usage_line(summary: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------ commands
 
 
+def _stops_on_config_error(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A judge refused for its configuration (naru_eval.retry.ConfigurationError): the API's
+    message and exit status 2, not a traceback."""
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        from naru_eval.retry import ConfigurationError
+
+        try:
+            return cmd(args)
+        except ConfigurationError as e:
+            print(f"naru-eval judge: {e}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+@_stops_on_config_error
 def cmd_facts(args: argparse.Namespace) -> int:
     from naru_eval.data import load_dataset_from_env, load_local
     from naru_eval.judge.facts import export_facts
@@ -139,6 +158,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+@_stops_on_config_error
 def cmd_score(args: argparse.Namespace) -> int:
     from naru_eval.judge.items import JudgeItem
     from naru_eval.judge.pipeline import Judge

@@ -132,3 +132,13 @@ def test_cost_and_schemas(capsys):
     assert set(schemas) == {"FactList", "CoverageReport", "MinervaScore", "McqChoice"}
     verdict = schemas["CoverageReport"]["$defs"]["FactVerdict"]["properties"]["verdict"]
     assert verdict["enum"] == ["covered", "partial", "not_covered", "contradicted"]
+
+
+def test_score_stops_on_a_configuration_error_with_the_apis_message(tmp_path, stub, capsys):
+    """A refused key: three requests, then the API's message and exit 2 (not a traceback)."""
+    write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF] * 12)
+    stub.statuses = [401] * 100
+    argv = ["judge", "score", str(tmp_path / "run"), "--base-url", stub.base_url, "--concurrency", "1"]
+    assert judge_main(argv) == 2
+    assert "HTTP 401: stub error 401" in capsys.readouterr().err
+    assert len(stub.chat_requests()) == 3
