@@ -176,7 +176,7 @@ def test_the_price_file_ships_as_package_data():
 
     root = Path(__file__).resolve().parents[2]
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "data_files/*.json" in data["naru_eval"]
+    assert "*.json" in data["naru_eval.data_files"]
     assert PRICES["gemini-2.5-flash"]["input"] > 0 and PRICES_AS_OF[:2] == "20" and "https://" in PRICES_SOURCE
 
 
