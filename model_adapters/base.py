@@ -9,15 +9,21 @@ the frame cache); no model utility re-decodes the video.
 
 A request that fails after the adapter's bounded retries raises :class:`RequestFailed`: it is
 stored as a failure, answered with the failure marker (scored invalid, counted in
-``invalid_rate``), listed in the run's summary and retried on the next run.
+``invalid_rate``), listed in the run's summary and retried on the next run. When the first
+answered requests all fail with the same client error, the run stops instead
+(:class:`~naru_eval.retry.ConfigErrorBreaker`; those failures are not stored). Identical
+requests (same question, prompt, media and settings, whatever the task) are asked once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from lmms_eval.api.instance import Instance
@@ -25,6 +31,7 @@ from lmms_eval.api.model import lmms
 from loguru import logger
 from tqdm import tqdm
 
+from naru_eval.retry import ConfigErrorBreaker
 from naru_eval.store import ResponseStore, redact, run_key
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
@@ -128,6 +135,9 @@ class NaruModel(lmms):
         self._use_store = use_store
         self.failures: dict[str, str] = {}
         self.reused = 0
+        #: stops the run when the first answered requests all fail with one client error
+        #: (a wrong key, model name or setting) instead of storing a failure per question
+        self.breaker = ConfigErrorBreaker(self.model_id)
 
     # -- what a family overrides ------------------------------------------------------------
     def respond(self, request: NaruRequest) -> str | Answer:  # pragma: no cover - abstract
@@ -180,19 +190,36 @@ class NaruModel(lmms):
         return out
 
     def request_key(self, request: NaruRequest) -> tuple[str, str]:
-        """(run key, question key): the prompt's hash is part of the question key."""
-        desc = {**self.describe(), "task": request.task, "gen_kwargs": request.gen_kwargs}
-        prompt_hash = hashlib.sha256(request.prompt.encode()).hexdigest()[:12]
-        return run_key(desc), f"{request.question_id}:{prompt_hash}"
+        """(run key, question key) of a request.
+
+        The run key hashes the adapter's settings and the generation kwargs, *not the task*: the
+        same question with the same prompt, media and settings is one request whatever task asks
+        it (``--tasks naru`` asks the 500 subset in ``naru_mcq`` and ``naru_mcq_500``). The
+        question key is the question id plus a hash of the prompt and the media (video file
+        names), so a blind variant (no video) or a rotated one (another prompt, another id)
+        stays its own request.
+        """
+        desc = {**self.describe(), "gen_kwargs": request.gen_kwargs}
+        asked = {"prompt": request.prompt, "media": [Path(v).name for v in request.videos]}
+        digest = hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+        return run_key(desc), f"{request.question_id}:{digest}"
 
     def generate_until(self, requests: list[Instance]) -> list[str]:
         reqs = self.to_naru_requests(requests)
         out: list[str | None] = [None] * len(reqs)
         store = self.store
         keys = [self.request_key(r) for r in reqs]
-        pending = []
-        for i, (rk, qk) in enumerate(keys):
-            hit = store.get(rk, qk) if store else None
+        pending: list[int] = []
+        #: index -> the later indices asking the very same request (answered once, shared)
+        shared: dict[int, list[int]] = {}
+        first_of: dict[tuple[str, str], int] = {}
+        for i, key in enumerate(keys):
+            if key in first_of:
+                shared[first_of[key]].append(i)
+                continue
+            first_of[key] = i
+            shared[i] = []
+            hit = store.get(*key) if store else None
             if hit is not None and hit.status == "ok":
                 out[i] = hit.response
                 self.reused += 1
@@ -203,25 +230,53 @@ class NaruModel(lmms):
                 store.register_run(rk, {**self.describe(), "store_path": str(store.path)})
         if self.reused:
             logger.info(f"naru: {self.reused} answer(s) reused from {store.path if store else ''}")
+        n_shared = sum(len(v) for v in shared.values())
+        if n_shared:
+            logger.info(f"naru: {n_shared} request(s) repeat another task's identical request; asked once")
         # one video at a time: the frame cache then decodes each video once
         pending.sort(key=lambda i: (reqs[i].video or "", i))
         self.prepare([reqs[i] for i in pending])
+        breaker = self.breaker
+        held: list[tuple[int, RequestFailed]] = []  # failures kept back while the breaker is undecided
+        held_lock = threading.Lock()
+
+        def record_failure(i: int, e: RequestFailed) -> None:
+            r = reqs[i]
+            rk, qk = keys[i]
+            self.failures[r.question_id] = str(e)
+            if store:
+                store.put_failed(rk, qk, str(e), e.usage)
+            out[i] = failed(str(e))
+
+        def flush_held() -> None:
+            with held_lock:
+                if breaker.undecided or breaker.tripped:
+                    return
+                todo, held[:] = list(held), []
+            for i, e in todo:
+                record_failure(i, e)
 
         def answer(i: int) -> None:
             r = reqs[i]
             rk, qk = keys[i]
+            breaker.check()  # a tripped breaker: nothing more is asked
             try:
                 ans = self.respond(r)
             except RequestFailed as e:
-                self.failures[r.question_id] = str(e)
-                if store:
-                    store.put_failed(rk, qk, str(e), e.usage)
-                out[i] = failed(str(e))
+                if breaker.failed(e):  # raises ConfigurationError when the run must stop
+                    with held_lock:
+                        if breaker.undecided:
+                            held.append((i, e))
+                            return
+                record_failure(i, e)
+                flush_held()
                 return
+            breaker.succeeded()
             text, usage = (ans.text, ans.usage) if isinstance(ans, Answer) else (ans, None)
             if store:
                 store.put_ok(rk, qk, text, usage)
             out[i] = text
+            flush_held()
 
         bar = tqdm(total=len(pending), disable=self.rank != 0, desc=self.model_id)
         workers = max(1, int(self.max_concurrency))
@@ -240,6 +295,13 @@ class NaruModel(lmms):
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
         bar.close()
+        # fewer answered requests than the breaker needs: the held failures are ordinary ones
+        for i, e in held:
+            record_failure(i, e)
+        held.clear()
+        for i, copies in shared.items():
+            for j in copies:
+                out[j] = out[i]
         if self.failures:
             shown = "; ".join(f"{q}: {e}" for q, e in list(self.failures.items())[:20])
             logger.warning(

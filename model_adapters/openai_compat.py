@@ -39,8 +39,9 @@ from urllib.parse import quote, urlsplit
 
 from loguru import logger
 
-from model_adapters.args import ArgParser
+from model_adapters.args import ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.judge.config import is_reasoning_family
 from naru_eval.retry import RetryError, call_with_retry, describe_error, is_connection_error, is_timeout
 
 VIDEO_MODES = ("frames", "video_url")
@@ -96,6 +97,9 @@ class OpenAICompat(NaruModel):
         timeout: float | str = 300.0,
         abort_after: int | str | None = None,
         check_model: bool | str = True,
+        max_images_per_prompt: int | str | None = None,
+        reasoning: bool | str = "auto",
+        max_completion_tokens: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         self._refuse_secrets(
@@ -158,6 +162,26 @@ class OpenAICompat(NaruModel):
         )
         if video_mode == "video_url":
             self.needs_frames = False  # the server decodes the video itself
+        self.max_images_per_prompt = (
+            None if is_none(max_images_per_prompt) else _int("max_images_per_prompt", max_images_per_prompt, 1)
+        )
+        if self.max_images_per_prompt is not None and video_mode != "frames":
+            raise ValueError(
+                "naru_openai_compat: max_images_per_prompt applies to video_mode=frames only "
+                "(in video_url mode the server samples the frames itself)"
+            )
+        if str(reasoning).strip().lower() == "auto":
+            self.reasoning = is_reasoning_family(self.model)
+        else:
+            self.reasoning = _ARGS.flag("reasoning", reasoning)
+        self.max_completion_tokens = (
+            None if is_none(max_completion_tokens) else _int("max_completion_tokens", max_completion_tokens, 1)
+        )
+        if self.max_completion_tokens is not None and not self.reasoning:
+            raise ValueError(
+                "naru_openai_compat: max_completion_tokens is for reasoning models (reasoning=true); "
+                "other models take the task's max_new_tokens"
+            )
         #: the wait between retries; tests replace it
         self.sleep: Callable[[float], None] = time.sleep
         self._client: Any = None
@@ -178,6 +202,9 @@ class OpenAICompat(NaruModel):
         desc = {**super().describe(), "served_model": self.model, "video_mode": self.video_mode}
         if self.video_mode == "frames":
             desc["jpeg_quality"] = self.jpeg_quality
+        if self.reasoning:  # no temperature, max_completion_tokens: another request
+            desc["reasoning"] = True
+            desc["max_completion_tokens"] = self.max_completion_tokens
         return desc
 
     # -- the client -------------------------------------------------------------------------------
@@ -214,9 +241,65 @@ class OpenAICompat(NaruModel):
             catch=(openai.OpenAIError, json.JSONDecodeError),
         )
 
+    def frames_per_question(self, requests: Sequence[NaruRequest]) -> tuple[int, NaruRequest] | None:
+        """The most images one question sends (frames mode), and the request that sends them.
+
+        A fixed budget sends ``num_frames`` (capped by ``max_frames``) for every video; an fps
+        budget sends ``fps x duration`` (capped), so the longest video decides. Durations come
+        from the doc (the preflight fills them in), else from the container.
+        """
+        with_video = [r for r in requests if r.video is not None]
+        if not with_video or self.video_mode != "frames":
+            return None
+        if self.num_frames is not None:
+            n = min(self.num_frames, self.max_frames) if self.max_frames else self.num_frames
+            return n, with_video[0]
+        from naru_eval.video import frames_for_fps, probe_video
+
+        durations: dict[str, float] = {}
+        first: dict[str, NaruRequest] = {}
+        for r in with_video:
+            assert r.video is not None
+            if r.video in durations:
+                continue
+            dur = r.doc.get("duration_s")
+            durations[r.video] = (
+                float(dur)
+                if dur not in (None, "") and float(dur) > 0
+                else probe_video(r.video, check_end=False).duration_s
+            )
+            first[r.video] = r
+        longest = max(durations, key=lambda v: durations[v])
+        assert self.fps is not None
+        return frames_for_fps(durations[longest], self.fps, self.max_frames), first[longest]
+
+    def _check_image_limit(self, requests: Sequence[NaruRequest]) -> None:
+        if self.max_images_per_prompt is None:
+            return
+        most = self.frames_per_question(requests)
+        if most is None:
+            return
+        n, request = most
+        if n > self.max_images_per_prompt:
+            how = (
+                f"num_frames={self.num_frames}"
+                if self.num_frames is not None
+                else f"fps={self.fps} x {Path(str(request.video)).name} ({request.doc.get('duration_s') or 'probed'} s)"
+            )
+            raise ValueError(
+                f"naru_openai_compat: {how} sends {n} images per question (e.g. {request.question_id}), "
+                f"over the server's limit max_images_per_prompt={self.max_images_per_prompt}. Lower the budget "
+                f"(num_frames, or max_frames with fps) or raise the server's limit (vLLM: "
+                f"--limit-mm-per-prompt '{{\"image\": {n}}}'). Nothing was asked."
+            )
+
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
-        """Before the first question: the server answers and serves ``model`` (else one clear error)."""
-        if not requests or not self.check_model:
+        """Before the first question: the frames fit the server's image limit, and the server
+        answers and serves ``model`` (else one clear error, and nothing is asked)."""
+        if not requests:
+            return
+        self._check_image_limit(requests)
+        if not self.check_model:
             return
         try:
             listing = self._call(lambda: self.client.models.list(), "GET /models")
@@ -242,9 +325,10 @@ class OpenAICompat(NaruModel):
         return self.video_url_prefix.rstrip("/") + "/" + quote(rel)
 
     def video_parts(self, request: NaruRequest) -> list[dict[str, Any]]:
-        """The message parts for the request's video (identical for every question on it)."""
+        """The message parts for the request's video (identical for every question on it); none
+        for a text-only request (the blind tasks)."""
         if request.video is None:
-            raise ValueError(f"question {request.question_id}: no video")
+            return []
         if self.video_mode == "video_url":
             return [{"type": "video_url", "video_url": {"url": self.video_url(request.video)}}]
         with self._parts_lock:
@@ -275,18 +359,24 @@ class OpenAICompat(NaruModel):
                 return int(gen_kwargs[name])
         return DEFAULT_MAX_TOKENS
 
+    def settings(self, gen_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The sampling settings sent: temperature 0 and ``max_tokens``; for a reasoning model
+        (gpt-5*, o-series, or ``reasoning=true``) ``max_completion_tokens`` and no temperature,
+        which such models refuse to change."""
+        if self.reasoning:
+            return {"max_completion_tokens": self.max_completion_tokens or self.max_tokens(gen_kwargs)}
+        return {"max_tokens": self.max_tokens(gen_kwargs), "temperature": 0.0}
+
     # -- one question -----------------------------------------------------------------------------
     def respond(self, request: NaruRequest) -> Answer:
         messages = self.messages(request)
-        max_tokens = self.max_tokens(request.gen_kwargs)
+        settings = self.settings(request.gen_kwargs)
         attempts = 0
 
         def create() -> Any:
             nonlocal attempts
             attempts += 1
-            return self.client.chat.completions.create(
-                model=self.model, messages=messages, max_tokens=max_tokens, temperature=0.0
-            )
+            return self.client.chat.completions.create(model=self.model, messages=messages, **settings)
 
         try:
             completion = self._call(create, f"question {request.question_id}")

@@ -14,10 +14,11 @@ The judge is configured by NARU_JUDGE_* / OPENAI_API_KEY (see docs/judge.md); fl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,13 +110,31 @@ def _usage_line(summary: dict[str, Any]) -> str:
     return (
         f"judge calls: {t['calls']} made, {t['cached']} replayed from the cache, {t['failed']} failed; "
         f"tokens in/out {t['prompt_tokens']}/{t['completion_tokens']}; "
-        f"cost now ${t['cost_usd']:.4f}, from scratch ${t['nominal_cost_usd']:.4f}{unpriced}"
+        f"cost now {_usd(t['cost_usd'], 4)}, from scratch {_usd(t['nominal_cost_usd'], 4)}{unpriced}"
     )
 
 
 # ------------------------------------------------------------------------------ commands
 
 
+def _stops_on_config_error(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A judge refused for its configuration (naru_eval.retry.ConfigurationError): the API's
+    message and exit status 2, not a traceback."""
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        from naru_eval.retry import ConfigurationError
+
+        try:
+            return cmd(args)
+        except ConfigurationError as e:
+            print(f"naru-eval judge: {e}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+@_stops_on_config_error
 def cmd_facts(args: argparse.Namespace) -> int:
     from naru_eval.data import load_dataset_from_env, load_local
     from naru_eval.judge.facts import export_facts
@@ -141,6 +160,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+@_stops_on_config_error
 def cmd_score(args: argparse.Namespace) -> int:
     from naru_eval.judge.items import JudgeItem
     from naru_eval.judge.pipeline import Judge
@@ -282,18 +302,31 @@ def cmd_cost(args: argparse.Namespace) -> int:
         print(json.dumps(est, indent=2))
         return 0
     p = est["price_per_1M"]
-    print(f"judge {est['model']} at ${p['input']}/M input, ${p['output']}/M output (assumed prices)")
+    if p is None:
+        print(
+            f"judge {est['model']}: no price in the table (naru_eval/data_files/prices.json); cost unknown. "
+            "Give one with --prices / NARU_JUDGE_PRICES."
+        )
+    else:
+        print(f"judge {est['model']} at ${p['input']}/M input, ${p['output']}/M output (dated table; check it)")
     for part in ("facts", "verify", "minerva"):
         if part in est:
             e = est[part]
             print(
-                f"  {part}: {e['calls']} calls, {e['input_tokens']:,} in + {e['output_tokens']:,} out tokens = ${e['usd']:.2f}"
+                f"  {part}: {e['calls']} calls, {e['input_tokens']:,} in + {e['output_tokens']:,} out tokens "
+                f"= {_usd(e['usd'], 2)}"
             )
     print(
-        f"  total ${est['total_usd']:.2f} for {args.questions} questions x {args.models} models "
-        f"(${est['per_model_usd']:.2f} per extra model; ${est['without_frozen_facts_usd']:.2f} without frozen facts)"
+        f"  total {_usd(est['total_usd'], 2)} for {args.questions} questions x {args.models} models "
+        f"({_usd(est['per_model_usd'], 2)} per extra model; {_usd(est['without_frozen_facts_usd'], 2)} "
+        "without frozen facts)"
     )
     return 0
+
+
+def _usd(value: float | None, digits: int) -> str:
+    """Dollars, or ``unknown`` (a model without a price is never shown as $0)."""
+    return "unknown" if value is None else f"${value:.{digits}f}"
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:

@@ -135,13 +135,18 @@ class Dataset:
 # --------------------------------------------------------------------------- parsing
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of an annotation file (.jsonl, .json list, .parquet). Raises DataError on bad syntax."""
+def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows of an annotation file (.jsonl, .json list, .parquet), and the problems met reading it.
+
+    A JSONL line that is not valid JSON is a problem naming the file and line, and reading goes
+    on, so every other check still runs on the other lines (all problems reported at once). A
+    .json file that does not parse has no readable row: DataError.
+    """
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq  # lazy: only parquet users pay for it
 
-        return pq.read_table(path).to_pylist()
+        return pq.read_table(path).to_pylist(), []
     text = path.read_text(encoding="utf-8")
     if suffix == ".json":
         try:
@@ -150,7 +155,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
             raise DataError([f"{path}: not valid JSON ({e})"]) from None
         if not isinstance(rows, list):
             raise DataError([f"{path}: expected a JSON list of records, got {type(rows).__name__}"])
-        return rows
+        return rows, []
     rows, problems = [], []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -158,10 +163,8 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            problems.append(f"{path}:{lineno}: not valid JSON ({e.msg})")
-    if problems:
-        raise DataError(problems)
-    return rows
+            problems.append(f"{path}:{lineno}: not valid JSON ({e.msg}); the line is skipped")
+    return rows, problems
 
 
 def parse_rows(rows: Iterable[Mapping[str, Any]], source: str) -> tuple[list[NaruQuestion], list[str]]:
@@ -262,7 +265,9 @@ def load_local(data_dir: str | os.PathLike[str], strict: bool = True) -> Dataset
     if not data_dir.is_dir():
         raise DataError([f"{data_dir}: data directory does not exist"])
     path = find_annotations(data_dir)
-    questions, problems = parse_rows(read_rows(path), str(path))
+    rows, problems = read_rows(path)
+    questions, schema_problems = parse_rows(rows, str(path))
+    problems += schema_problems
     if not questions and not problems:
         problems.append(f"{path}: no questions")
     if problems and strict:

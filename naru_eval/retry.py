@@ -244,3 +244,145 @@ def call_with_retry(
             else:
                 log.info("attempt %d failed (%s); retrying in %.2fs", attempt, describe_error(exc), delay)
             sleep(delay)
+
+
+# ------------------------------------------------------------------- configuration errors
+#: Client errors that, when every one of the first answered requests gets the same one, mean
+#: the configuration (key, model name, settings) is wrong rather than one question.
+CONFIG_ERROR_STATUSES: frozenset[int] = frozenset({400, 401, 403, 404})
+#: How many answered requests decide (``NARU_CONFIG_ERROR_AFTER``; 0 turns the check off).
+DEFAULT_CONFIG_ERROR_AFTER = 3
+
+
+class ConfigurationError(RuntimeError):
+    """The first answered requests all failed with the same client error: the run stops.
+
+    Not a per-question failure: nothing of it is stored, so a rerun after fixing the
+    configuration asks those questions again.
+    """
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    """``exc`` and what it wraps: RetryError's last error, then each ``raise ... from`` cause."""
+    out: list[BaseException] = []
+    while exc is not None and all(exc is not e for e in out):
+        out.append(exc)
+        exc = exc.last_error if isinstance(exc, RetryError) else exc.__cause__
+    return out
+
+
+def api_message(exc: BaseException) -> str:
+    """The API's own error message (openai ``body.message``, google-genai ``message``), else str()."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        msg = inner.get("message") if isinstance(inner, Mapping) else None
+        if msg:
+            return str(msg).strip()
+    msg = getattr(exc, "message", None)
+    if isinstance(msg, str) and msg.strip():
+        return msg.strip()
+    return str(exc).strip()
+
+
+def config_error_after_from_env() -> int:
+    import os
+
+    raw = os.environ.get("NARU_CONFIG_ERROR_AFTER", "").strip()
+    if not raw:
+        return DEFAULT_CONFIG_ERROR_AFTER
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise ValueError(f"NARU_CONFIG_ERROR_AFTER must be an integer, got {raw!r}") from None
+
+
+class ConfigErrorBreaker:
+    """Stops a run whose first ``after`` answered requests all failed with one client error.
+
+    "Answered" means the API replied: a success, a refusal or empty reply, or an HTTP error.
+    Transport trouble (connection errors, timeouts, 408/409/429/5xx after the retries) says
+    nothing about the configuration and is not counted. The breaker decides once:
+
+    * the first ``after`` answered requests all failed with the same status in
+      :data:`CONFIG_ERROR_STATUSES` and the same API message: it *trips*. :meth:`failed`
+      raises :class:`ConfigurationError` (with the API's message) for that request and for
+      every later failure, and :meth:`check` raises it before any further request is sent;
+    * anything else among them (one success, another status or message, a non-HTTP failure):
+      it *disarms* for good, and every failure is a per-question failure as before.
+
+    While it is undecided a caller that stores failures holds them back (:attr:`undecided`),
+    so a tripped run stores none of them. Thread-safe; ``after=0`` disables it.
+    """
+
+    def __init__(self, what: str, after: int | None = None) -> None:
+        import threading
+
+        self.what = what
+        self.after = config_error_after_from_env() if after is None else max(0, int(after))
+        self._lock = threading.Lock()
+        self._signature: tuple[int, str] | None = None
+        self._count = 0
+        self._state = "watching" if self.after > 0 else "disarmed"
+        self._error: ConfigurationError | None = None
+
+    @property
+    def undecided(self) -> bool:
+        with self._lock:
+            return self._state == "watching"
+
+    @property
+    def tripped(self) -> bool:
+        with self._lock:
+            return self._state == "tripped"
+
+    def check(self) -> None:
+        """Before a request: raise the ConfigurationError if the breaker has tripped."""
+        with self._lock:
+            error = self._error
+        if error is not None:
+            raise ConfigurationError(str(error))
+
+    def succeeded(self) -> None:
+        with self._lock:
+            if self._state == "watching":
+                self._state = "disarmed"
+
+    def failed(self, exc: BaseException) -> bool:
+        """Record a failed request; raises ConfigurationError when this trips the breaker (or it
+        had tripped). True when the failure counted towards a trip: a caller that stores
+        failures holds it back while :attr:`undecided`. Transport failures do not count."""
+        chain = _chain(exc)
+        api = next((e for e in chain if not isinstance(e, RetryError) and status_of(e) is not None), None)
+        status = status_of(api) if api is not None else None
+        with self._lock:
+            if self._state == "tripped":
+                raise ConfigurationError(str(self._error))
+            if self._state != "watching":
+                return False
+            if api is None or status is None:
+                if not any(is_timeout(e) or is_connection_error(e) for e in chain):
+                    self._state = "disarmed"  # a refusal, an empty reply, ...: the API answered
+                return False
+            if status not in CONFIG_ERROR_STATUSES:
+                if not (status in RETRY_STATUSES or status >= 500):  # server trouble says nothing
+                    self._state = "disarmed"
+                return False
+            signature = (status, api_message(api))
+            if self._signature is None:
+                self._signature = signature
+            elif signature != self._signature:
+                self._state = "disarmed"
+                return False
+            self._count += 1
+            if self._count < self.after:
+                return True
+            self._state = "tripped"
+            self._error = ConfigurationError(
+                f"{self.what}: the first {self._count} answered request(s) all failed with HTTP {status}: "
+                f"{signature[1][:500]} -- a configuration error (API key, model name or a model "
+                "setting), not a per-question failure. Stopping; none of these failures was "
+                "stored, so a rerun after fixing it asks them again. "
+                "(NARU_CONFIG_ERROR_AFTER=0 turns this check off.)"
+            )
+            raise ConfigurationError(str(self._error))

@@ -7,7 +7,9 @@ point skips what is done and loses nothing. Failed requests are stored as failur
 never served as answers, and retried on the next run.
 
 The run key hashes everything that changes an answer (model id, its arguments without
-secrets, task, prompt, generation settings, sampling). Secrets never reach the store.
+secrets, generation settings, sampling) but not the task; the question key adds the prompt and
+the media (see ``NaruModel.request_key``), so one question asked by two tasks is one row.
+Secrets never reach the store.
 """
 
 from __future__ import annotations

@@ -59,6 +59,27 @@ def test_bad_json_lines_named(copy_data):
         load_local(d)
 
 
+def test_an_unreadable_line_does_not_hide_the_other_problems(copy_data):
+    """Two broken lines and a schema error: all three reported, the other rows still loaded."""
+    d = copy_data()
+    lines = (d / "annotations.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = read_jsonl(d / "annotations.jsonl")
+    rows[5]["answer"] = "Z"
+    lines[5] = json.dumps(rows[5], ensure_ascii=False)
+    lines[2] = lines[2][:-5]  # truncated
+    lines[20] = "{not json"
+    (d / "annotations.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    problems = err.value.problems
+    assert len(problems) == 3, problems
+    assert any("annotations.jsonl:3: not valid JSON" in p for p in problems)
+    assert any("annotations.jsonl:21: not valid JSON" in p for p in problems)
+    assert any("'Z'" in p and rows[5]["question_id"] in p for p in problems)
+    ds = load_local(d, strict=False)
+    assert len(ds.questions) == 36 - 3 and len(ds.problems) == 3
+
+
 def test_missing_dir_and_env(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="does not exist"):
         load_local(tmp_path / "nope")

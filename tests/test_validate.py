@@ -68,3 +68,18 @@ def test_console_script_runs(small_data):
     exe = [sys.executable, "-m", "naru_eval.cli", "validate-data", str(small_data), "--no-videos"]
     proc = subprocess.run(exe, capture_output=True, text=True)
     assert proc.returncode == 0 and "36 questions" in proc.stdout
+
+
+def test_an_unreadable_json_line_and_every_other_check(copy_data, capsys):
+    """validate-data reports a bad JSONL line and goes on: schema and video problems too."""
+    d = copy_data()
+    _break(d)
+    with open(d / "annotations.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"question_id": "broken",\n')
+    report = validate(d)
+    text = "\n".join(report.problems)
+    assert "annotations.jsonl:37: not valid JSON" in text
+    assert "'Z'" in text and all(f"video {v!r}" in text for v in ("vid000", "vid001", "vid002", "vid003"))
+    assert len(report.problems) == 6
+    assert main(["validate-data", str(d)]) == 1
+    assert "6 problem(s)" in capsys.readouterr().err

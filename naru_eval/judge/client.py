@@ -7,7 +7,10 @@
   ``OPENAI_API_KEY`` only, and never enters a cache key, a log or a report.
 * The SDK's own retries are off; transport failures (408/409/429/5xx, timeouts, connection
   errors, a 200 whose body is not JSON) are retried by :mod:`naru_eval.retry`, honouring
-  ``Retry-After``. Failing for good raises :class:`JudgeUnavailable` (the item is unscored).
+  ``Retry-After``. Failing for good raises :class:`JudgeUnavailable` (the item is unscored),
+  except when the first answered requests all fail with the same client error (a wrong key,
+  model or setting): then :class:`~naru_eval.retry.ConfigurationError` stops the judging with
+  the API's message, and nothing more is sent.
 * At most ``concurrency`` requests are in flight per client (a semaphore held per attempt).
 * Every output is cached under :func:`request_key`; a cached output is replayed for free.
 * Usage (tokens, cached tokens, reasoning tokens), ``system_fingerprint`` and cost are recorded
@@ -32,7 +35,7 @@ from pydantic import BaseModel
 from naru_eval.judge.cache import JudgeStore
 from naru_eval.judge.config import JudgeConfig, cost_usd
 from naru_eval.judge.schemas import schema_hash
-from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_error, is_retryable
+from naru_eval.retry import ConfigErrorBreaker, RetryError, RetryPolicy, call_with_retry, describe_error, is_retryable
 
 log = logging.getLogger("naru_eval.judge")
 
@@ -160,6 +163,8 @@ class UsageLedger:
                     "unpriced",
                 )
             }
+            if total["unpriced"]:  # part of the cost is unknown: the sums would understate it
+                total["cost_usd"] = total["nominal_cost_usd"] = None
             return {"total": total, "by_purpose": per, "system_fingerprints": dict(self.fingerprints)}
 
 
@@ -196,6 +201,8 @@ class JudgeClient:
         self._client_lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}  # single flight: one request per key at a time
         self._inflight_lock = threading.Lock()
+        #: a wrong key, model or setting stops the judging with the API's message (once)
+        self.breaker = ConfigErrorBreaker(f"judge {config.model} at {config.base_url}")
 
     @property
     def client(self) -> Any:
@@ -295,6 +302,7 @@ class JudgeClient:
 
         import openai
 
+        self.breaker.check()  # tripped: nothing more is sent
         try:
             body = call_with_retry(
                 attempt,
@@ -306,7 +314,9 @@ class JudgeClient:
             )
         except RetryError as e:
             self.ledger.add_failure(purpose)
+            self.breaker.failed(e)  # raises ConfigurationError: the configuration is wrong
             raise JudgeUnavailable(f"judge {self.config.model} at {self.config.base_url}: {e}") from e
+        self.breaker.succeeded()
         record = self._record(body)
         self.store.put_call(key, purpose, self.config.model, record)
         result = self._result(purpose, key, record, cached=False)

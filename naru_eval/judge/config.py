@@ -13,8 +13,10 @@ inside ``lmms-eval --tasks naru_open`` (``process_results`` has no other channel
                                 else the OpenAI API)
 ``NARU_JUDGE_API_KEY``          the key (else ``OPENAI_API_KEY``); never logged or cached
 ``NARU_JUDGE_TEMPERATURE``      sent only to models that accept it (never to gpt-5 / o-series)
-``NARU_JUDGE_REASONING_EFFORT`` ``minimal|low|medium|high``; default ``medium`` for the gpt-5 and
-                                o-series families, not sent otherwise
+``NARU_JUDGE_REASONING_EFFORT`` one the model takes (the SDK's values; gpt-5.1+ refuse
+                                ``minimal``, ``-pro`` models take ``high`` only); default
+                                ``medium`` (``high`` for ``-pro``) for the gpt-5 and o-series
+                                families, not sent otherwise
 ``NARU_JUDGE_MAX_TOKENS``       ``max_completion_tokens`` (default 8192)
 ``NARU_JUDGE_SEED``             optional ``seed`` (best effort on the server)
 ``NARU_JUDGE_CONCURRENCY``      requests in flight per process (default 16)
@@ -23,7 +25,8 @@ inside ``lmms-eval --tasks naru_open`` (``process_results`` has no other channel
 ``NARU_JUDGE_TIMEOUT``          seconds per request (default 180)
 ``NARU_JUDGE_CACHE``            the SQLite cache (default ``$NARU_CACHE_DIR/judge.sqlite``)
 ``NARU_JUDGE_PRICES``           JSON (or a path to JSON): ``{"model": {"input": $, "cached_input":
-                                $, "output": $}}`` in USD per 1M tokens, merged over the defaults
+                                $, "output": $}}`` in USD per 1M tokens, merged over the built-in
+                                table (naru_eval/data_files/prices.json, dated, with sources)
 =============================== ============================================================
 """
 
@@ -41,35 +44,65 @@ from urllib.parse import urlsplit
 DEFAULT_MODEL = "gpt-5.5"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 BACKENDS = ("openai", "offline", "offline-minilm", "offline-lexical")
-REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+#: The gpt-5 / o-series reasoning effort when none is set (``high`` for ``-pro`` models).
+DEFAULT_REASONING_EFFORT = "medium"
 
-#: USD per 1M tokens. ASSUMPTIONS, not quotes: check the provider's price page and override with
-#: NARU_JUDGE_PRICES or ``--prices``. gpt-5.5 is priced as gpt-5 was at launch (an assumption).
-DEFAULT_PRICES: dict[str, dict[str, float]] = {
-    "gpt-5.5": {"input": 1.25, "cached_input": 0.125, "output": 10.00},
-    "gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.00},
-    "gpt-5-mini": {"input": 0.25, "cached_input": 0.025, "output": 2.00},
-    "gpt-5-nano": {"input": 0.05, "cached_input": 0.005, "output": 0.40},
-    "gpt-4.1": {"input": 2.00, "cached_input": 0.50, "output": 8.00},
-    "gpt-4.1-mini": {"input": 0.40, "cached_input": 0.10, "output": 1.60},
-    "gpt-4o": {"input": 2.50, "cached_input": 1.25, "output": 10.00},
-    "gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60},
-}
-
-_REASONING_FAMILY = re.compile(r"^(?:[\w.-]+/)?(?:gpt-5|o\d)(?:[.\-_]|$)", re.I)
+_REASONING_FAMILY = re.compile(r"^(?:[\w.-]+/)?(?:gpt-5|gpt-[6-9]|o\d)(?:[.\-_]|$)", re.I)
+_GPT_VERSION = re.compile(r"^(?:[\w.-]+/)?gpt-(\d+)(?:\.(\d+))?", re.I)
 
 
 def is_reasoning_family(model: str) -> bool:
-    """gpt-5* and o-series models: they reject a non-default ``temperature``."""
+    """gpt-5* (and later) and o-series models: they reject a non-default ``temperature``."""
     return bool(_REASONING_FAMILY.match(model.strip()))
 
 
+def sdk_reasoning_efforts() -> tuple[str, ...]:
+    """The values the installed openai SDK's ``ReasoningEffort`` type allows."""
+    import typing
+
+    from openai.types.shared.reasoning_effort import ReasoningEffort
+
+    values: list[str] = []
+    for arg in typing.get_args(ReasoningEffort):  # Optional[Literal[...]]
+        values += [v for v in typing.get_args(arg) if isinstance(v, str)]
+    return tuple(values)
+
+
+def allowed_reasoning_efforts(model: str) -> tuple[str, ...]:
+    """The reasoning efforts ``model`` takes, as far as they are known: the SDK's values, minus
+    ``minimal`` from gpt-5.1 on; ``-pro`` models take ``high`` only. Any other refusal comes from
+    the API, and the run stops on it once (naru_eval.retry.ConfigErrorBreaker)."""
+    name = model.strip().lower()
+    values = sdk_reasoning_efforts()
+    if re.search(r"-pro(?:-\d{4}-\d{2}-\d{2})?$", name):
+        return tuple(v for v in values if v == "high")
+    m = _GPT_VERSION.match(name)
+    if m and (int(m.group(1)), int(m.group(2) or 0)) >= (5, 1):
+        values = tuple(v for v in values if v != "minimal")
+    return values
+
+
+def default_reasoning_effort(model: str) -> str:
+    """``medium``, or ``high`` for a model that takes nothing else (``-pro``)."""
+    allowed = allowed_reasoning_efforts(model)
+    return DEFAULT_REASONING_EFFORT if DEFAULT_REASONING_EFFORT in allowed or not allowed else allowed[0]
+
+
+def default_prices() -> dict[str, dict[str, float]]:
+    """The judge's built-in prices (USD per 1M tokens), from naru_eval/data_files/prices.json."""
+    from naru_eval.prices import price_table
+
+    return price_table("openai")
+
+
 def price_for(model: str, prices: Mapping[str, Mapping[str, float]]) -> Mapping[str, float] | None:
-    """The price entry of ``model``: exact name, else the longest key it starts with."""
-    if model in prices:
-        return prices[model]
-    keys = sorted((k for k in prices if model.startswith(k)), key=len, reverse=True)
-    return prices[keys[0]] if keys else None
+    """The price entry of ``model``: its exact name (an alias is a name of its own), or a dated
+    snapshot ``<name>-YYYY-MM-DD`` of a priced name; else None (the cost is unknown). Never a
+    prefix: ``gpt-5.5-pro`` does not take ``gpt-5.5``'s price."""
+    from naru_eval.prices import match
+
+    key = match(model, prices)
+    return prices[key] if key is not None else None
 
 
 def cost_usd(model: str, usage: Mapping[str, Any], prices: Mapping[str, Mapping[str, float]]) -> float | None:
@@ -90,8 +123,11 @@ def cost_usd(model: str, usage: Mapping[str, Any], prices: Mapping[str, Mapping[
 
 
 def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
-    """DEFAULT_PRICES updated by ``spec`` (a JSON object or a path to one)."""
-    prices = {k: dict(v) for k, v in DEFAULT_PRICES.items()}
+    """The built-in prices updated by ``spec`` (a JSON object or a path to one): ``{model: {input,
+    cached_input, output[, as_of, source]}}`` in USD per 1M tokens."""
+    from naru_eval.prices import numbers
+
+    prices = default_prices()
     if not spec:
         return prices
     text = Path(spec).read_text(encoding="utf-8") if not spec.lstrip().startswith("{") else spec
@@ -101,7 +137,7 @@ def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
     for model, entry in extra.items():
         if not isinstance(entry, dict) or "input" not in entry or "output" not in entry:
             raise ValueError(f"judge prices: {model!r} needs 'input' and 'output' (USD per 1M tokens)")
-        prices[model] = {k: float(v) for k, v in entry.items()}
+        prices[model] = numbers(entry)
     return prices
 
 
@@ -142,7 +178,7 @@ class JudgeConfig:
     parse_attempts: int = 3
     timeout: float = 180.0
     cache_path: str | None = None
-    prices: dict[str, dict[str, float]] = field(default_factory=lambda: load_prices(None), compare=False)
+    prices: dict[str, dict[str, float]] = field(default_factory=default_prices, compare=False)
     #: re-ask even when a cached output exists (the new output replaces it)
     refresh: bool = False
 
@@ -151,8 +187,13 @@ class JudgeConfig:
             raise ValueError(f"judge backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.concurrency < 1 or self.parse_attempts < 1 or self.max_retries < 0:
             raise ValueError("judge concurrency and parse_attempts must be >= 1, max_retries >= 0")
-        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
-            raise ValueError(f"reasoning_effort must be one of {REASONING_EFFORTS}, got {self.reasoning_effort!r}")
+        if self.reasoning_effort is not None and self.backend == "openai":
+            allowed = allowed_reasoning_efforts(self.model)
+            if self.reasoning_effort not in allowed:
+                raise ValueError(
+                    f"judge reasoning_effort {self.reasoning_effort!r} is not one {self.model} takes; "
+                    f"allowed: {', '.join(allowed) or 'none known'} (NARU_JUDGE_REASONING_EFFORT)"
+                )
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"judge base_url must be an http(s) URL, got {self.base_url!r}")
@@ -183,7 +224,7 @@ class JudgeConfig:
         out: dict[str, Any] = {"max_completion_tokens": self.max_completion_tokens}
         temp = self.temperature if temperature is None else temperature
         if self.reasoning:
-            out["reasoning_effort"] = self.reasoning_effort or "medium"
+            out["reasoning_effort"] = self.reasoning_effort or default_reasoning_effort(self.model)
         else:
             out["temperature"] = 0.0 if temp is None else float(temp)
             if self.reasoning_effort is not None:

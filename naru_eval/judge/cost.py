@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from naru_eval.judge.config import DEFAULT_MODEL, DEFAULT_PRICES, price_for
+from naru_eval.judge.config import DEFAULT_MODEL, default_prices, price_for
 
 
 @dataclass(frozen=True)
@@ -32,36 +32,31 @@ def estimate_cost(
     n_questions: int = 500,
     n_models: int = 8,
     model: str = DEFAULT_MODEL,
-    prices: Mapping[str, Mapping[str, float]] = DEFAULT_PRICES,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
     tokens: TokenAssumptions = TokenAssumptions(),  # noqa: B008 - frozen
     minerva_k: int = 0,
 ) -> dict[str, Any]:
-    p = price_for(model, prices)
-    if p is None:
-        raise ValueError(f"no price for {model!r}; give one with --prices / NARU_JUDGE_PRICES")
-    pin, pout = float(p["input"]), float(p["output"])
+    """Calls, tokens and dollars of judging ``n_models`` runs. Without a price for ``model`` the
+    dollar figures are None (unknown), never another model's price."""
+    p = price_for(model, default_prices() if prices is None else prices)
 
     def line(calls: int, tin: int, tout: int) -> dict[str, Any]:
-        return {
-            "calls": calls,
-            "input_tokens": calls * tin,
-            "output_tokens": calls * tout,
-            "usd": calls * (tin * pin + tout * pout) / 1e6,
-        }
+        usd = None if p is None else calls * (tin * float(p["input"]) + tout * float(p["output"])) / 1e6
+        return {"calls": calls, "input_tokens": calls * tin, "output_tokens": calls * tout, "usd": usd}
 
     facts = line(n_questions, tokens.facts_input, tokens.facts_output + tokens.facts_reasoning)
     verify = line(n_questions * n_models, tokens.verify_input, tokens.verify_output + tokens.verify_reasoning)
     out: dict[str, Any] = {
         "model": model,
-        "price_per_1M": dict(p),
+        "price_per_1M": dict(p) if p is not None else None,
         "n_questions": n_questions,
         "n_models": n_models,
         "assumptions": asdict(tokens),
         "facts": facts,
         "verify": verify,
-        "total_usd": facts["usd"] + verify["usd"],
-        "per_model_usd": verify["usd"] / n_models if n_models else None,
-        "without_frozen_facts_usd": facts["usd"] * n_models + verify["usd"],
+        "total_usd": None if p is None else facts["usd"] + verify["usd"],
+        "per_model_usd": None if p is None or not n_models else verify["usd"] / n_models,
+        "without_frozen_facts_usd": None if p is None else facts["usd"] * n_models + verify["usd"],
     }
     if minerva_k:
         m = line(

@@ -169,6 +169,8 @@ def open_payloads(s: JudgedSample) -> dict[str, dict[str, Any]]:
         value = metric_value(metric, s)
         if value is not None:
             payload[MACRO_KEY if metric in MACRO_METRICS else "score"] = value
+        elif metric == "judge_cost_usd" and s.usage.get("calls"):
+            payload["cost_unknown"] = True  # calls of a model without a price
         out[metric] = payload
     return out
 
@@ -184,7 +186,12 @@ def aggregate_open_macro(items: Iterable[Mapping[str, Any]]) -> float | None:
     return aggregate_macro(items, overall="categories")
 
 
-def aggregate_sum(items: Iterable[Mapping[str, Any]]) -> float:
+def aggregate_sum(items: Iterable[Mapping[str, Any]]) -> float | None:
+    """The sum of the scores; None (unknown) when an item's value is unknown (``judge_cost_usd``
+    of a judge without a price), never a partial sum shown as the total."""
+    items = list(items)
+    if any(x.get("cost_unknown") for x in items):
+        return None
     return float(sum(float(x["score"]) for x in items if "score" in x))
 
 

@@ -11,7 +11,10 @@ Judging runs inside ``process_results``, which lmms-eval calls from a thread poo
 * every judge output is cached, so a retried ``process_results`` replays it: same payload, no
   new call;
 * nothing judge-side raises: a judge that cannot be reached or whose output cannot be used
-  makes the sample *unscored* (counted in ``unscored_rate``, never scored 0).
+  makes the sample *unscored* (counted in ``unscored_rate``, never scored 0). The one
+  exception is a configuration error (the first answered requests all refused with the same
+  400/401/403/404): it stops the run with the API's message; answers are in the response store
+  and outputs in the judge cache, so the rerun after the fix loses nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from naru_eval.data import NaruQuestion
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem
 from naru_eval.judge.score import JudgedSample, open_payloads
+from naru_eval.retry import ConfigurationError
 
 log = logging.getLogger("naru_eval.judge")
 
@@ -122,6 +126,8 @@ def judge_doc(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict[
         judge = get_judge()
         _ensure_prefetch(judge)
         sample = judge.judge(item, response)
+    except ConfigurationError:
+        raise  # a wrong key, model or setting: stop the run with the API's message
     except Exception as e:  # never let lmms-eval retry-and-crash the run over the judge
         log.error("naru judge: %s could not be judged:\n%s", item.question_id, traceback.format_exc())
         sample = JudgedSample.unscored(

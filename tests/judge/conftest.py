@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 
 from naru_eval.judge.cache import JudgeStore
-from naru_eval.judge.config import JudgeConfig
+from naru_eval.judge.config import JudgeConfig, load_prices
 from naru_eval.judge.items import JudgeItem
 from naru_eval.judge.pipeline import Judge
 from tests.judge.fake_judge import FakeJudge
 from tests.stubs import OpenAIStub
 
 FAKE_KEY = "sk-naru-judge-test-0123456789SECRET"
+#: the tests' own price for the stub's gpt-5.5 (the built-in table has no dated price for it)
+STUB_PRICE = '{"gpt-5.5": {"input": 1.0, "cached_input": 0.1, "output": 8.0}}'
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +50,7 @@ def make_judge(stub, tmp_path):
     def _make(cache: Path | None = None, **kw) -> Judge:
         kw.setdefault("base_url", stub.base_url)
         kw.setdefault("retry_base_delay", 0.5)
+        kw.setdefault("prices", load_prices(STUB_PRICE))
         cfg = JudgeConfig(cache_path=str(cache or tmp_path / "judge.sqlite"), **kw)
         sleeps: list[float] = []
         j = Judge(cfg, JudgeStore(cfg.cache_path), sleep=sleeps.append)

@@ -145,12 +145,26 @@ def test_facts_builds_and_exports(small_data, tmp_path, stub, fake, capsys):
 
 
 def test_cost_and_schemas(capsys):
-    assert judge_main(["judge", "cost", "--json"]) == 0
+    assert judge_main(["judge", "cost", "--json", "--judge-model", "gpt-5"]) == 0
     est = json.loads(capsys.readouterr().out)
     assert est["facts"]["calls"] == 500 and est["verify"]["calls"] == 4000
     assert est["total_usd"] == pytest.approx(est["facts"]["usd"] + est["verify"]["usd"])
+    # the default judge has no dated price: the calls are counted, the dollars are unknown
+    assert judge_main(["judge", "cost"]) == 0
+    out = capsys.readouterr().out
+    assert "cost unknown" in out and "total unknown" in out and "$" not in out.split("total")[1]
     assert judge_main(["judge", "schemas"]) == 0
     schemas = json.loads(capsys.readouterr().out)
     assert set(schemas) == {"FactList", "CoverageReport", "MinervaScore", "McqChoice"}
     verdict = schemas["CoverageReport"]["$defs"]["FactVerdict"]["properties"]["verdict"]
     assert verdict["enum"] == ["covered", "partial", "not_covered", "contradicted"]
+
+
+def test_score_stops_on_a_configuration_error_with_the_apis_message(tmp_path, stub, capsys):
+    """A refused key: three requests, then the API's message and exit 2 (not a traceback)."""
+    write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF] * 12)
+    stub.statuses = [401] * 100
+    argv = ["judge", "score", str(tmp_path / "run"), "--base-url", stub.base_url, "--concurrency", "1"]
+    assert judge_main(argv) == 2
+    assert "HTTP 401: stub error 401" in capsys.readouterr().err
+    assert len(stub.chat_requests()) == 3

@@ -118,14 +118,14 @@ def test_sampling_settings_are_explicit(tmp_path, fake):
 
 def test_usage_fingerprint_and_cost_recorded(tmp_path, fake):
     with OpenAIStub(responder=fake, fingerprint="fp_judge_1") as stub:
-        c, _ = client(stub, tmp_path)
+        c, _ = client(stub, tmp_path, model="gpt-5")
         r = c.call("facts", MSGS, FactList, prompt_version="v")
         again = c.call("facts", MSGS, FactList, prompt_version="v")
         assert len(stub.chat_requests()) == 1
     assert r.system_fingerprint == "fp_judge_1" and again.system_fingerprint == "fp_judge_1"
     assert r.usage["prompt_tokens"] > 0 and r.usage["completion_tokens"] > 0
     assert not r.cached and again.cached
-    p = load_prices(None)["gpt-5.5"]
+    p = load_prices(None)["gpt-5"]
     want = (r.usage["prompt_tokens"] * p["input"] + r.usage["completion_tokens"] * p["output"]) / 1e6
     assert r.cost_usd == pytest.approx(want)
     s = c.ledger.summary()
@@ -134,13 +134,118 @@ def test_usage_fingerprint_and_cost_recorded(tmp_path, fake):
     assert s["system_fingerprints"] == {"fp_judge_1": 2}
 
 
-def test_prices_configurable_and_unknown_models_unpriced():
-    prices = load_prices('{"my-judge": {"input": 2, "output": 4}}')
+def test_an_unpriced_judge_costs_unknown_never_another_models_price(tmp_path, fake, capsys):
+    """gpt-5.5 has no dated price in the table: its cost is None and shown as unknown."""
+    with OpenAIStub(responder=fake) as stub:
+        c, _ = client(stub, tmp_path, model="gpt-5.5")
+        r = c.call("facts", MSGS, FactList, prompt_version="v")
+    assert r.cost_usd is None
+    total = c.ledger.summary()["total"]
+    assert total["unpriced"] == 1 and total["cost_usd"] is None and total["nominal_cost_usd"] is None
+    from naru_eval.cli_judge import _usage_line
+
+    assert "cost now unknown, from scratch unknown, 1 unpriced" in _usage_line(c.ledger.summary())
+
+
+def test_prices_are_dated_data_with_a_source_and_match_exactly():
+    from naru_eval.prices import entries
+
+    table = entries("openai")
+    assert table and all(e.get("as_of") and e.get("source", "").startswith("https://") for e in table.values())
+    for e in entries("gemini").values():
+        assert e.get("as_of") and e.get("source", "").startswith("https://")
+    prices = load_prices('{"my-judge": {"input": 2, "output": 4, "as_of": "2026-01-01", "source": "my page"}}')
     assert cost_usd("my-judge", {"prompt_tokens": 1_000_000, "completion_tokens": 500_000}, prices) == 4.0
-    assert cost_usd("gpt-5.5-2026-01-01", {"prompt_tokens": 1_000_000}, prices) == 1.25  # longest prefix
+    assert cost_usd("gpt-5-2025-08-07", {"prompt_tokens": 1_000_000}, prices) == 1.25  # a dated snapshot
     assert cost_usd("mystery-model", {"prompt_tokens": 10}, prices) is None
+    assert cost_usd("gpt-5.5", {"prompt_tokens": 10}, prices) is None  # not priced as gpt-5 was
+    with_55 = load_prices('{"gpt-5.5": {"input": 5, "output": 30}}')
+    assert cost_usd("gpt-5.5", {"prompt_tokens": 1_000_000}, with_55) == 5.0
+    assert cost_usd("gpt-5.5-pro", {"prompt_tokens": 10}, with_55) is None  # never a prefix match
+    assert cost_usd("gpt-5-mini", {"prompt_tokens": 1_000_000}, with_55) == 0.25  # its own entry
     with pytest.raises(ValueError):
         load_prices('{"x": {"input": 1}}')
+
+
+def test_the_price_file_ships_as_package_data():
+    from pathlib import Path
+
+    import tomllib
+
+    from naru_eval.gemini_prices import PRICES, PRICES_AS_OF, PRICES_SOURCE
+
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "*.json" in data["naru_eval.data_files"]
+    assert PRICES["gemini-2.5-flash"]["input"] > 0 and PRICES_AS_OF[:2] == "20" and "https://" in PRICES_SOURCE
+
+
+@pytest.mark.parametrize(
+    "model,effort,ok",
+    [
+        ("gpt-5", "minimal", True),
+        ("gpt-5.5", "minimal", False),  # gpt-5.1 and later refuse minimal
+        ("gpt-5.1", "minimal", False),
+        ("gpt-5.5", "none", True),
+        ("gpt-5.5", "xhigh", True),  # an SDK value the old list refused
+        ("gpt-5.5-pro", "medium", False),  # -pro models take high only
+        ("gpt-5-pro", "high", True),
+        ("gpt-5.5", "extreme", False),  # not a value of the SDK's type
+    ],
+)
+def test_reasoning_effort_is_checked_against_the_model_family(model, effort, ok):
+    from naru_eval.judge.config import sdk_reasoning_efforts
+
+    assert {"none", "minimal", "low", "medium", "high", "xhigh"} <= set(sdk_reasoning_efforts())
+    if ok:
+        assert JudgeConfig(model=model, reasoning_effort=effort).settings()["reasoning_effort"] == effort
+    else:
+        with pytest.raises(ValueError, match=f"{effort!r} is not one {model} takes; allowed: "):
+            JudgeConfig(model=model, reasoning_effort=effort)
+
+
+def test_pro_models_default_to_high_and_the_effort_reaches_the_api(tmp_path, fake):
+    assert JudgeConfig(model="gpt-5.5-pro").settings()["reasoning_effort"] == "high"
+    with OpenAIStub(responder=fake) as stub:
+        c, _ = client(stub, tmp_path, model="gpt-5.5", reasoning_effort="xhigh")
+        c.call("facts", MSGS, FactList, prompt_version="v")
+        assert stub.chat_requests()[-1].body["reasoning_effort"] == "xhigh"
+
+
+def test_a_configuration_error_stops_the_judge_once(tmp_path, fake):
+    """401 on the first three answered requests: ConfigurationError with the API's message, and
+    nothing more is sent; a per-question 400 after a success stays a per-item failure."""
+    from naru_eval.judge.client import JudgeUnavailable
+    from naru_eval.retry import ConfigurationError
+
+    with OpenAIStub(responder=fake, statuses=[401] * 10) as stub:
+        c, _ = client(stub, tmp_path)
+        for i in range(2):
+            with pytest.raises(JudgeUnavailable):
+                c.call("facts", [{"role": "user", "content": f"q{i}"}], FactList, prompt_version="v")
+        with pytest.raises(ConfigurationError, match="HTTP 401: stub error 401"):
+            c.call("facts", [{"role": "user", "content": "q2"}], FactList, prompt_version="v")
+        with pytest.raises(ConfigurationError):
+            c.call("facts", [{"role": "user", "content": "q3"}], FactList, prompt_version="v")
+        assert len(stub.chat_requests()) == 3
+    with OpenAIStub(responder=fake, statuses=[200, 400, 400, 400, 400]) as stub:
+        c, _ = client(stub, tmp_path / "b")
+        c.call("facts", MSGS, FactList, prompt_version="v")
+        for i in range(4):
+            with pytest.raises(JudgeUnavailable, match="400"):
+                c.call("facts", [{"role": "user", "content": f"q{i}"}], FactList, prompt_version="v")
+        assert len(stub.chat_requests()) == 5
+
+
+def test_a_configuration_error_stops_judge_many(make_judge, stub):
+    from naru_eval.retry import ConfigurationError
+
+    stub.statuses = [403] * 100
+    j = make_judge(concurrency=1)
+    items = [item(f"q{i}", question=f"What happens in scene {i}?") for i in range(10)]
+    with pytest.raises(ConfigurationError, match="HTTP 403"):
+        j.judge_many([(it, it.reference) for it in items])
+    assert len(stub.chat_requests()) == 3  # not one refused request per question
 
 
 def test_cache_key_covers_everything_that_changes_the_output(tmp_path):
@@ -177,3 +282,14 @@ def test_config_from_env(monkeypatch):
     monkeypatch.setenv("NARU_JUDGE_CONCURRENCY", "many")
     with pytest.raises(ValueError, match="NARU_JUDGE_CONCURRENCY"):
         JudgeConfig.from_env()
+
+
+def test_the_runs_judge_cost_is_unknown_without_a_price(make_judge):
+    """``judge_cost_usd`` of a judge without a price is None (unknown), not $0 or a partial sum."""
+    from naru_eval.judge.score import compute_open_metrics
+
+    it = item()
+    unpriced = make_judge(prices=load_prices(None)).judge_many([(it, it.reference)])
+    assert compute_open_metrics(unpriced)["judge_cost_usd"] is None
+    priced = make_judge(prices=load_prices('{"gpt-5.5": {"input": 1, "output": 8}}')).judge_many([(it, it.reference)])
+    assert compute_open_metrics(priced)["judge_cost_usd"] > 0

@@ -27,8 +27,16 @@ from model_adapters.base import FAILED_MARKER
 from model_adapters.openai_compat import OpenAICompat, ServerUnreachable
 from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion
 from naru_eval.lmms_run import lmms_eval_command, run_lmms_eval
-from naru_eval.lmms_tasks import doc_to_text, doc_to_visual
-from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, is_retryable, parse_retry_after, retry_after
+from naru_eval.lmms_tasks import doc_to_text, doc_to_visual, doc_to_visual_blind
+from naru_eval.retry import (
+    ConfigurationError,
+    RetryError,
+    RetryPolicy,
+    call_with_retry,
+    is_retryable,
+    parse_retry_after,
+    retry_after,
+)
 from naru_eval.scoring import METRICS, score_response
 from naru_eval.store import ResponseStore
 from naru_eval.synthetic import SyntheticSpec, make_dataset
@@ -474,6 +482,194 @@ def test_retry_helper_backoff_is_bounded_full_jitter():
     assert err.value.attempts == 1 and not err.value.exhausted
 
 
+# ------------------------------------------------------------- text-only (the blind tasks)
+
+
+def task_instances(docs, task: str, visual=doc_to_visual, ids: list[int] | None = None) -> list[Instance]:
+    """One task's instances, as lmms-eval builds them (several tasks may share one call)."""
+    return [
+        Instance(
+            "generate_until",
+            (doc_to_text(docs[i]), {"max_new_tokens": 32}, visual, i, task, SPLIT),
+            idx=0,
+            metadata={"task": task, "doc_id": i, "repeats": 1},
+        )
+        for i in (ids if ids is not None else range(len(docs)))
+    ]
+
+
+def blind_docs(docs) -> list[dict[str, Any]]:
+    return [{**d, "video": None} for d in docs]
+
+
+def test_a_request_without_video_is_asked_text_only(tmp_path, docs):
+    blind = blind_docs(docs)
+    with OpenAIStub(responder=stub_responder) as stub:
+        model, _ = make_model(stub, tmp_path, blind, num_frames=4)
+        model.task_dict = {"naru_mcq_500_blind": {SPLIT: blind}}
+        out = model.generate_until(task_instances(blind, "naru_mcq_500_blind", doc_to_visual_blind))
+        reqs = stub.chat_requests()
+    assert len(reqs) == len(docs) and all(r.part_types == ["text"] for r in reqs)
+    assert out == [answer_for(doc_to_text(d)) for d in docs]
+    assert model.failures == {}
+
+
+# ------------------------------------------------------ one request per question, whatever the task
+
+
+def test_the_same_question_in_two_tasks_is_asked_once(tmp_path, docs):
+    """lmms-eval hands ``--tasks naru``'s requests over in one call: naru_mcq and naru_mcq_500
+    ask the same question with the same prompt and video; the blind variant (no video) and a
+    rotated one (another prompt) stay requests of their own."""
+    sub = list(range(0, len(docs), 3))
+    blind = blind_docs(docs)
+    with OpenAIStub(responder=stub_responder) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=3)
+        model.task_dict = {
+            "naru_mcq": {SPLIT: docs},
+            "naru_mcq_500": {SPLIT: docs},
+            "naru_mcq_500_blind": {SPLIT: blind},
+        }
+        reqs = (
+            task_instances(docs, "naru_mcq")
+            + task_instances(docs, "naru_mcq_500", ids=sub)
+            + task_instances(blind, "naru_mcq_500_blind", doc_to_visual_blind, ids=sub)
+        )
+        out = model.generate_until(reqs)
+        sent = stub.chat_requests()
+        assert len(sent) == len(docs) + len(sub)  # every question once with its video, once blind
+        assert Counter(r.signature for r in sent).most_common(1)[0][1] == 1
+        assert sum(r.part_types == ["text"] for r in sent) == len(sub)
+        want = [answer_for(doc_to_text(d)) for d in docs]
+        assert out == want + [want[i] for i in sub] + [want[i] for i in sub]
+        # across runs through the store: naru_mcq_500 alone after naru_mcq asks nothing
+        stub.reset()
+        again, _ = make_model(stub, tmp_path, docs, num_frames=2)
+        again.task_dict = {"naru_mcq_500": {SPLIT: docs}}
+        assert again.generate_until(task_instances(docs, "naru_mcq_500", ids=sub)) == [want[i] for i in sub]
+        assert stub.chat_requests() == [] and again.reused == len(sub)
+    # a rotated question (its own id and prompt) is its own request
+    a = model.to_naru_requests(task_instances(docs, "naru_mcq", ids=[0]))[0]
+    rotated = {
+        **docs[0],
+        "question_id": docs[0]["question_id"] + "#r1",
+        "options": docs[0]["options"][1:] + docs[0]["options"][:1],
+    }
+    model.task_dict["naru_mcq_500_circular"] = {SPLIT: [rotated]}
+    b = model.to_naru_requests(task_instances([rotated], "naru_mcq_500_circular", ids=[0]))[0]
+    assert model.request_key(a) != model.request_key(b)
+
+
+# ------------------------------------------------------------------- configuration errors
+
+
+def store_rows(path: Path) -> list[tuple[str, str]]:
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT question_id, status FROM responses").fetchall()
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404])
+@pytest.mark.parametrize("limit", [1, 4])
+def test_a_configuration_error_stops_the_run_and_stores_no_failure(tmp_path, docs, status, limit):
+    with OpenAIStub(responder=stub_responder, statuses=[status] * 100) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=limit)
+        with pytest.raises(ConfigurationError, match=f"HTTP {status}: stub error {status}"):
+            model.generate_until(instances(docs))
+        n_sent = len(stub.chat_requests())
+        assert 3 <= n_sent <= 3 + 2 * (limit - 1)  # the first three decide; at most the in-flight ones more
+        assert store_rows(tmp_path / "store.sqlite") == [] and model.failures == {}
+        # the configuration fixed: the rerun asks every question
+        stub.statuses.clear()
+        stub.reset()
+        again, _ = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=limit)
+        assert again.generate_until(instances(docs)) == [answer_for(doc_to_text(d)) for d in docs]
+        assert len(stub.chat_requests()) == len(docs)
+
+
+def test_per_question_client_errors_keep_todays_behaviour(tmp_path, docs):
+    """400 on some questions after one succeeded: each is a stored failure, the run goes on;
+    and mixed first failures (another status) never stop it."""
+    first = min(range(len(docs)), key=lambda i: (docs[i]["video"], i))  # the first one asked
+    bad = {doc_to_text(d) for i, d in enumerate(docs) if i != first and d["category"] in ("N.1", "N.2", "C.1")}
+
+    def responder(req: StubRequest) -> str | Reply:
+        return Reply(status=400) if req.text in bad else answer_for(req.text)
+
+    with OpenAIStub(responder=responder) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=1)
+        out = model.generate_until(instances(docs))
+    assert sum(o.startswith(FAILED_MARKER) for o in out) == len(bad)
+    assert sorted(st for _, st in store_rows(tmp_path / "store.sqlite")).count("failed") == len(bad)
+    with OpenAIStub(responder=stub_responder, statuses=[401, 403, 401, 401, 401]) as stub:
+        model, _ = make_model(stub, tmp_path / "b", docs[:6], num_frames=2, max_concurrency=1)
+        out = model.generate_until(instances(docs[:6]))
+    assert sum(o.startswith(FAILED_MARKER) for o in out) == 5 and len(model.failures) == 5
+
+
+# ------------------------------------------------------------- server limits, reasoning models
+
+
+def test_frames_over_the_servers_image_limit_are_refused_before_any_request(tmp_path, docs):
+    with OpenAIStub(responder=stub_responder) as stub:
+        model, _ = make_model(stub, tmp_path, docs, num_frames=8, max_images_per_prompt=4)
+        with pytest.raises(ValueError, match=r"num_frames=8 sends 8 images .* max_images_per_prompt=4"):
+            model.generate_until(instances(docs))
+        # fps x the longest video (the synthetic videos last 3 s): 2 fps -> 6 frames, over 4
+        model, _ = make_model(stub, tmp_path / "b", docs, fps=2, max_images_per_prompt=4)
+        with pytest.raises(ValueError, match=r"fps=2.0 x vid\d+\.mp4 \(3.0 s\) sends 6 images"):
+            model.generate_until(instances(docs))
+        assert stub.requests == []  # nothing asked, not even GET /models
+        model, _ = make_model(stub, tmp_path / "c", docs, fps=2, max_frames=4, max_images_per_prompt=4)
+        model.generate_until(instances(docs[:2]))
+        assert [len(r.media_urls) for r in stub.chat_requests()] == [4, 4]
+        blind = blind_docs(docs)
+        model, _ = make_model(stub, tmp_path / "d", blind, num_frames=8, max_images_per_prompt=4)
+        model.generate_until(instances(blind[:1]))  # a text-only request sends no image
+    with pytest.raises(ValueError, match="video_mode=frames only"):
+        OpenAICompat(model="stub", base_url="http://127.0.0.1:1/v1", video_mode="video_url", max_images_per_prompt=4)
+
+
+@pytest.mark.parametrize(
+    "name,args,reasoning",
+    [
+        ("gpt-5-mini", {}, True),
+        ("openai/gpt-5.5", {}, True),
+        ("o4-mini", {}, True),
+        ("my-gateway-reasoner", {"reasoning": "true"}, True),
+        ("gpt-5-mini", {"reasoning": "false"}, False),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", {}, False),
+    ],
+)
+def test_reasoning_models_get_max_completion_tokens_and_no_temperature(tmp_path, docs, name, args, reasoning):
+    with OpenAIStub(responder=stub_responder, models=(name,)) as stub:
+        model = OpenAICompat(
+            model=name, base_url=stub.base_url, response_store=str(tmp_path / "s.sqlite"), num_frames=2, **args
+        )
+        model.task_dict = {TASK: {SPLIT: docs}}
+        model.generate_until(instances(docs[:1]))
+        body = stub.chat_requests()[0].body
+    if reasoning:
+        assert body["max_completion_tokens"] == 32 and "temperature" not in body and "max_tokens" not in body
+        assert model.describe()["reasoning"] is True
+    else:
+        assert body["max_tokens"] == 32 and body["temperature"] == 0 and "max_completion_tokens" not in body
+
+
+def test_a_reasoning_budget_of_its_own(tmp_path, docs):
+    with OpenAIStub(responder=stub_responder, models=("gpt-5-mini",)) as stub:
+        model = OpenAICompat(
+            model="gpt-5-mini", base_url=stub.base_url, response_store=str(tmp_path / "s.sqlite"),
+            num_frames=2, max_completion_tokens=2048,
+        )  # fmt: skip
+        model.task_dict = {TASK: {SPLIT: docs}}
+        model.generate_until(instances(docs[:1]))
+        assert stub.chat_requests()[0].body["max_completion_tokens"] == 2048
+    with pytest.raises(ValueError, match="max_completion_tokens is for reasoning models"):
+        OpenAICompat(model="qwen", base_url="http://127.0.0.1:1/v1", max_completion_tokens=64)
+
+
 # ------------------------------------------------------------------- the real lmms-eval, slow
 
 
@@ -622,4 +818,59 @@ def test_failed_questions_are_invalid_then_reasked_alone(data, docs, tmp_path):
     assert_metrics(run2, data, intended)
     texts = {d["question_id"]: doc_to_text(d) for d in docs}
     assert sorted(r.text for r in reqs2) == sorted(texts[q] for q in bad)
+    assert store_counts(store) == {"ok": len(docs)}
+
+
+@pytest.mark.slow
+def test_lmms_eval_naru_mcq_500_blind_end_to_end(data, docs, tmp_path):
+    """The blind task through the real lmms-eval: every question asked text only, scored."""
+    store = tmp_path / "store.sqlite"
+    task = "naru_mcq_500_blind"
+    with OpenAIStub(responder=stub_responder) as stub:
+        run = run_lmms_eval(
+            "naru_openai_compat", model_args(stub), [task], tmp_path / "out", env=lmms_env(data, store), timeout=240
+        )
+        reqs = stub.chat_requests()
+    assert run.ok, run.stderr[-5000:]
+    assert len(reqs) == len(docs) and all(r.part_types == ["text"] for r in reqs)
+    intended = {d["question_id"]: v for d, v in zip(docs, intended_letters(docs).values(), strict=True)}
+    want = expected_metrics(data / "annotations.jsonl", intended, set(intended))
+    for m in METRICS:
+        assert run.metric(task, m) == pytest.approx(want[m], abs=1e-9), m
+    assert store_counts(store) == {"ok": len(docs)}
+
+
+@pytest.mark.slow
+def test_lmms_eval_tasks_naru_asks_each_distinct_question_once(tmp_path):
+    """``--tasks naru`` = naru_mcq + naru_mcq_500 (a strict subset here): as many requests as
+    distinct questions, both tasks scored from them; a rerun asks nothing."""
+    data = make_dataset(
+        tmp_path / "data",
+        SyntheticSpec(counts={c: 2 for c in CATEGORIES}, n_videos=4, seed=3, subset_flags=True),
+    )
+    docs = docs_of(data)
+    subset = {r["question_id"] for r in read_jsonl(data / "annotations.jsonl") if r["subset_500"]}
+    assert 0 < len(subset) < len(docs)
+    store = tmp_path / "store.sqlite"
+    intended = intended_letters(docs)
+    with OpenAIStub(responder=stub_responder) as stub:
+        run = run_lmms_eval(
+            "naru_openai_compat", model_args(stub), ["naru"], tmp_path / "out", env=lmms_env(data, store), timeout=300
+        )
+        reqs = stub.chat_requests()
+        assert run.ok, run.stderr[-5000:]
+        assert run.results()["n-samples"]["naru_mcq_500"]["effective"] == len(subset)
+        assert len(reqs) == len(docs)  # not len(docs) + len(subset)
+        assert len({r.signature for r in reqs}) == len(docs)
+        want = expected_metrics(data / "annotations.jsonl", intended, set(intended))
+        for m in METRICS:
+            assert run.metric("naru_mcq", m) == pytest.approx(want[m], abs=1e-9), m
+        gold = {r["question_id"]: r["answer"] for r in read_jsonl(data / "annotations.jsonl")}
+        right = sum(intended[q] == gold[q] for q in subset)
+        assert run.metric("naru_mcq_500", "overall") == pytest.approx(100.0 * right / len(subset))
+        stub.reset()
+        again = run_lmms_eval(
+            "naru_openai_compat", model_args(stub), ["naru_mcq_500"], tmp_path / "out2", env=lmms_env(data, store)
+        )
+        assert again.ok and stub.chat_requests() == []
     assert store_counts(store) == {"ok": len(docs)}
