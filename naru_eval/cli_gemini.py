@@ -10,7 +10,7 @@ one, the paper's totals stand in: 146.8 h over 155 videos, 1,481 questions (500 
 question re-sends its video, so a video's tokens are paid once per question on it.
 
 Token constants, context windows and prices: naru_eval/gemini_cost.py and
-naru_eval/gemini_prices.py (dated; check them before budgeting). Wired into ``naru-eval`` by
+naru_eval/data_files/prices.json (dated; check them before budgeting). Wired into ``naru-eval`` by
 :func:`register`; also runnable as ``python -m naru_eval.cli_gemini``.
 """
 
@@ -63,7 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--thinking-tokens", type=int, default=0, help="thinking tokens per question, billed as output (default 0)"
     )
-    p.add_argument("--prices", help="a price-table JSON (default: $NARU_GEMINI_PRICES, else naru_eval.gemini_prices)")
+    p.add_argument(
+        "--prices", help="a price-table JSON (default: $NARU_GEMINI_PRICES, else naru_eval/data_files/prices.json)"
+    )
     p.add_argument("--max-input-tokens", type=int, help="override the model's context window")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 

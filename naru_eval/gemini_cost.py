@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from naru_eval.prices import expand, match, price_table, provenance
+
 # ----------------------------------------------------------------------------- the constants
 
 #: tokens per sampled video frame, by model family and media resolution ("default": not sent)
@@ -93,16 +95,23 @@ TYPICAL_PROMPT_CHARS = 300
 # ---------------------------------------------------------------------------- model tables
 
 
-def canonical_model(model: str) -> str:
-    """The table name of a model id: ``models/gemini-3-flash-preview`` -> ``gemini-3-flash``.
-
-    The longest table key that prefixes the id wins, so ``gemini-2.5-flash-lite-preview-09-2025``
-    is ``gemini-2.5-flash-lite``; an id matching no key is returned bare.
-    """
+def bare_model(model: str) -> str:
+    """A model id as the tables spell it: lower case, without the API's ``models/`` prefix."""
     name = model.strip().lower()
-    name = name.split("/", 1)[1] if name.startswith("models/") else name
-    keys = sorted(set(CONTEXT_WINDOWS) | set(_price_models()), key=len, reverse=True)
-    for key in keys:
+    return name.split("/", 1)[1] if name.startswith("models/") else name
+
+
+def canonical_model(model: str) -> str:
+    """The row of the model tables (context windows, thinking) a model id falls under:
+    ``models/gemini-3-flash-preview`` -> ``gemini-3-flash``.
+
+    A family rule: the longest key of :data:`CONTEXT_WINDOWS` / :data:`THINKING` that prefixes
+    the id wins, so ``gemini-2.5-flash-lite-preview-09-2025`` is ``gemini-2.5-flash-lite``; an id
+    matching no key is returned bare. Prices never go through this: a model's price is its own
+    entry's (:meth:`PriceTable.for_model`, exact matching).
+    """
+    name = bare_model(model)
+    for key in sorted(set(CONTEXT_WINDOWS) | set(THINKING), key=len, reverse=True):
         if name == key or name.startswith(key + "-"):
             return key
     return name
@@ -266,31 +275,32 @@ def max_fps_that_fits(
 # -------------------------------------------------------------------------------------- prices
 
 
-def _price_models() -> dict[str, dict[str, float]]:
-    from naru_eval.gemini_prices import PRICES
-
-    return PRICES
-
-
 @dataclass
 class PriceTable:
+    """``model -> prices`` (aliases as keys of their own), with the date and source they came from."""
+
     models: dict[str, dict[str, float]]
     as_of: str
     source: str
 
     def for_model(self, model: str) -> dict[str, float] | None:
-        return self.models.get(canonical_model(model))
+        """The model's own prices (:func:`naru_eval.prices.match`: its id, an alias, or a dated
+        snapshot of either); None, an unknown cost, for a model without an entry."""
+        key = match(bare_model(model), self.models)
+        return self.models[key] if key is not None else None
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
-    """The price table: ``path``, else ``$NARU_GEMINI_PRICES``, else naru_eval.gemini_prices."""
+    """The price table: ``path``, else ``$NARU_GEMINI_PRICES``, else the ``gemini`` entries of
+    naru_eval/data_files/prices.json. An override file is ``{"as_of": ..., "source": ...,
+    "models": {name: {field: USD per 1M tokens, "aliases": [...]}}}``."""
     path = path or os.environ.get("NARU_GEMINI_PRICES")
     if path:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
-        return PriceTable({k.lower(): dict(v) for k, v in raw["models"].items()}, raw.get("as_of", "?"), str(path))
-    from naru_eval.gemini_prices import PRICES, PRICES_AS_OF, PRICES_SOURCE
-
-    return PriceTable({k: dict(v) for k, v in PRICES.items()}, PRICES_AS_OF, PRICES_SOURCE)
+        models = {k.lower(): v for k, v in expand(raw["models"]).items()}
+        return PriceTable(models, raw.get("as_of", "?"), str(path))
+    as_of, source = provenance("gemini")
+    return PriceTable(price_table("gemini"), as_of, source + " -- TO BE CHECKED before budgeting")
 
 
 def request_cost(

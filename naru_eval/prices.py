@@ -11,7 +11,19 @@ one of its aliases, or the key followed by a dated snapshot suffix ``-YYYY-MM-DD
 ``gpt-4o-2024-08-06``). Nothing else matches, so ``gpt-5.5-pro`` never takes ``gpt-5.5``'s price
 and a model without an entry has an *unknown* cost (None), never another model's.
 
-The file is read on first use, not at import.
+Fields of a ``gemini`` entry (per 1M tokens; a missing field falls back as noted), read by
+:func:`naru_eval.gemini_cost.request_cost`:
+
+* ``input``: prompt tokens (text, image, video frames); ``input_audio``: prompt audio tokens
+  (else ``input``);
+* ``output``: response tokens, **thinking tokens included** (Google bills thoughts as output);
+* ``cached_input`` / ``cached_input_audio``: prompt tokens served from a context cache,
+  implicit or explicit (else ``input`` / ``input_audio``);
+* ``long_context_threshold``: prompts above this many tokens use the ``*_long`` prices
+  (``input_long``, ``output_long``, ``cached_input_long``); absent: one price at any length.
+
+The Gemini figures are the paid tier's standard (non-batch) prices. The file is read on first
+use, not at import.
 """
 
 from __future__ import annotations
@@ -49,11 +61,17 @@ def numbers(entry: Mapping[str, Any]) -> dict[str, float]:
 
 def price_table(provider: str) -> dict[str, dict[str, float]]:
     """``model -> prices`` of one provider, aliases included as keys of their own."""
+    return expand(entries(provider))
+
+
+def expand(table: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """``model -> prices`` of entries as the file holds them: each alias a key of its own, so
+    :func:`match` sees them (the built-in table and a user's override file alike)."""
     out: dict[str, dict[str, float]] = {}
-    for key, entry in entries(provider).items():
-        out[key] = numbers(entry)
+    for key, entry in table.items():
+        out[str(key)] = numbers(entry)
         for alias in entry.get("aliases") or ():
-            out[str(alias)] = out[key]
+            out[str(alias)] = out[str(key)]
     return out
 
 

@@ -172,12 +172,13 @@ def test_the_price_file_ships_as_package_data():
 
     import tomllib
 
-    from naru_eval.gemini_prices import PRICES, PRICES_AS_OF, PRICES_SOURCE
+    from naru_eval.gemini_cost import load_prices
 
     root = Path(__file__).resolve().parents[2]
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "*.json" in data["naru_eval.data_files"]
-    assert PRICES["gemini-2.5-flash"]["input"] > 0 and PRICES_AS_OF[:2] == "20" and "https://" in PRICES_SOURCE
+    table = load_prices()
+    assert table.models["gemini-2.5-flash"]["input"] > 0 and table.as_of[:2] == "20" and "https://" in table.source
 
 
 @pytest.mark.parametrize(

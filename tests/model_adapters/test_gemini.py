@@ -576,6 +576,50 @@ def test_token_arithmetic_for_the_longest_naru_video():
     )
 
 
+@pytest.mark.parametrize(
+    "model,entry",
+    [
+        ("gemini-2.5-flash", "gemini-2.5-flash"),
+        ("models/gemini-3-flash-preview", "gemini-3-flash"),  # an alias in the price file
+        ("gemini-3-pro-preview", "gemini-3-pro"),
+        ("gemini-2.5-flash-lite-preview-09-2025", "gemini-2.5-flash-lite"),
+        ("gemini-2.5-pro-2025-06-17", "gemini-2.5-pro"),  # a dated snapshot
+        ("gemini-2.5-flash-image", None),  # another model: never gemini-2.5-flash's price
+        ("gemini-2.5-flash-lite-image", None),
+        ("gemini-3-flash-live", None),
+        ("gemini-3.1-pro-preview", None),  # no entry: unknown, not gemini-3-pro's
+    ],
+)
+def test_gemini_prices_match_exactly(model, entry):
+    table = load_prices()
+    want = None if entry is None else table.models[entry]
+    assert table.for_model(model) == want
+
+
+def test_gemini_price_override_file_takes_aliases(tmp_path, monkeypatch):
+    path = tmp_path / "p.json"
+    path.write_text(
+        json.dumps(
+            {"as_of": "2030-01-01", "models": {"Gemini-X": {"input": 1, "output": 2, "aliases": ["gemini-x-preview"]}}}
+        )
+    )
+    monkeypatch.setenv("NARU_GEMINI_PRICES", str(path))
+    table = load_prices()
+    assert table.for_model("gemini-x-preview") == {"input": 1.0, "output": 2.0} == table.for_model("models/gemini-x")
+    assert table.for_model("gemini-x-pro") is None
+
+
+def test_estimate_cost_cli_unknown_price(capsys):
+    assert cli_gemini.main(["--model", "gemini-2.5-flash-image", "--media-resolution", "low", "--no-audio"]) == 0
+    out = capsys.readouterr().out
+    assert "cost            : n/a (model not in the price table)" in out and "not in the price table" in out
+    assert (
+        cli_gemini.main(["--model", "gemini-2.5-flash-image", "--no-audio", "--media-resolution", "low", "--json"]) == 0
+    )
+    est = json.loads(capsys.readouterr().out)
+    assert est["cost_usd"] is None and est["cost_usd_cached"] is None and est["fits"]
+
+
 def test_estimate_cost_cli(capsys, data):
     assert cli_gemini.main(["--model", "gemini-2.5-flash"]) == 1  # 4 h at default + audio overflows
     out = capsys.readouterr().out
