@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from naru_eval.data import NaruQuestion, level_of
-from naru_eval.extract import FAILURE_MARKERS
-
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+from naru_eval.extract import FAILURE_MARKERS, strip_reasoning
 
 
 def open_prompt_question(q: NaruQuestion) -> str:
@@ -70,12 +67,17 @@ class JudgeItem:
 
 
 def classify_response(response: str | None) -> tuple[str, str]:
-    """(kind, text): kind is ``failed`` (no answer came back), ``empty`` or ``answered``."""
+    """(kind, text): kind is ``failed`` (no answer came back), ``empty`` or ``answered``.
+
+    The reasoning is removed as for the multiple-choice tasks (:func:`naru_eval.extract.strip_reasoning`):
+    a reasoning that never finished (``<think>`` left open: generation stopped while thinking)
+    has no answer, so it is ``empty`` (recall 0, no judge call), as the MCQ side counts it
+    invalid; its thoughts are never judged as an answer."""
     if response is None:
         return "empty", ""
     if any(marker in response for marker in FAILURE_MARKERS):
         return "failed", ""
-    text = _THINK.sub("", response).strip()
+    text = (strip_reasoning(response) or "").strip()
     return ("answered", text) if text else ("empty", "")
 
 

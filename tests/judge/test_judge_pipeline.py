@@ -121,6 +121,9 @@ def test_mismatch_fixed_by_the_retry(make_judge, stub):
         (None, "empty"),
         ("[NARU_REQUEST_FAILED] boom", "failed"),
         ("<think>x</think>", "empty"),
+        # generation stopped while thinking: no answer, never the thoughts judged as one
+        ("<think>The man enters the room. The woman leaves.", "empty"),
+        ("<think>x</think>The man<think>enters the room", "empty"),
     ],
 )
 def test_empty_and_failed_score_zero_without_a_call(make_judge, stub, response, status):
@@ -130,6 +133,13 @@ def test_empty_and_failed_score_zero_without_a_call(make_judge, stub, response, 
     s = j.judge(item(), response)
     assert s.status == status and s.recall == 0.0 and s.any_fact is False and s.scored
     assert stub.chat_requests() == []
+
+
+def test_only_the_answer_after_the_reasoning_is_judged(make_judge, stub):
+    j = make_judge()
+    j.judge(item(), "the reasoning opened in the prompt</think>The man enters the room.")
+    user = stub.chat_requests()[-1].body["messages"][1]["content"]
+    assert "The man enters the room." in user and "opened in the prompt" not in user
 
 
 def test_abstention_is_judged_and_stays_in_the_denominator(make_judge, stub):
