@@ -254,8 +254,11 @@ def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float:
     return aggregate_sum(items)
 
 
-def aggregate_open_cost(items: list[Mapping[str, Any]]) -> float:
-    """``judge_cost_usd`` (nominal verification cost of the run); logs the judge's usage."""
+def aggregate_open_cost(items: list[Mapping[str, Any]]) -> float | None:
+    """``judge_cost_usd`` (nominal verification cost of the run); logs the judge's usage.
+
+    None (unknown) when a judge call has no price: lmms-eval prints it as ``N/A`` and writes
+    ``null`` to results.json, never a partial sum shown as the total."""
     from naru_eval.judge.score import aggregate_sum
     from naru_eval.judge.task import log_run_summary
 

@@ -95,3 +95,25 @@ def test_open_payloads_carry_the_data_fingerprint(small_data, stub, monkeypatch)
     monkeypatch.setenv("NARU_JUDGE_BACKEND", "no-such-backend")
     unscored = lmms_tasks.process_results_open(doc, ["an answer"])["overall"]
     assert unscored["status"] == "unscored" and unscored["data_fingerprint"] == fingerprint
+
+
+def test_unknown_judge_cost_aggregates_to_none_and_lmms_eval_prints_na():
+    """``judge_cost_usd`` with an unpriced call is None, typed so, and lmms-eval's results
+    table shows ``N/A`` for it (not ``None``, not a partial sum)."""
+    import typing
+
+    from lmms_eval.utils import make_table
+
+    assert typing.get_type_hints(lmms_tasks.aggregate_open_cost)["return"] == float | None
+    priced = [{"score": 0.25}, {"score": 0.5}]
+    assert lmms_tasks.aggregate_open_cost(priced) == 0.75
+    cost = lmms_tasks.aggregate_open_cost([*priced, {"score": 0.0, "cost_unknown": True}])
+    assert cost is None
+    results = {"naru_open": {"alias": "naru_open", "judge_cost_usd,none": cost, "judge_cost_usd_stderr,none": "N/A"}}
+    table = make_table({"results": results, "n-shot": {"naru_open": 0}, "higher_is_better": {}})
+    row = next(line for line in table.splitlines() if "judge_cost_usd" in line)
+    assert "N/A" in row and "None" not in row
+    results["naru_open"] = {"alias": "naru_open", "judge_cost_usd,none": 0.75, "judge_cost_usd_stderr,none": "N/A"}
+    table = make_table({"results": results, "n-shot": {"naru_open": 0}, "higher_is_better": {}})
+    row = next(line for line in table.splitlines() if "judge_cost_usd" in line)
+    assert "0.75" in row and "N/A" not in row.split("judge_cost_usd")[1].split("±")[0]
