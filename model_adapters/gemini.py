@@ -64,6 +64,7 @@ from loguru import logger
 
 from model_adapters.args import ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from model_adapters.budgets import default_sampling
 from naru_eval.gemini_cost import (
     FRAME_OVERHEAD_TOKENS,
     FRAME_TOKENS,
@@ -220,7 +221,7 @@ class Gemini(NaruModel):
     def __init__(
         self,
         model: str = DEFAULT_MODEL,
-        fps: float | str = 0.25,
+        fps: float | str | None = None,
         media_resolution: str | None = "default",
         audio: bool | str = True,
         strip_audio: bool | str = False,
@@ -274,6 +275,10 @@ class Gemini(NaruModel):
             raise ValueError(f"naru_gemini: unknown model_args {unknown}; known: {', '.join(own)}")
         if not model or not str(model).strip():
             raise ValueError("naru_gemini: model=<Gemini model id> is required, e.g. gemini-3-flash-preview")
+        if _none(fps):  # unset: the official leaderboard's sampling, from the one table of defaults
+            official = default_sampling(self.model_id)
+            assert official is not None and official.fps is not None, "budgets.DEFAULT_SAMPLING: naru_gemini"
+            fps = official.fps
         fps_value = _float("fps", fps)
         if not 0 < fps_value <= 24:
             raise ValueError(f"naru_gemini: fps must be in (0, 24] (videoMetadata.fps), got {fps_value}")

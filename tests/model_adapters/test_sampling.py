@@ -5,7 +5,6 @@ tiny checkpoint to prove the rate path's wiring."""
 from __future__ import annotations
 
 import importlib
-import inspect
 
 import numpy as np
 import pytest
@@ -50,11 +49,24 @@ def test_adapter_default_is_the_official_sampling(model_id, pretrained):
     assert a.describe()["num_frames"] == a.num_frames and a.describe()["fps"] == a.fps  # in the run key
 
 
-def test_gemini_default_is_the_official_sampling():
+def test_gemini_default_is_the_official_sampling(monkeypatch):
+    from model_adapters.budgets import Sampling
     from model_adapters.gemini import Gemini
+    from naru_eval import cli_gemini
 
-    fps = inspect.signature(Gemini.__init__).parameters["fps"].default
-    assert label(None, float(fps)) == OFFICIAL_GEMINI == default_sampling("naru_gemini").label
+    monkeypatch.setenv("GOOGLE_API_KEY", "test-key-not-real")
+    g = Gemini(model="gemini-2.5-flash", store="false")
+    assert label(None, g.fps) == OFFICIAL_GEMINI == default_sampling("naru_gemini").label
+    assert g.describe()["fps"] == g.fps  # in the run key
+    assert Gemini(model="gemini-2.5-flash", fps="1", store="false").fps == 1.0
+    # the default is read from the one table, not written again in the adapter or estimate-cost
+    monkeypatch.setitem(DEFAULT_SAMPLING, "naru_gemini", Sampling(fps=0.5))
+    assert Gemini(model="gemini-2.5-flash", store="false").fps == 0.5
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    cli_gemini.add_arguments(parser)
+    assert parser.parse_args(["--model", "gemini-2.5-flash"]).fps == 0.5
 
 
 def test_every_adapter_with_a_default_is_in_the_official_table():
