@@ -483,7 +483,7 @@ def macro_cluster_bootstrap(
     resampling videos and recomputing both macro means on each replicate."""
     import numpy as np
 
-    from naru_eval.stats import macro_draws
+    from naru_eval.stats import cluster_weights, macro_draws, ratio
 
     n = len(a)
     if n == 0:
@@ -502,20 +502,14 @@ def macro_cluster_bootstrap(
     sn = sums([1.0] * n)
 
     def macro(w: np.ndarray) -> np.ndarray:  # (R, V) cluster weights -> (R,) macro(a) - macro(b)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            den = w @ sn
-            ra = np.where(den > 0, 100.0 * (w @ sa) / np.where(den > 0, den, 1), np.nan)
-            rb = np.where(den > 0, 100.0 * (w @ sb) / np.where(den > 0, den, 1), np.nan)
-        return macro_draws(ra)[metric] - macro_draws(rb)[metric]
+        den = w @ sn
+        return macro_draws(100.0 * ratio(w @ sa, den))[metric] - macro_draws(100.0 * ratio(w @ sb, den))[metric]
 
     value = float(macro(np.ones((1, v)))[0])
     ci = None
     if v >= 2 and iters > 0:
-        rng = np.random.default_rng(seed)
-        draw = rng.integers(0, v, size=(iters, v))
-        w = np.zeros((iters, v))
-        np.add.at(w, (np.repeat(np.arange(iters), v), draw.ravel()), 1.0)
-        stats = macro(w)
+        # the resampling of naru_eval.stats (whole videos, with replacement), seeded
+        stats = macro(cluster_weights(np.random.default_rng(seed), v, iters))
         stats = stats[~np.isnan(stats)]
         lo, hi = np.percentile(stats, [2.5, 97.5])
         ci = [float(lo), float(hi)]

@@ -107,12 +107,13 @@ def score_table(
     return value_table(samples, metrics, _mcq_value, cluster)
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den`` elementwise, NaN where ``den`` is 0 (a scope with no item in a resample)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
-def _cluster_weights(rng: np.random.Generator, n_clusters: int, reps: int) -> np.ndarray:
+def cluster_weights(rng: np.random.Generator, n_clusters: int, reps: int) -> np.ndarray:
     """(reps, V): how often each cluster is drawn when V clusters are drawn with replacement."""
     return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=reps).astype(float)
 
@@ -186,12 +187,12 @@ def bootstrap_values(
         return {m: None for m in metrics}
     table = value_table(items, metrics, value, cluster)
     s, n = table.cluster_sums()
-    w = _cluster_weights(np.random.default_rng(seed), len(table.cluster_names), reps)
-    draws = _ratio(w @ s, w @ n)
+    w = cluster_weights(np.random.default_rng(seed), len(table.cluster_names), reps)
+    draws = ratio(w @ s, w @ n)
     cols = [j for j, m in enumerate(metrics) if m in MACRO_METRICS]
     if cols:
         cs, cn = value_table(items, CATEGORIES, value, cluster).cluster_sums()
-        macros = macro_draws(_ratio(w @ cs, w @ cn), overall)
+        macros = macro_draws(ratio(w @ cs, w @ cn), overall)
         for j in cols:
             draws[:, j] = macros[metrics[j]]
     return dict(zip(metrics, _percentile_interval(draws, level), strict=True))
@@ -201,7 +202,7 @@ def _category_ratios(samples: Sequence[ScoredSample], cluster: str, w: np.ndarra
     """(reps, 9): each replicate's category accuracies (NaN where a category has no question)."""
     t = score_table(samples, CATEGORIES, cluster)
     cs, cn = t.cluster_sums()
-    return _ratio(w @ cs, w @ cn)
+    return ratio(w @ cs, w @ cn)
 
 
 def macro_draws(cat_draws: np.ndarray, overall: str = "levels") -> dict[str, np.ndarray]:
@@ -396,8 +397,8 @@ def compare(
     s_b, _ = tb.cluster_sums()
     d = s_b - s_a  # (V, M) per-video difference of score sums
     rng = np.random.default_rng(seed)
-    w = _cluster_weights(rng, len(ta.cluster_names), reps) if common else np.zeros((0, 0))
-    boot = _ratio(w @ d, w @ n) if common else np.zeros((0, len(metrics)))
+    w = cluster_weights(rng, len(ta.cluster_names), reps) if common else np.zeros((0, 0))
+    boot = ratio(w @ d, w @ n) if common else np.zeros((0, len(metrics)))
     if common and any(m in MACRO_METRICS for m in metrics):
         # a macro difference is the difference of the two runs' macro means on the same resample
         ma = macro_draws(_category_ratios(sa, "video_id", w))

@@ -7,10 +7,11 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from naru_eval import cli_diagnose
-from naru_eval.data import LETTERS, NaruQuestion
+from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion
 from naru_eval.diagnostics import (
     Unit,
     cluster_bootstrap,
@@ -428,3 +429,33 @@ def test_paired_gap_scopes_use_the_authors_macro():
     assert gap["gap"] == pytest.approx(100 * 12 / 14) == sc["accuracy"]["gap"]
     lo, hi = sc["overall"]["ci95"]
     assert lo <= 75.0 <= hi
+
+
+def test_macro_gap_ci_is_the_same_bootstrap_as_compare():
+    """diagnose's macro gap resamples videos exactly as ``naru-eval compare`` does (one bootstrap,
+    naru_eval.stats): the same data and seed give the same interval."""
+    from naru_eval.data import level_of
+    from naru_eval.diagnostics import macro_cluster_bootstrap
+    from naru_eval.scoring import ScoredSample
+    from naru_eval.stats import compare
+
+    rng = np.random.default_rng(1)
+    cats = [CATEGORIES[i % 9] for i in range(300)]
+    qids = [f"q{i:03d}" for i in range(len(cats))]  # sorted = data order: the same video order in both
+    vids = [f"v{i // 5:02d}" for i in range(len(cats))]
+    ra = list(rng.random(len(cats)) < 0.6)
+    rb = list(rng.random(len(cats)) < 0.4)
+
+    def run(correct: list[bool]) -> list[ScoredSample]:
+        return [
+            ScoredSample(q, v, c, level_of(c), "A", "A" if ok else "B", "bare", bool(ok), True)
+            for q, v, c, ok in zip(qids, vids, cats, correct, strict=True)
+        ]
+
+    cmp = compare(run(rb), run(ra), reps=400, permutation_reps=10, seed=5, metrics=("overall", "narrative"))
+    for metric in ("overall", "narrative"):
+        st = macro_cluster_bootstrap(
+            [float(x) for x in ra], [float(x) for x in rb], cats, vids, metric, iters=400, seed=5
+        )
+        assert st["value"] == pytest.approx(cmp.row(metric).diff)
+        assert st["ci95"] == pytest.approx(list(cmp.row(metric).ci))
