@@ -131,6 +131,20 @@ def _num(v: Any) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
+def _log_mismatch(
+    reported: Mapping[str, Any], recomputed: Mapping[str, Any], where: str, warnings: list[str]
+) -> list[str]:
+    """The metrics lmms-eval reported that the sample log does not reproduce (a warning names
+    them); the leaderboard always shows the log's numbers."""
+    mismatch = [m for m in recomputed if m in reported and not close(reported[m], recomputed[m], 1e-6)]
+    if mismatch:
+        warnings.append(
+            f"{where}: {', '.join(mismatch)} reported by lmms-eval differ from the sample log; "
+            "the leaderboard uses the sample log"
+        )
+    return mismatch
+
+
 def _rel(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
@@ -345,12 +359,7 @@ def build_entries(
             if samples is not None:
                 metrics = compute_metrics(samples)
                 ci = bootstrap_ci(samples, reps=reps, seed=seed)
-                mismatch = [m for m in METRICS if m in reported and not close(reported[m], metrics[m], 1e-6)]
-                if mismatch:
-                    warnings.append(
-                        f"{_rel(rf)}: {task}: {', '.join(mismatch)} reported by lmms-eval differ from the sample log; "
-                        "the leaderboard uses the sample log"
-                    )
+                mismatch = _log_mismatch(reported, {m: metrics[m] for m in METRICS}, f"{_rel(rf)}: {task}", warnings)
                 entry.update(
                     metrics={m: metrics[m] for m in METRICS},
                     ci95={m: (list(ci[m]) if ci[m] else None) for m in METRICS},
@@ -361,12 +370,7 @@ def build_entries(
             elif open_samples is not None:
                 open_metrics = compute_open_metrics(open_samples)
                 open_ci = bootstrap_open_ci(open_samples, reps=reps, seed=seed)
-                mismatch = [m for m in open_metrics if m in reported and not close(reported[m], open_metrics[m], 1e-6)]
-                if mismatch:
-                    warnings.append(
-                        f"{_rel(rf)}: {task}: {', '.join(mismatch)} reported by lmms-eval differ from the sample log; "
-                        "the leaderboard uses the sample log"
-                    )
+                mismatch = _log_mismatch(reported, open_metrics, f"{_rel(rf)}: {task}", warnings)
                 entry.update(
                     metrics=open_metrics,
                     ci95={m: (list(v) if v else None) for m, v in open_ci.items()},

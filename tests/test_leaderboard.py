@@ -547,3 +547,21 @@ def test_open_runs_get_macro_bootstrap_cis_and_their_data(tmp_path):
     assert f"{entries['fpA']['metrics']['overall']:.2f} [{lo:.2f}, {hi:.2f}]" in md
     assert "## naru_open: runs on data fpA" in md and "## naru_open: runs on data fpB" in md
     assert f"[{lo:.2f}, {hi:.2f}]" in render_html(lb.data)
+
+
+def test_a_reported_number_the_log_does_not_reproduce_is_named(tmp_path):
+    """lmms-eval's results.json disagreeing with the sample log: a warning names the metric and
+    the entry keeps the log's number."""
+    samples = write_open_run(tmp_path / "a", "model-x", "fpA", seed=1)
+    path = tmp_path / "a" / "model-x" / "20260101_000000_results.json"
+    results = json.loads(path.read_text(encoding="utf-8"))
+    results["results"]["naru_open"]["overall,none"] += 0.1
+    path.write_text(json.dumps(results), encoding="utf-8")
+    lb = build_leaderboard([tmp_path / "a"], reps=50)
+    (e,) = lb.data["entries"]
+    assert e["reported_matches_log"] is False
+    from naru_eval.judge.score import compute_open_metrics
+
+    assert e["metrics"]["overall"] == pytest.approx(compute_open_metrics(samples)["overall"])
+    (w,) = [w for w in lb.warnings if "differ from the sample log" in w]
+    assert "naru_open: overall reported by lmms-eval" in w
