@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +27,33 @@ def docs_of(data_dir: Path) -> list[dict]:
 
     ds = load_local(data_dir)
     return [{**q.to_doc(), "video": str(ds.video_file(q))} for q in ds.questions]
+
+
+def lmms_instances(
+    docs: Sequence[Mapping[str, Any]],
+    task: str = "naru_mcq",
+    split: str = "test",
+    *,
+    visual: Callable[..., Any] | None = None,
+    gen_kwargs: Mapping[str, Any] | None = None,
+    order: Sequence[int] | None = None,
+) -> list[Any]:
+    """The ``generate_until`` requests lmms-eval hands an adapter for ``docs`` of ``task``
+    (``visual``: the task's ``doc_to_visual``, the video one by default)."""
+    from lmms_eval.api.instance import Instance
+
+    from naru_eval.lmms_tasks import doc_to_text, doc_to_visual
+
+    gk = {"max_new_tokens": 32, "temperature": 0} if gen_kwargs is None else gen_kwargs
+    return [
+        Instance(
+            "generate_until",
+            (doc_to_text(docs[i]), dict(gk), visual or doc_to_visual, i, task, split),
+            idx=0,
+            metadata={"task": task, "doc_id": i, "repeats": 1},
+        )
+        for i in (order if order is not None else range(len(docs)))
+    ]
 
 
 @pytest.fixture(scope="session")

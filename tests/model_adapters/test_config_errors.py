@@ -16,10 +16,10 @@ from lmms_eval.api.instance import Instance
 from model_adapters.base import FAILED_MARKER
 from model_adapters.gemini import Gemini
 from naru_eval.data import CATEGORIES
-from naru_eval.lmms_tasks import doc_to_text, doc_to_visual
+from naru_eval.lmms_tasks import doc_to_text
 from naru_eval.retry import ConfigurationError
 from naru_eval.synthetic import SyntheticSpec, make_dataset
-from tests.conftest import docs_of
+from tests.conftest import docs_of, lmms_instances
 from tests.stubs.gemini_server import GeminiStub, GReply
 
 pytestmark = pytest.mark.api
@@ -46,15 +46,7 @@ def env(monkeypatch, tmp_path):
 
 
 def instances(docs: list[dict[str, Any]]) -> list[Instance]:
-    return [
-        Instance(
-            "generate_until",
-            (doc_to_text(d), {"max_new_tokens": 32, "temperature": 0}, doc_to_visual, i, TASK, SPLIT),
-            idx=0,
-            metadata={"task": TASK, "doc_id": i, "repeats": 1},
-        )
-        for i, d in enumerate(docs)
-    ]
+    return lmms_instances(docs, TASK, SPLIT)
 
 
 def make_model(stub: GeminiStub, tmp_path: Path, docs, **args: Any) -> Gemini:

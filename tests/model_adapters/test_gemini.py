@@ -31,10 +31,10 @@ from naru_eval.gemini_cost import (
 )
 from naru_eval.gemini_uploads import UploadRegistry
 from naru_eval.lmms_run import run_lmms_eval
-from naru_eval.lmms_tasks import doc_to_text, doc_to_visual
+from naru_eval.lmms_tasks import doc_to_text
 from naru_eval.scoring import METRICS, score_response
 from naru_eval.synthetic import SyntheticSpec, make_dataset
-from tests.conftest import docs_of
+from tests.conftest import docs_of, lmms_instances
 from tests.stubs.gemini_server import GeminiStub, GReply, StubRequest, probe_bytes
 from tests.test_lmms_e2e import expected_metrics
 
@@ -73,15 +73,7 @@ def env(monkeypatch, tmp_path):
 
 
 def instances(docs: list[dict[str, Any]]) -> list[Instance]:
-    return [
-        Instance(
-            "generate_until",
-            (doc_to_text(d), {"max_new_tokens": 32, "temperature": 0}, doc_to_visual, i, TASK, SPLIT),
-            idx=0,
-            metadata={"task": TASK, "doc_id": i, "repeats": 1},
-        )
-        for i, d in enumerate(docs)
-    ]
+    return lmms_instances(docs, TASK, SPLIT)
 
 
 class FakeClock:

@@ -21,6 +21,7 @@ from naru_eval.lmms_run import run_lmms_eval
 from naru_eval.lmms_tasks import doc_to_text, doc_to_visual_blind, process_docs_blind_500, process_results_blind
 from naru_eval.retry import RetryPolicy, call_with_retry, retry_after, retry_info_delay
 from naru_eval.scoring import METRICS
+from tests.conftest import lmms_instances
 from tests.model_adapters import test_gemini as base
 from tests.model_adapters.test_gemini import (
     FAKE_KEY,
@@ -54,15 +55,7 @@ def blind_docs(data, monkeypatch) -> list[dict[str, Any]]:
 
 
 def blind_instances(docs: list[dict[str, Any]]) -> list[Instance]:
-    return [
-        Instance(
-            "generate_until",
-            (doc_to_text(d), {"max_new_tokens": 32, "temperature": 0}, doc_to_visual_blind, i, BLIND, "test"),
-            idx=0,
-            metadata={"task": BLIND, "doc_id": i, "repeats": 1},
-        )
-        for i, d in enumerate(docs)
-    ]
+    return lmms_instances(docs, BLIND, "test", visual=doc_to_visual_blind)
 
 
 def test_blind_questions_are_asked_as_text_alone(tmp_path, blind_docs):

@@ -40,7 +40,7 @@ from naru_eval.retry import (
 from naru_eval.scoring import METRICS, score_response
 from naru_eval.store import ResponseStore
 from naru_eval.synthetic import SyntheticSpec, make_dataset
-from tests.conftest import docs_of, read_jsonl
+from tests.conftest import docs_of, lmms_instances, read_jsonl
 from tests.stubs import OpenAIStub, Reply, StubRequest
 from tests.test_lmms_e2e import expected_metrics
 
@@ -76,15 +76,7 @@ def api_key(monkeypatch):
 
 def instances(docs: list[dict[str, Any]], order: list[int] | None = None, gen_kwargs: dict | None = None):
     gk = {"max_new_tokens": 32} if gen_kwargs is None else gen_kwargs
-    return [
-        Instance(
-            "generate_until",
-            (doc_to_text(docs[i]), dict(gk), doc_to_visual, i, TASK, SPLIT),
-            idx=0,
-            metadata={"task": TASK, "doc_id": i, "repeats": 1},
-        )
-        for i in (order if order is not None else range(len(docs)))
-    ]
+    return lmms_instances(docs, TASK, SPLIT, gen_kwargs=gk, order=order)
 
 
 def make_model(stub_or_url: OpenAIStub | str, tmp_path: Path, docs, **args: Any) -> tuple[OpenAICompat, list[float]]:
