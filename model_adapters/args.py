@@ -11,8 +11,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from naru_eval.retry import RetryPolicy
-from naru_eval.store import is_secret
+from naru_eval.api.retry import RetryPolicy
+from naru_eval.store.responses import is_secret
 
 
 def is_none(value: Any) -> bool:

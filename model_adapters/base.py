@@ -3,7 +3,7 @@
 lmms-eval hands a simple model ``(ctx, gen_kwargs, doc_to_visual, doc_id, task, split)`` per
 request. The base turns each into a typed :class:`NaruRequest`, orders the work by video so the
 frame cache decodes each video once, serves answers already in the write-through
-:class:`~naru_eval.store.ResponseStore`, and calls the one method a family overrides,
+:class:`~naru_eval.store.responses.ResponseStore`, and calls the one method a family overrides,
 :meth:`NaruModel.respond`. Frames come from :meth:`NaruModel.frames` (the one sampler, through
 the frame cache); no model utility re-decodes the video.
 
@@ -11,7 +11,7 @@ A request that fails after the adapter's bounded retries raises :class:`RequestF
 stored as a failure, answered with the failure marker (scored invalid, counted in
 ``invalid_rate``), listed in the run's summary and retried on the next run. When the first
 answered requests all fail with the same client error, the run stops instead
-(:class:`~naru_eval.retry.ConfigErrorBreaker`; those failures are not stored). Identical
+(:class:`~naru_eval.api.retry.ConfigErrorBreaker`; those failures are not stored). Identical
 requests (same question, prompt, media and settings, whatever the task) are asked once.
 """
 
@@ -31,8 +31,8 @@ from lmms_eval.api.model import lmms
 from loguru import logger
 from tqdm import tqdm
 
-from naru_eval.retry import ConfigErrorBreaker
-from naru_eval.store import ResponseStore, redact, run_key
+from naru_eval.api.retry import ConfigErrorBreaker
+from naru_eval.store.responses import ResponseStore, redact, run_key
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
 #: invalid ("failed"), so it is scored wrong and counted, never parsed as an answer.
@@ -167,8 +167,8 @@ class NaruModel(lmms):
 
     def frames(self, request: NaruRequest) -> Any:
         """The request's video frames from the one sampler, through the frame cache."""
-        from naru_eval.frame_cache import default_cache
-        from naru_eval.video import DEFAULT_MAX_PIXELS
+        from naru_eval.media.frame_cache import default_cache
+        from naru_eval.media.video import DEFAULT_MAX_PIXELS
 
         if request.video is None:
             raise ValueError(f"question {request.question_id}: no video")

@@ -8,15 +8,15 @@
 What one run does (docs/gemini.md has the protocol and the arithmetic):
 
 1. **Preflight**, before any request: each question's prompt tokens are estimated from its
-   video's duration, ``fps``, ``media_resolution`` and ``audio`` (naru_eval.gemini_cost); a
+   video's duration, ``fps``, ``media_resolution`` and ``audio`` (naru_eval.providers.gemini.cost); a
    configuration whose longest request would overflow the model's context is refused with the
    numbers and what would fit.
 2. **Uploads**: every distinct video of the pending questions goes to an upload pool
    (``upload_concurrency`` at a time, the longest first), once per run; the upload registry
-   (naru_eval.gemini_uploads) reuses live uploads from earlier runs after checking
+   (naru_eval.store.uploads) reuses live uploads from earlier runs after checking
    ``files.get``. Each upload is polled until ACTIVE, for at most ``active_timeout`` seconds.
    Optional local pre-processing (``downsample=true``, ``strip_audio=true``;
-   naru_eval.gemini_video) shrinks what is sent.
+   naru_eval.providers.gemini.video) shrinks what is sent.
 3. **Calibration**: ``countTokens`` (free) on the longest video's text and video part apart
    corrects the estimate (the API returns totals only; see :meth:`Gemini._calibrate`); a
    configuration that would still overflow is refused before any ``generateContent``.
@@ -25,7 +25,7 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    after it (a blind question: the text alone), ``mediaResolution`` / ``thinkingConfig`` /
    ``temperature`` / ``seed`` in ``generationConfig``. At most ``max_concurrency`` in flight,
    adaptively (AIMD: halved on a 429, grown by one per window of successes). Bounded retries
-   with full-jitter backoff on 429/5xx/timeouts through naru_eval.retry (the SDK's are off).
+   with full-jitter backoff on 429/5xx/timeouts through naru_eval.api.retry (the SDK's are off).
    A request that still fails, a blocked prompt (``promptFeedback.blockReason``), a SAFETY (or
    other non-answer) finish and an empty answer raise :class:`RequestFailed`: stored as a
    failure, scored invalid, listed, retried on the next run.
@@ -35,7 +35,7 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    ``$NARU_CACHE_DIR``, else next to the response store).
 
 Thinking settings are checked against the model's family when the adapter starts
-(naru_eval.gemini_cost.check_thinking): a pairing the API would answer 400 on every request is
+(naru_eval.providers.gemini.cost.check_thinking): a pairing the API would answer 400 on every request is
 refused, naming what the model takes.
 
 The API key is read from ``GOOGLE_API_KEY`` (then ``GEMINI_API_KEY``) only; a key in
@@ -65,7 +65,8 @@ from loguru import logger
 from model_adapters.args import ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from model_adapters.budgets import default_sampling
-from naru_eval.gemini_cost import (
+from naru_eval.api.retry import RetryError, RetryPolicy, call_with_retry, describe_error, status_of
+from naru_eval.providers.gemini.cost import (
     FRAME_OVERHEAD_TOKENS,
     FRAME_TOKENS,
     MEDIA_RESOLUTION_ENUM,
@@ -83,9 +84,8 @@ from naru_eval.gemini_cost import (
     text_tokens,
     usage_from_store,
 )
-from naru_eval.gemini_uploads import UploadRecord, UploadRegistry, account_id, default_registry_path
-from naru_eval.gemini_video import Prepared, PrepSpec, prepare_video
-from naru_eval.retry import RetryError, RetryPolicy, call_with_retry, describe_error, status_of
+from naru_eval.providers.gemini.video import Prepared, PrepSpec, prepare_video
+from naru_eval.store.uploads import UploadRecord, UploadRegistry, account_id, default_registry_path
 
 DEFAULT_MODEL = "gemini-3-flash-preview"
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
@@ -518,7 +518,7 @@ class Gemini(NaruModel):
         dur = request.doc.get("duration_s")
         if dur not in (None, "") and float(dur) > 0:
             return float(dur)
-        from naru_eval.video import probe_video
+        from naru_eval.media.video import probe_video
 
         return probe_video(request.video, check_end=False).duration_s  # type: ignore[arg-type]
 

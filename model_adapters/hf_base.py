@@ -220,7 +220,7 @@ class HFVideoModel(NaruModel):
     def sampled(self, request: NaruRequest) -> Any:
         """The request's frames, or None for a text-only (blind) request; an unreadable video
         fails the request for good."""
-        from naru_eval.video import VideoError
+        from naru_eval.media.video import VideoError
 
         if request.video is None:
             return None

@@ -17,7 +17,7 @@ grouped by video, ``max_concurrency`` at a time.
 
 The API key is read from ``OPENAI_API_KEY`` only: lmms-eval writes ``model_args`` into
 ``results.json``, so a key given there is refused. The SDK's own retries are off; the one retry
-policy is :mod:`naru_eval.retry`. A request that still fails, is refused, is empty or is
+policy is :mod:`naru_eval.api.retry`. A request that still fails, is refused, is empty or is
 filtered raises :class:`RequestFailed` (stored as a failure, scored invalid, retried next run).
 See docs/openai_compat.md.
 """
@@ -41,8 +41,8 @@ from loguru import logger
 
 from model_adapters.args import ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.api.retry import RetryError, call_with_retry, describe_error, is_connection_error, is_timeout
 from naru_eval.judge.config import is_reasoning_family
-from naru_eval.retry import RetryError, call_with_retry, describe_error, is_connection_error, is_timeout
 
 VIDEO_MODES = ("frames", "video_url")
 DEFAULT_MAX_TOKENS = 16
@@ -254,7 +254,7 @@ class OpenAICompat(NaruModel):
         if self.num_frames is not None:
             n = min(self.num_frames, self.max_frames) if self.max_frames else self.num_frames
             return n, with_video[0]
-        from naru_eval.video import frames_for_fps, probe_video
+        from naru_eval.media.video import frames_for_fps, probe_video
 
         durations: dict[str, float] = {}
         first: dict[str, NaruRequest] = {}

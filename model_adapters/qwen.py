@@ -127,7 +127,7 @@ class _QwenVideo(HFVideoModel):
 
     def video_plan(self, video: str) -> QwenVideoPlan:
         """The qwen-vl-utils plan of ``video`` at this adapter's fps (probed once per video)."""
-        from naru_eval.video import probe_video
+        from naru_eval.media.video import probe_video
 
         if video not in self._plans:
             info = probe_video(video, check_end=False)
@@ -150,7 +150,7 @@ class _QwenVideo(HFVideoModel):
     def frames(self, request: NaruRequest) -> Any:
         if self.fps is None:
             return super().frames(request)
-        from naru_eval.frame_cache import default_cache
+        from naru_eval.media.frame_cache import default_cache
 
         if request.video is None:
             raise ValueError(f"question {request.question_id}: no video")

@@ -23,11 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from naru_eval.data import load_local
-from naru_eval.lmms_run import run_lmms_eval
-from naru_eval.scoring import compute_metrics, score_response
-from naru_eval.synthetic import PAPER_COUNTS, SyntheticSpec, demo_responses, make_dataset
-from naru_eval.validate import check_videos
+from naru_eval.core.data import load_local
+from naru_eval.core.scoring import compute_metrics, score_response
+from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, demo_responses, make_dataset
+from naru_eval.core.validate import check_videos
+from naru_eval.lmms.run import run_lmms_eval
 
 
 def main() -> None:

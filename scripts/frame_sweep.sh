@@ -175,14 +175,14 @@ for F in "${SELECTED[@]}"; do
        --log_samples --batch_size 1 ${EXTRA[@]+"${EXTRA[@]}"})
 
   set +e
-  STATUS_MSG="$("$PY" -m naru_eval.leaderboard sweep-status "$DIR" 2>&1)"
+  STATUS_MSG="$("$PY" -m naru_eval.cli sweep-status "$DIR" 2>&1)"
   CODE=$?
   set -e
   case $CODE in
     0)
       log "f=$F skip: complete ($STATUS_MSG)"
       # a sweep killed between lmms-eval's end and the manifest update: record the run as done
-      [[ $DRY -eq 1 ]] || "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status "done" --if-not-done \
+      [[ $DRY -eq 1 ]] || "$PY" -m naru_eval.cli sweep-manifest "$DIR" --status "done" --if-not-done \
         --message "complete results found on a later sweep" || true
       continue ;;
     3) ;;
@@ -203,7 +203,7 @@ for F in "${SELECTED[@]}"; do
   if command -v flock >/dev/null 2>&1; then
     flock -n 9 || die "f=$F: $DIR is locked by another sweep process"
   fi
-  "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status running || die "f=$F: cannot write $DIR/manifest.json"
+  "$PY" -m naru_eval.cli sweep-manifest "$DIR" --status running || die "f=$F: cannot write $DIR/manifest.json"
   START=$(date +%s)
   log "f=$F invoke [$SAMPLING]: $(quote "${SHOWN[@]}")"
   set +e
@@ -214,13 +214,13 @@ for F in "${SELECTED[@]}"; do
     "${CMD[@]}" 2>&1 | mask_stream | tee -a "$DIR/lmms_eval.log"
   fi
   RC=${PIPESTATUS[0]}
-  STATUS_MSG="$("$PY" -m naru_eval.leaderboard sweep-status "$DIR" --since "$START" 2>&1)"
+  STATUS_MSG="$("$PY" -m naru_eval.cli sweep-status "$DIR" --since "$START" 2>&1)"
   CODE=$?
   set -e
   SECONDS_TAKEN=$(( $(date +%s) - START ))
   if [[ $RC -ne 0 || $CODE -ne 0 ]]; then
     MSG="lmms-eval exited $RC; $STATUS_MSG"
-    "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status failed --seconds "$SECONDS_TAKEN" --message "$MSG" || true
+    "$PY" -m naru_eval.cli sweep-manifest "$DIR" --status failed --seconds "$SECONDS_TAKEN" --message "$MSG" || true
     log "f=$F FAILED: $MSG"
     {
       echo "frame_sweep: f=$F FAILED: no complete results file in $DIR ($MSG)."
@@ -229,7 +229,7 @@ for F in "${SELECTED[@]}"; do
     } >&2
     exit 1
   fi
-  "$PY" -m naru_eval.leaderboard sweep-manifest "$DIR" --status "done" --seconds "$SECONDS_TAKEN"
+  "$PY" -m naru_eval.cli sweep-manifest "$DIR" --status "done" --seconds "$SECONDS_TAKEN"
   log "f=$F [$SAMPLING] done in ${SECONDS_TAKEN}s: $STATUS_MSG"
   exec 9>&-
 done

@@ -11,7 +11,7 @@
 cache, cost), :mod:`~naru_eval.judge.pipeline` (:class:`Judge`), :mod:`~naru_eval.judge.protocols`
 (MINERVA 0-2 majority vote), :mod:`~naru_eval.judge.offline` (approximate, no API),
 :mod:`~naru_eval.judge.audit` (human validation), :mod:`~naru_eval.judge.mcq_fallback` (opt-in
-LLM fallback of MCQ extraction), :mod:`~naru_eval.judge.task` (lmms-eval glue). See docs/judge.md.
+LLM fallback of MCQ extraction), :mod:`~naru_eval.lmms.open_task` (lmms-eval glue). See docs/judge.md.
 
 Nothing heavy is imported here: lmms-eval imports the task bridge at start-up.
 """

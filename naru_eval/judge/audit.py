@@ -37,8 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from naru_eval.core.subset import allocate
 from naru_eval.judge.score import JudgedSample
-from naru_eval.subset import allocate
 
 ACCEPT = frozenset({"accept", "accepted", "1", "y", "yes", "agree", "true", "ok", "a"})
 REJECT = frozenset({"reject", "rejected", "0", "n", "no", "disagree", "false", "r", "x"})

@@ -6,10 +6,10 @@
 * Any OpenAI-compatible ``base_url``; the key comes from ``NARU_JUDGE_API_KEY`` or
   ``OPENAI_API_KEY`` only, and never enters a cache key, a log or a report.
 * The SDK's own retries are off; transport failures (408/409/429/5xx, timeouts, connection
-  errors, a 200 whose body is not JSON) are retried by :mod:`naru_eval.retry`, honouring
+  errors, a 200 whose body is not JSON) are retried by :mod:`naru_eval.api.retry`, honouring
   ``Retry-After``. Failing for good raises :class:`JudgeUnavailable` (the item is unscored),
   except when the first answered requests all fail with the same client error (a wrong key,
-  model or setting): then :class:`~naru_eval.retry.ConfigurationError` stops the judging with
+  model or setting): then :class:`~naru_eval.api.retry.ConfigurationError` stops the judging with
   the API's message, and nothing more is sent.
 * At most ``concurrency`` requests are in flight per client (a semaphore held per attempt).
 * Every output is cached under :func:`request_key`; a cached output is replayed for free.
@@ -32,10 +32,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from naru_eval.judge.cache import JudgeStore
+from naru_eval.api.retry import (
+    ConfigErrorBreaker,
+    RetryError,
+    RetryPolicy,
+    call_with_retry,
+    describe_error,
+    is_retryable,
+)
 from naru_eval.judge.config import JudgeConfig, cost_usd
 from naru_eval.judge.schemas import schema_hash
-from naru_eval.retry import ConfigErrorBreaker, RetryError, RetryPolicy, call_with_retry, describe_error, is_retryable
+from naru_eval.store.judge_cache import JudgeStore
 
 log = logging.getLogger("naru_eval.judge")
 

@@ -71,7 +71,7 @@ def sdk_reasoning_efforts() -> tuple[str, ...]:
 def allowed_reasoning_efforts(model: str) -> tuple[str, ...]:
     """The reasoning efforts ``model`` takes, as far as they are known: the SDK's values, minus
     ``minimal`` from gpt-5.1 on; ``-pro`` models take ``high`` only. Any other refusal comes from
-    the API, and the run stops on it once (naru_eval.retry.ConfigErrorBreaker)."""
+    the API, and the run stops on it once (naru_eval.api.retry.ConfigErrorBreaker)."""
     name = model.strip().lower()
     values = sdk_reasoning_efforts()
     if re.search(r"-pro(?:-\d{4}-\d{2}-\d{2})?$", name):
@@ -90,7 +90,7 @@ def default_reasoning_effort(model: str) -> str:
 
 def default_prices() -> dict[str, dict[str, float]]:
     """The judge's built-in prices (USD per 1M tokens), from naru_eval/data_files/prices.json."""
-    from naru_eval.prices import price_table
+    from naru_eval.api.prices import price_table
 
     return price_table("openai")
 
@@ -99,7 +99,7 @@ def price_for(model: str, prices: Mapping[str, Mapping[str, float]]) -> Mapping[
     """The price entry of ``model``: its exact name (an alias is a name of its own), or a dated
     snapshot ``<name>-YYYY-MM-DD`` of a priced name; else None (the cost is unknown). Never a
     prefix: ``gpt-5.5-pro`` does not take ``gpt-5.5``'s price."""
-    from naru_eval.prices import match
+    from naru_eval.api.prices import match
 
     key = match(model, prices)
     return prices[key] if key is not None else None
@@ -125,7 +125,7 @@ def cost_usd(model: str, usage: Mapping[str, Any], prices: Mapping[str, Mapping[
 def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
     """The built-in prices updated by ``spec`` (a JSON object or a path to one): ``{model: {input,
     cached_input, output[, as_of, source]}}`` in USD per 1M tokens."""
-    from naru_eval.prices import numbers
+    from naru_eval.api.prices import numbers
 
     prices = default_prices()
     if not spec:
@@ -139,14 +139,6 @@ def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
             raise ValueError(f"judge prices: {model!r} needs 'input' and 'output' (USD per 1M tokens)")
         prices[model] = numbers(entry)
     return prices
-
-
-def default_cache_path() -> Path:
-    explicit = os.environ.get("NARU_JUDGE_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("NARU_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "naru-eval")
-    return Path(base) / "judge.sqlite"
 
 
 def _env_num(env: Mapping[str, str], name: str, kind: type, default: Any) -> Any:

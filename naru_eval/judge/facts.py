@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from naru_eval.judge.cache import JudgeStore
 from naru_eval.judge.client import CallResult, JudgeClient
 from naru_eval.judge.items import JudgeItem
 from naru_eval.judge.prompts import FACTS_PROMPT_VERSION, fact_ids, facts_messages, retry_note
 from naru_eval.judge.schemas import FactList
+from naru_eval.store.judge_cache import JudgeStore
 
 MAX_FACTS = 32
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from naru_eval.data import NaruQuestion, level_of
-from naru_eval.extract import FAILURE_MARKERS, strip_reasoning
+from naru_eval.core.data import NaruQuestion, level_of
+from naru_eval.core.extract import FAILURE_MARKERS, strip_reasoning
 
 
 def open_prompt_question(q: NaruQuestion) -> str:
@@ -69,7 +69,7 @@ class JudgeItem:
 def classify_response(response: str | None) -> tuple[str, str]:
     """(kind, text): kind is ``failed`` (no answer came back), ``empty`` or ``answered``.
 
-    The reasoning is removed as for the multiple-choice tasks (:func:`naru_eval.extract.strip_reasoning`):
+    The reasoning is removed as for the multiple-choice tasks (:func:`naru_eval.core.extract.strip_reasoning`):
     a reasoning that never finished (``<think>`` left open: generation stopped while thinking)
     has no answer, so it is ``empty`` (recall 0, no judge call), as the MCQ side counts it
     invalid; its thoughts are never judged as an answer."""
@@ -83,6 +83,6 @@ def classify_response(response: str | None) -> tuple[str, str]:
 
 def is_abstention(text: str) -> bool:
     """A short response that only declines (reported; it is still judged and scored)."""
-    from naru_eval.extract import _REFUSAL
+    from naru_eval.core.extract import _REFUSAL
 
     return len(text) <= 300 and bool(_REFUSAL.search(unicodedata.normalize("NFKC", text)))

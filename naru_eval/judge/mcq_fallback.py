@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from naru_eval.extract import LLM_FALLBACK_METHOD  # "llm_fallback"
+from naru_eval.core.extract import LLM_FALLBACK_METHOD  # "llm_fallback"
 
 log = logging.getLogger("naru_eval.judge")
 
@@ -43,7 +43,7 @@ def llm_letter(question: str, options: Sequence[str], response: str) -> str | No
     from naru_eval.judge.client import JudgeUnavailable
     from naru_eval.judge.prompts import MCQ_FALLBACK_PROMPT_VERSION, mcq_fallback_messages, retry_note
     from naru_eval.judge.schemas import McqChoice
-    from naru_eval.judge.task import get_judge
+    from naru_eval.lmms.open_task import get_judge
 
     judge = get_judge()
     if judge.client is None:
@@ -69,7 +69,7 @@ def llm_letter(question: str, options: Sequence[str], response: str) -> str | No
 def apply_fallback(ext: Any, question: Any, response: str | None) -> Any:
     """``ext`` (an Extraction) or, when the fallback reads a letter, ``Extraction(letter,
     "llm_fallback")``. ``question`` is a NaruQuestion."""
-    from naru_eval.extract import Extraction
+    from naru_eval.core.extract import Extraction
 
     if ext.valid or not response or not response.strip():
         return ext

@@ -23,10 +23,10 @@ import threading
 import unicodedata
 from typing import Any
 
-from naru_eval.judge.cache import JudgeStore
 from naru_eval.judge.facts import FactSet, clean_facts
 from naru_eval.judge.items import JudgeItem
 from naru_eval.judge.verify import Coverage
+from naru_eval.store.judge_cache import JudgeStore
 
 OFFLINE_FACTS_VERSION = "offline-facts-v1"
 OFFLINE_VERIFY_VERSION = "offline-verify-v1"

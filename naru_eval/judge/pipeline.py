@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from naru_eval.judge.cache import JudgeStore
 from naru_eval.judge.client import CallResult, JudgeClient, JudgeUnavailable, UsageLedger
 from naru_eval.judge.config import JudgeConfig
 from naru_eval.judge.facts import FactSet, LLMDecomposer
@@ -27,6 +26,7 @@ from naru_eval.judge.items import JudgeItem, classify_response, is_abstention
 from naru_eval.judge.prompts import MAX_RESPONSE_CHARS
 from naru_eval.judge.score import JudgedSample, tally
 from naru_eval.judge.verify import Coverage, LLMVerifier
+from naru_eval.store.judge_cache import JudgeStore
 
 log = logging.getLogger("naru_eval.judge")
 

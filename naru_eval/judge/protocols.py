@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
 from naru_eval.judge.client import CallResult, JudgeClient, JudgeUnavailable
 from naru_eval.judge.items import JudgeItem, classify_response
 from naru_eval.judge.prompts import MAX_RESPONSE_CHARS, MINERVA_PROMPT_VERSION, minerva_messages, retry_note

@@ -8,11 +8,11 @@
   no facts, is **unscored**: never 0, never dropped. Metrics average over the scored responses,
   and ``n_scored``, ``n_unscored`` and ``unscored_rate`` say how many were left out.
 
-The lmms-eval payloads follow the MCQ convention (naru_eval.scoring): a per-item metric's
+The lmms-eval payloads follow the MCQ convention (naru_eval.core.scoring): a per-item metric's
 payload carries ``score`` only when the response counts towards it; ``overall``, ``narrative``
 and ``cultural`` are the authors' macro means (table III: ``overall`` = mean of the nine category
 recalls, ``narrative``/``cultural`` = means of their categories), so their payloads carry the
-recall under ``item_score`` and :func:`naru_eval.scoring.aggregate_macro` averages category means.
+recall under ``item_score`` and :func:`naru_eval.core.scoring.aggregate_macro` averages category means.
 ``recall`` is the per-item mean over every scored response (micro). Every number of
 ``results.json`` recomputes from the sample log (:func:`metrics_from_open_log`).
 """
@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from naru_eval.data import CATEGORIES, CULTURAL, NARRATIVE
-from naru_eval.scoring import MACRO_KEY, MACRO_METRICS, aggregate_macro, sample_records
+from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.core.scoring import MACRO_KEY, MACRO_METRICS, aggregate_macro, sample_records
 
 #: statuses that count (recall known); everything else is unscored
 SCORED_STATUSES = ("scored", "empty", "failed")
@@ -72,7 +72,7 @@ class JudgedSample:
     facts: list[dict[str, Any]] = field(default_factory=list)  # id, text, verdict, evidence, evidence_found
     judge: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
-    data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.data.Dataset), as MCQ records it
+    data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset), as MCQ records it
 
     @classmethod
     def unscored(cls, item: Any, response: str | None, **fields: Any) -> JudgedSample:

@@ -1,6 +1,6 @@
-"""Thin bridge from the lmms-eval YAMLs into naru_eval; all logic lives in naru_eval.lmms_tasks."""
+"""Thin bridge from the lmms-eval YAMLs into naru_eval; all logic lives in naru_eval.lmms.tasks."""
 
-from naru_eval.lmms_tasks import (  # noqa: F401
+from naru_eval.lmms.tasks import (  # noqa: F401
     aggregate,
     aggregate_circular,
     aggregate_macro,

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from naru_eval.cli_judge import main as judge_main
-from naru_eval.data import CATEGORIES
+from naru_eval.cli.main import main as judge_main
+from naru_eval.core.data import CATEGORIES
 from naru_eval.judge.audit import (
     audit_report,
     cohen_kappa,

@@ -6,13 +6,13 @@ import threading
 
 import pytest
 
-from naru_eval.judge.cache import JudgeStore
 from naru_eval.judge.client import JudgeClient
 from naru_eval.judge.config import JudgeConfig, cost_usd, is_reasoning_family, load_prices
 from naru_eval.judge.prompts import VERIFY_PROMPT_VERSION
 from naru_eval.judge.schemas import FactList
-from tests.judge.conftest import item
-from tests.stubs import OpenAIStub
+from naru_eval.store.judge_cache import JudgeStore
+from tests.helpers.judge import item
+from tests.helpers.stubs import OpenAIStub
 
 pytestmark = pytest.mark.api
 
@@ -142,13 +142,13 @@ def test_an_unpriced_judge_costs_unknown_never_another_models_price(tmp_path, fa
     assert r.cost_usd is None
     total = c.ledger.summary()["total"]
     assert total["unpriced"] == 1 and total["cost_usd"] is None and total["nominal_cost_usd"] is None
-    from naru_eval.cli_judge import _usage_line
+    from naru_eval.cli.judge import _usage_line
 
     assert "cost now unknown, from scratch unknown, 1 unpriced" in _usage_line(c.ledger.summary())
 
 
 def test_prices_are_dated_data_with_a_source_and_match_exactly():
-    from naru_eval.prices import entries
+    from naru_eval.api.prices import entries
 
     table = entries("openai")
     assert table and all(e.get("as_of") and e.get("source", "").startswith("https://") for e in table.values())
@@ -172,7 +172,7 @@ def test_the_price_file_ships_as_package_data():
 
     import tomllib
 
-    from naru_eval.gemini_cost import load_prices
+    from naru_eval.providers.gemini.cost import load_prices
 
     root = Path(__file__).resolve().parents[2]
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
@@ -216,8 +216,8 @@ def test_pro_models_default_to_high_and_the_effort_reaches_the_api(tmp_path, fak
 def test_a_configuration_error_stops_the_judge_once(tmp_path, fake):
     """401 on the first three answered requests: ConfigurationError with the API's message, and
     nothing more is sent; a per-question 400 after a success stays a per-item failure."""
+    from naru_eval.api.retry import ConfigurationError
     from naru_eval.judge.client import JudgeUnavailable
-    from naru_eval.retry import ConfigurationError
 
     with OpenAIStub(responder=fake, statuses=[401] * 10) as stub:
         c, _ = client(stub, tmp_path)
@@ -239,7 +239,7 @@ def test_a_configuration_error_stops_the_judge_once(tmp_path, fake):
 
 
 def test_a_configuration_error_stops_judge_many(make_judge, stub):
-    from naru_eval.retry import ConfigurationError
+    from naru_eval.api.retry import ConfigurationError
 
     stub.statuses = [403] * 100
     j = make_judge(concurrency=1)

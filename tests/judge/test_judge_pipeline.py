@@ -8,8 +8,8 @@ import pytest
 
 from naru_eval.judge.config import JudgeConfig
 from naru_eval.judge.score import compute_open_metrics, open_payloads, summarize
-from tests.judge.conftest import FAKE_KEY, chat_schemas, item
-from tests.stubs import OpenAIStub, Reply
+from tests.helpers.judge import FAKE_KEY, chat_schemas, item
+from tests.helpers.stubs import OpenAIStub, Reply
 
 pytestmark = pytest.mark.api
 

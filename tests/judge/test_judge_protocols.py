@@ -8,7 +8,7 @@ from naru_eval.judge.config import JudgeConfig
 from naru_eval.judge.offline import minilm_available, split_sentences, tokens
 from naru_eval.judge.pipeline import Judge
 from naru_eval.judge.protocols import MinervaProtocol, majority_vote, summarize_minerva
-from tests.judge.conftest import chat_schemas, item
+from tests.helpers.judge import chat_schemas, item
 
 
 def test_majority_vote():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from naru_eval.data import NaruQuestion
+from naru_eval.core.data import NaruQuestion
+from naru_eval.core.scoring import compute_metrics, metric_payloads, score_response
 from naru_eval.judge.mcq_fallback import fallback_rate
-from naru_eval.scoring import compute_metrics, metric_payloads, score_response
 
 pytestmark = pytest.mark.api
 
@@ -73,7 +73,7 @@ def test_on_reads_letters_the_rules_cannot(stub, monkeypatch):
 
 
 def test_judge_down_leaves_the_answer_invalid(monkeypatch):
-    from tests.stubs import OpenAIStub
+    from tests.helpers.stubs import OpenAIStub
 
     with OpenAIStub(statuses=[400] * 5) as stub:
         monkeypatch.setenv("NARU_JUDGE_BASE_URL", stub.base_url)

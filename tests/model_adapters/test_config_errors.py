@@ -1,5 +1,5 @@
 """A configuration error stops ``naru_gemini`` (the shared breaker in the base, see
-naru_eval.retry.ConfigErrorBreaker), through the real ``google-genai`` SDK against the Gemini stub.
+naru_eval.api.retry.ConfigErrorBreaker), through the real ``google-genai`` SDK against the Gemini stub.
 
 The OpenAI side (``naru_openai_compat``, the judge) is tested with its own adapter's tests.
 """
@@ -15,12 +15,12 @@ from lmms_eval.api.instance import Instance
 
 from model_adapters.base import FAILED_MARKER
 from model_adapters.gemini import Gemini
-from naru_eval.data import CATEGORIES
-from naru_eval.lmms_tasks import doc_to_text
-from naru_eval.retry import ConfigurationError
-from naru_eval.synthetic import SyntheticSpec, make_dataset
-from tests.conftest import docs_of, lmms_instances
-from tests.stubs.gemini_server import GeminiStub, GReply
+from naru_eval.api.retry import ConfigurationError
+from naru_eval.core.data import CATEGORIES
+from naru_eval.core.synthetic import SyntheticSpec, make_dataset
+from naru_eval.lmms.tasks import doc_to_text
+from tests.helpers.data import docs_of, lmms_instances
+from tests.helpers.stubs.gemini_server import GeminiStub, GReply
 
 pytestmark = pytest.mark.api
 

@@ -17,12 +17,12 @@ import sqlite3
 import pytest
 
 from model_adapters.base import FAILED_MARKER
-from naru_eval.data import CATEGORIES
-from naru_eval.lmms_run import run_lmms_eval
-from naru_eval.scoring import METRICS
-from naru_eval.synthetic import SyntheticSpec, make_dataset
-from tests.conftest import read_jsonl
-from tests.tiny_models import BUILDERS
+from naru_eval.core.data import CATEGORIES
+from naru_eval.core.scoring import METRICS
+from naru_eval.core.synthetic import SyntheticSpec, make_dataset
+from naru_eval.lmms.run import run_lmms_eval
+from tests.helpers.data import read_jsonl
+from tests.helpers.tiny_models import BUILDERS
 
 pytestmark = pytest.mark.slow
 

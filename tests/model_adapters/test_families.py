@@ -14,8 +14,8 @@ import pytest
 from model_adapters import ADAPTERS
 from model_adapters.base import Answer, NaruRequest, RequestFailed
 from model_adapters.budgets import FRAME_BUDGETS
-from naru_eval.synthetic import read_frame_index
-from naru_eval.video import sample_frames, uniform_indices
+from naru_eval.core.synthetic import read_frame_index
+from naru_eval.media.video import sample_frames, uniform_indices
 
 HF_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5", "naru_internvl3_5", "naru_nemotron_omni"]
 ALL_FAMILIES = [*HF_FAMILIES, "naru_minicpm_o"]

@@ -7,20 +7,21 @@ upload). No network: the stub binds 127.0.0.1 and the key is fake.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
-from lmms_eval.api.instance import Instance
 
 from model_adapters.base import FAILED_MARKER
 from model_adapters.gemini import AdaptiveLimiter, ConfigurationRefused, ContextOverflow, Gemini
-from naru_eval import cli_gemini
-from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion
-from naru_eval.gemini_cost import (
+from naru_eval.cli import gemini as cli_gemini
+from naru_eval.cli.main import main as cli_main
+from naru_eval.core.data import NaruQuestion
+from naru_eval.core.scoring import METRICS, score_response
+from naru_eval.lmms.run import run_lmms_eval
+from naru_eval.lmms.tasks import doc_to_text
+from naru_eval.providers.gemini.cost import (
     AUDIO_TOKENS_PER_S,
     canonical_model,
     context_window,
@@ -29,92 +30,25 @@ from naru_eval.gemini_cost import (
     request_cost,
     usage_from_store,
 )
-from naru_eval.gemini_uploads import UploadRegistry
-from naru_eval.lmms_run import run_lmms_eval
-from naru_eval.lmms_tasks import doc_to_text
-from naru_eval.scoring import METRICS, score_response
-from naru_eval.synthetic import SyntheticSpec, make_dataset
-from tests.conftest import docs_of, lmms_instances
-from tests.stubs.gemini_server import GeminiStub, GReply, StubRequest, probe_bytes
-from tests.test_lmms_e2e import expected_metrics
+from naru_eval.store.uploads import UploadRegistry
+from tests.helpers.expected import expected_metrics
+from tests.helpers.gemini import (
+    FAKE_KEY,
+    GEMINI_POST,
+    INVALID_TEXT,
+    MODEL,
+    ROOT,
+    TASK,
+    answer_for,
+    instances,
+    make_model,
+    responder,
+    write_av,
+)
+from tests.helpers.stubs.gemini_server import GeminiStub, GReply, probe_bytes
 
-pytestmark = pytest.mark.api
-
-ROOT = Path(__file__).resolve().parents[2]
-FAKE_KEY = "fake-gemini-key-naru-test-0123456789abcdef-SECRET"
-TASK, SPLIT = "naru_mcq", "test"
-MODEL = "gemini-2.5-flash"
-INVALID_TEXT = "I cannot tell from the video."
-GEMINI_POST = "Answer with only the letter (A, B, C or D) of the correct option."
-
-
-# ----------------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    """18 questions (2 per category) over 4 short H.264 videos."""
-    return make_dataset(
-        tmp_path_factory.mktemp("gem18"), SyntheticSpec(counts={c: 2 for c in CATEGORIES}, n_videos=4, seed=5)
-    )
-
-
-@pytest.fixture(scope="module")
-def docs(data) -> list[dict[str, Any]]:
-    return docs_of(data)
-
-
-@pytest.fixture(autouse=True)
-def env(monkeypatch, tmp_path):
-    monkeypatch.setenv("GOOGLE_API_KEY", FAKE_KEY)
-    for name in ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "NARU_GEMINI_UPLOAD_REGISTRY", "NARU_GEMINI_PRICES"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NARU_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def instances(docs: list[dict[str, Any]]) -> list[Instance]:
-    return lmms_instances(docs, TASK, SPLIT)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-        self.polls: list[float] = []
-
-    def __call__(self) -> float:
-        return self.t
-
-    def sleep(self, s: float) -> None:
-        self.polls.append(s)
-        self.t += s
-
-
-def make_model(stub: GeminiStub, tmp_path: Path, docs, *, store: str = "store.sqlite", **args: Any):
-    args.setdefault("model", MODEL)
-    args.setdefault("retry_base_delay", 0.5)
-    args.setdefault("poll_interval", 0.25)
-    model = Gemini(
-        base_url=stub.base_url,
-        response_store=str(tmp_path / store),
-        upload_registry=str(tmp_path / "uploads.sqlite"),
-        **args,
-    )
-    model.task_dict = {TASK: {SPLIT: docs}}
-    sleeps: list[float] = []
-    model.sleep = sleeps.append
-    clock = FakeClock()
-    model.clock, model.poll_sleep = clock, clock.sleep
-    return model, sleeps
-
-
-def answer_for(text: str) -> str:
-    """The stub's deterministic answer to a prompt: a letter, or (1 in 5) no letter."""
-    h = hashlib.sha256(text.encode()).digest()
-    return INVALID_TEXT if h[0] % 5 == 0 else f"The answer is {LETTERS[h[1] % 4]}."
-
-
-def responder(req: StubRequest) -> str:
-    return answer_for(req.text)
+#: data, docs, gemini_env: tests/model_adapters/conftest.py
+pytestmark = [pytest.mark.api, pytest.mark.usefixtures("gemini_env")]
 
 
 def stored(model: Gemini, docs, i: int = 0):
@@ -488,36 +422,6 @@ def test_count_tokens_calibration_refuses_before_any_question(tmp_path, docs):
 # -------------------------------------------------------------- local pre-processing (PyAV)
 
 
-def write_av(path: Path, seconds: float = 12.0, fps: int = 10, size: tuple[int, int] = (640, 480)) -> Path:
-    """An H.264 + AAC MP4 with a sine tone."""
-    import av
-    import numpy as np
-
-    with av.open(str(path), "w") as c:
-        v = c.add_stream("libx264", rate=fps)
-        v.width, v.height, v.pix_fmt = size[0], size[1], "yuv420p"
-        v.options = {"preset": "ultrafast"}
-        a = c.add_stream("aac", rate=22050)
-        a.layout = "mono"
-        for i in range(int(seconds * fps)):
-            img = np.full((size[1], size[0], 3), (i * 7) % 255, np.uint8)
-            for p in v.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                c.mux(p)
-        t = 0
-        while t < seconds * 22050:
-            s = (0.2 * np.sin(2 * np.pi * 440 * np.arange(t, t + 1024) / 22050)).astype(np.float32)[None, :]
-            f = av.AudioFrame.from_ndarray(s, format="fltp", layout="mono")
-            f.sample_rate, f.pts = 22050, t
-            for p in a.encode(f):
-                c.mux(p)
-            t += 1024
-        for p in v.encode():
-            c.mux(p)
-        for p in a.encode():
-            c.mux(p)
-    return path
-
-
 def test_downsampling_and_stripping_audio_keep_the_video_tokens(tmp_path, docs):
     video = write_av(tmp_path / "talk.mp4")
     doc = {**docs[0], "video": str(video), "duration_s": None}
@@ -602,29 +506,37 @@ def test_gemini_price_override_file_takes_aliases(tmp_path, monkeypatch):
 
 
 def test_estimate_cost_cli_unknown_price(capsys):
-    assert cli_gemini.main(["--model", "gemini-2.5-flash-image", "--media-resolution", "low", "--no-audio"]) == 0
+    assert (
+        cli_main(["estimate-cost", "--model", "gemini-2.5-flash-image", "--media-resolution", "low", "--no-audio"]) == 0
+    )
     out = capsys.readouterr().out
     assert "cost            : n/a (model not in the price table)" in out and "not in the price table" in out
     assert (
-        cli_gemini.main(["--model", "gemini-2.5-flash-image", "--no-audio", "--media-resolution", "low", "--json"]) == 0
+        cli_main(
+            ["estimate-cost", "--model", "gemini-2.5-flash-image", "--no-audio", "--media-resolution", "low", "--json"]
+        )
+        == 0
     )
     est = json.loads(capsys.readouterr().out)
     assert est["cost_usd"] is None and est["cost_usd_cached"] is None and est["fits"]
 
 
 def test_estimate_cost_cli(capsys, data):
-    assert cli_gemini.main(["--model", "gemini-2.5-flash"]) == 1  # 4 h at default + audio overflows
+    assert cli_main(["estimate-cost", "--model", "gemini-2.5-flash"]) == 1  # 4 h at default + audio overflows
     out = capsys.readouterr().out
     assert "1,481 over 155 videos (146.8 h)" in out and "WOULD BE REFUSED" in out and "TO BE CHECKED" in out
-    assert cli_gemini.main(["--model", "gemini-3-flash", "--media-resolution", "low", "--no-audio", "--json"]) == 0
+    assert (
+        cli_main(["estimate-cost", "--model", "gemini-3-flash", "--media-resolution", "low", "--no-audio", "--json"])
+        == 0
+    )
     est = json.loads(capsys.readouterr().out)
     assert est["questions"] == 1481 and est["audio_tokens"] == 0 and est["fits"]
     assert est["frames_per_pass"] == 155 * int(146.8 * 3600 / 155 * 0.25)
     assert est["video_tokens"] == 1481 * int(146.8 * 3600 / 155 * 0.25) * (70 + 10)
     assert 0 < est["cost_usd_cached"] < est["cost_usd"]
-    assert cli_gemini.main(["--model", "gemini-2.5-flash", "--task", "naru_mcq_500", "--json"]) == 1
+    assert cli_main(["estimate-cost", "--model", "gemini-2.5-flash", "--task", "naru_mcq_500", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["questions"] == 500
-    assert cli_gemini.main(["--model", "gemini-2.5-flash", "--data-dir", str(data), "--json"]) == 0
+    assert cli_main(["estimate-cost", "--model", "gemini-2.5-flash", "--data-dir", str(data), "--json"]) == 0
     est = json.loads(capsys.readouterr().out)
     assert (est["questions"], est["videos"], est["source"]) == (18, 4, f"data: {data}")
     import argparse

@@ -16,14 +16,14 @@ from lmms_eval.api.instance import Instance
 
 from model_adapters.base import FAILED_MARKER
 from model_adapters.gemini import Gemini
-from naru_eval.gemini_cost import AUDIO_TOKENS_PER_S, THINKING_LEVELS, text_tokens
-from naru_eval.lmms_run import run_lmms_eval
-from naru_eval.lmms_tasks import doc_to_text, doc_to_visual_blind, process_docs_blind_500, process_results_blind
-from naru_eval.retry import RetryPolicy, call_with_retry, retry_after, retry_info_delay
-from naru_eval.scoring import METRICS
-from tests.conftest import lmms_instances
-from tests.model_adapters import test_gemini as base
-from tests.model_adapters.test_gemini import (
+from naru_eval.api.retry import RetryPolicy, call_with_retry, retry_after, retry_info_delay
+from naru_eval.core.scoring import METRICS
+from naru_eval.lmms.run import run_lmms_eval
+from naru_eval.lmms.tasks import doc_to_text, doc_to_visual_blind, process_docs_blind_500, process_results_blind
+from naru_eval.providers.gemini.cost import AUDIO_TOKENS_PER_S, THINKING_LEVELS, text_tokens
+from tests.helpers.data import lmms_instances
+from tests.helpers.expected import expected_metrics
+from tests.helpers.gemini import (
     FAKE_KEY,
     GEMINI_POST,
     INVALID_TEXT,
@@ -34,14 +34,12 @@ from tests.model_adapters.test_gemini import (
     responder,
     write_av,
 )
-from tests.stubs.gemini_server import GeminiStub
-from tests.test_lmms_e2e import expected_metrics
+from tests.helpers.stubs.gemini_server import GeminiStub
 
-pytestmark = pytest.mark.api
+#: data, docs, gemini_env: tests/model_adapters/conftest.py
+pytestmark = [pytest.mark.api, pytest.mark.usefixtures("gemini_env")]
 
 BLIND = "naru_mcq_500_blind"
-#: the fixtures of test_gemini: its data set, docs and environment (the fake key, no real URL)
-data, docs, env = base.data, base.docs, base.env
 
 
 # ------------------------------------------------------------------------- blind questions

@@ -15,7 +15,7 @@ import pytest
 from model_adapters.base import NaruRequest
 from model_adapters.hf_base import HFVideoModel
 from model_adapters.nemotron import NATIVE_FRAME_PIXELS, REASONING_MAX_NEW_TOKENS, NemotronOmni
-from naru_eval.extract import extract_answer
+from naru_eval.core.extract import extract_answer
 
 MODEL = "naru_nemotron_omni"
 

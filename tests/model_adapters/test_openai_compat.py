@@ -25,10 +25,7 @@ from lmms_eval.api.instance import Instance
 
 from model_adapters.base import FAILED_MARKER
 from model_adapters.openai_compat import OpenAICompat, ServerUnreachable
-from naru_eval.data import CATEGORIES, LETTERS, NaruQuestion
-from naru_eval.lmms_run import lmms_eval_command, run_lmms_eval
-from naru_eval.lmms_tasks import doc_to_text, doc_to_visual, doc_to_visual_blind
-from naru_eval.retry import (
+from naru_eval.api.retry import (
     ConfigurationError,
     RetryError,
     RetryPolicy,
@@ -37,12 +34,15 @@ from naru_eval.retry import (
     parse_retry_after,
     retry_after,
 )
-from naru_eval.scoring import METRICS, score_response
-from naru_eval.store import ResponseStore
-from naru_eval.synthetic import SyntheticSpec, make_dataset
-from tests.conftest import docs_of, lmms_instances, read_jsonl
-from tests.stubs import OpenAIStub, Reply, StubRequest
-from tests.test_lmms_e2e import expected_metrics
+from naru_eval.core.data import CATEGORIES, LETTERS, NaruQuestion
+from naru_eval.core.scoring import METRICS, score_response
+from naru_eval.core.synthetic import SyntheticSpec, make_dataset
+from naru_eval.lmms.run import lmms_eval_command, run_lmms_eval
+from naru_eval.lmms.tasks import doc_to_text, doc_to_visual, doc_to_visual_blind
+from naru_eval.store.responses import ResponseStore
+from tests.helpers.data import docs_of, lmms_instances, read_jsonl
+from tests.helpers.expected import expected_metrics
+from tests.helpers.stubs import OpenAIStub, Reply, StubRequest
 
 pytestmark = pytest.mark.api
 
@@ -164,7 +164,7 @@ def test_video_url_mode_sends_one_part_and_decodes_nothing(tmp_path, docs, monke
     def no_decoding(*a, **k):
         raise AssertionError("video_url mode must not decode frames")
 
-    monkeypatch.setattr("naru_eval.frame_cache.sample_frames", no_decoding)
+    monkeypatch.setattr("naru_eval.media.frame_cache.sample_frames", no_decoding)
     monkeypatch.setattr(OpenAICompat, "frames", no_decoding)
     with OpenAIStub() as stub:
         model, _ = make_model(stub, tmp_path, docs, video_mode="video_url")

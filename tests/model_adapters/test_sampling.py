@@ -52,7 +52,7 @@ def test_adapter_default_is_the_official_sampling(model_id, pretrained):
 def test_gemini_default_is_the_official_sampling(monkeypatch):
     from model_adapters.budgets import Sampling
     from model_adapters.gemini import Gemini
-    from naru_eval import cli_gemini
+    from naru_eval.cli import gemini as cli_gemini
 
     monkeypatch.setenv("GOOGLE_API_KEY", "test-key-not-real")
     g = Gemini(model="gemini-2.5-flash", store="false")
@@ -157,7 +157,7 @@ def test_resize_frames_exact_size():
 
 def test_qwen3_vl_rate_path_wiring(tiny_checkpoint, tmp_path):
     """0.25 fps through the adapter: qwen-vl-utils' count and size reach the processor unchanged."""
-    from naru_eval.synthetic import write_indexed_video
+    from naru_eval.core.synthetic import write_indexed_video
 
     video = write_indexed_video(tmp_path / "v.mp4", n_frames=300, fps=10, gop=10)  # 30 s, 64x64
     a = adapter_class("naru_qwen3_vl")(pretrained=str(tiny_checkpoint("naru_qwen3_vl")), device="cpu", store="false")

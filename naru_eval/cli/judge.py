@@ -1,0 +1,398 @@
+"""``naru-eval judge``: the open-ended judge outside lmms-eval.
+
+    naru-eval judge facts [--all] [--out FILE]        decompose and freeze the reference facts, export JSONL
+    naru-eval judge score RUN_DIR... [--judge-model M] re-judge saved naru_open sample logs (no model re-run)
+    naru-eval judge audit export SOURCE... --out F     a stratified, seeded sheet of verdicts for annotators
+    naru-eval judge audit report SHEET                 acceptance, agreement, Cohen's kappa, Krippendorff's alpha
+    naru-eval judge mcq-fallback LOG...                how many MCQ answers the LLM fallback read
+    naru-eval judge cost [--questions 500 --models 8]  the cost estimate (assumed token counts)
+    naru-eval judge schemas                            the JSON schemas of the judge's outputs
+
+The judge is configured by NARU_JUDGE_* / OPENAI_API_KEY (see docs/judge.md); flags override.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from naru_eval.core.data import CATEGORIES
+
+OPEN_LOG_GLOB = "*_samples_naru_open*.jsonl"
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+def add_judge_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("judge (defaults from NARU_JUDGE_* environment variables)")
+    g.add_argument("--judge-model", help="judge model (default $NARU_JUDGE_MODEL or gpt-5.5)")
+    g.add_argument("--facts-model", help="use the facts frozen by this model (default: the judge model)")
+    g.add_argument("--base-url", help="OpenAI-compatible /v1 URL (default $NARU_JUDGE_BASE_URL, $OPENAI_BASE_URL)")
+    g.add_argument("--backend", choices=("openai", "offline", "offline-minilm", "offline-lexical"))
+    g.add_argument("--reasoning-effort", choices=("minimal", "low", "medium", "high"))
+    g.add_argument("--concurrency", type=int, help="requests in flight (default 16)")
+    g.add_argument("--cache", help="judge SQLite cache (default $NARU_CACHE_DIR/judge.sqlite)")
+    g.add_argument("--prices", help="JSON or JSON file: {model: {input, cached_input, output}} USD per 1M tokens")
+    g.add_argument("--refresh", action="store_true", help="ask again even when an output is cached")
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    from naru_eval.judge.config import JudgeConfig, load_prices
+
+    return JudgeConfig.from_env(
+        model=args.judge_model,
+        facts_model=args.facts_model,
+        base_url=args.base_url,
+        backend=args.backend,
+        reasoning_effort=args.reasoning_effort,
+        concurrency=args.concurrency,
+        cache_path=args.cache,
+        prices=load_prices(args.prices) if args.prices else None,
+        refresh=True if args.refresh else None,
+    )
+
+
+def find_open_logs(paths: Sequence[str]) -> list[Path]:
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            # not our own outputs (<log stem>.scores.jsonl under judge/)
+            out.extend(q for q in p.rglob(OPEN_LOG_GLOB) if not q.name.endswith(".scores.jsonl"))
+        elif p.exists():
+            out.append(p)
+    return sorted(set(out))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "judge"
+
+
+def _label(log: Path) -> str:
+    parent = log.parent.name
+    return f"{parent}/{log.stem}" if parent else log.stem
+
+
+def _fmt(v: Any, pct: bool = False) -> str:
+    if v is None:
+        return "N/A"
+    if isinstance(v, float):
+        return f"{100 * v:.1f}%" if pct else f"{v:.3f}"
+    return str(v)
+
+
+def recall_table(rows: dict[str, dict[str, Any]]) -> str:
+    """overall/narrative/cultural (the authors' macro means), recall (per-response mean), then the
+    categories and the partial-credit and any-fact means."""
+    cols = ["overall", "narrative", "cultural", "recall", *CATEGORIES, "recall_with_partial", "any_fact"]
+    head = "| run | " + " | ".join(cols) + " | n_scored | n_unscored | unscored_rate |"
+    lines = [head, "|---|" + "---:|" * (len(cols) + 3)]
+    for name, m in rows.items():
+        cells = [_fmt(m.get(c)) for c in cols]
+        lines.append(
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {int(m.get('n_scored') or 0)} | {int(m.get('n_unscored') or 0)} | {_fmt(m.get('unscored_rate'), True)} |"
+        )
+    return "\n".join(lines)
+
+
+def _usage_line(summary: dict[str, Any]) -> str:
+    t = summary["total"]
+    unpriced = f", {t['unpriced']} unpriced" if t["unpriced"] else ""
+    return (
+        f"judge calls: {t['calls']} made, {t['cached']} replayed from the cache, {t['failed']} failed; "
+        f"tokens in/out {t['prompt_tokens']}/{t['completion_tokens']}; "
+        f"cost now {_usd(t['cost_usd'], 4)}, from scratch {_usd(t['nominal_cost_usd'], 4)}{unpriced}"
+    )
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+def _stops_on_config_error(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A judge refused for its configuration (naru_eval.api.retry.ConfigurationError): the API's
+    message and exit status 2, not a traceback."""
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        from naru_eval.api.retry import ConfigurationError
+
+        try:
+            return cmd(args)
+        except ConfigurationError as e:
+            print(f"naru-eval judge: {e}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+@_stops_on_config_error
+def cmd_facts(args: argparse.Namespace) -> int:
+    from naru_eval.core.data import load_dataset_from_env, load_local
+    from naru_eval.core.subset import select_subset
+    from naru_eval.judge.facts import export_facts
+    from naru_eval.judge.items import JudgeItem
+    from naru_eval.judge.pipeline import Judge
+
+    ds = load_local(args.data_dir) if args.data_dir else load_dataset_from_env()
+    questions = ds.questions if args.all else select_subset(ds.questions)
+    items = [JudgeItem.from_question(q) for q in questions]
+    judge = Judge(config_from_args(args))
+    sets = judge.prefetch_facts(items)
+    failed = {qid: fs.reason for qid, fs in sets.items() if not fs.ok}
+    out = Path(args.out or f"naru_facts_{_slug(judge.fact_model)}.jsonl")
+    n = export_facts(
+        judge.store, out, judge_model=judge.fact_model, prompt_version=judge.decomposer.prompt_version, items=items
+    )
+    n_facts = sum(len(fs.facts) for fs in sets.values())
+    print(f"{n} questions, {n_facts} facts ({judge.fact_model}, {judge.decomposer.prompt_version}) -> {out}")
+    print(_usage_line(judge.ledger.summary()))
+    for qid, why in sorted(failed.items()):
+        print(f"  no facts for {qid}: {why}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+@_stops_on_config_error
+def cmd_score(args: argparse.Namespace) -> int:
+    from naru_eval.judge.items import JudgeItem
+    from naru_eval.judge.pipeline import Judge
+    from naru_eval.judge.score import responses_from_open_log, summarize
+
+    logs = find_open_logs(args.run_dirs)
+    if not logs:
+        print(
+            f"naru-eval judge score: no naru_open sample logs ({OPEN_LOG_GLOB}) under {args.run_dirs}", file=sys.stderr
+        )
+        return 1
+    config = config_from_args(args)
+    judge = Judge(config)
+    loaded = {log: responses_from_open_log(log) for log in logs}
+    if args.protocol == "facts":  # one decomposition per question, for every log at once
+        all_items = [JudgeItem.from_payload(p) for rows in loaded.values() for p, _ in rows]
+        judge.prefetch_facts(list({(i.question_id, i.ref_hash): i for i in all_items}.values()))
+    tag = _slug(f"{args.protocol}_{config.model if config.backend == 'openai' else judge.fact_model}")
+    table: dict[str, dict[str, Any]] = {}
+    reports: dict[str, Any] = {}
+    for log, rows in loaded.items():
+        pairs = [(JudgeItem.from_payload(p), resp) for p, resp in rows]
+        out_dir = Path(args.out) if args.out else log.parent / "judge" / tag
+        out_dir.mkdir(parents=True, exist_ok=True)
+        label = _label(log)
+        if args.protocol == "minerva":
+            from naru_eval.judge.protocols import MinervaProtocol, summarize_minerva
+
+            if judge.client is None:
+                print("naru-eval judge score: --protocol minerva needs the openai backend", file=sys.stderr)
+                return 2
+            results = MinervaProtocol(judge.client, k=args.k).grade_many(pairs)
+            rows_out = [r.to_dict() | {"model": label} for r in results]
+            report = summarize_minerva(results)
+            table[label] = {
+                **{k: v["normalized"] for k, v in report["table"].items()},
+                "n_scored": report["n_scored"],
+                "n_unscored": report["n_unscored"],
+                "unscored_rate": report["unscored_rate"],
+            }
+        else:
+            samples = judge.judge_many(pairs)
+            for smp, (p, _) in zip(samples, rows, strict=True):  # the data the logged run was on
+                smp.data_fingerprint = p.get("data_fingerprint") or None
+            rows_out = [s.to_dict() | {"model": label} for s in samples]
+            report = summarize(samples)
+            table[label] = report["metrics"]
+        scores_path = out_dir / f"{log.stem}.scores.jsonl"
+        with open(scores_path, "w", encoding="utf-8") as f:
+            for r in rows_out:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        report = {"log": str(log), "scores": str(scores_path), "judge": judge.describe(), **report}
+        (out_dir / f"{log.stem}.report.json").write_text(
+            json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
+        )
+        reports[label] = report
+    usage = judge.ledger.summary()
+    if args.json:
+        print(json.dumps({"reports": reports, "usage": usage}, indent=2, ensure_ascii=False))
+    else:
+        print(recall_table(table))
+        print(_usage_line(usage))
+        if usage["system_fingerprints"]:
+            print(f"system_fingerprint: {usage['system_fingerprints']}")
+    return 0
+
+
+def _load_judged(paths: Sequence[str]) -> list[tuple[str, Any]]:
+    from naru_eval.judge.score import JudgedSample
+
+    files: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files.extend(sorted(p.rglob("*.scores.jsonl")) or find_open_logs([str(p)]))
+        else:
+            files.append(p)
+    out = []
+    for f in files:
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            if "overall" in rec and isinstance(rec["overall"], dict):
+                out.append((_label(f), JudgedSample.from_dict(rec["overall"])))
+            elif "status" in rec and "facts" in rec:
+                out.append((str(rec.get("model") or _label(f)), JudgedSample.from_dict(rec)))
+    return out
+
+
+def cmd_audit_export(args: argparse.Namespace) -> int:
+    from naru_eval.judge.audit import export_audit
+
+    samples = _load_judged(args.sources)
+    if not samples:
+        print("naru-eval judge audit export: no judged responses found", file=sys.stderr)
+        return 1
+    path, n = export_audit(samples, args.out, n=args.n, annotators=args.annotators, seed=args.seed, unit=args.unit)
+    print(f"{n} row(s) ({args.unit}s, {args.annotators} annotator columns, seed {args.seed}) -> {path}")
+    return 0
+
+
+def cmd_audit_report(args: argparse.Namespace) -> int:
+    from naru_eval.judge.audit import audit_report, format_report, read_sheet
+
+    try:
+        rep = audit_report(read_sheet(args.sheet))
+    except ValueError as e:
+        print(f"naru-eval judge audit report: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(rep, indent=2) if args.json else format_report(rep))
+    return 0
+
+
+def cmd_mcq_fallback(args: argparse.Namespace) -> int:
+    from naru_eval.core.scoring import samples_from_log
+    from naru_eval.judge.mcq_fallback import fallback_rate
+
+    rows = {Path(p).name: fallback_rate(samples_from_log(p)) for p in args.sample_logs}
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for name, r in rows.items():
+            print(
+                f"{name}: {r['llm_fallback']} of {r['n']} answers read by the LLM fallback "
+                f"({_fmt(r['fallback_rate'], True)}; {r['fallback_correct']} correct); still invalid: {r['still_invalid']}"
+            )
+    return 0
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    from naru_eval.judge.config import load_prices
+    from naru_eval.judge.cost import estimate_cost
+
+    est = estimate_cost(
+        args.questions, args.models, args.judge_model, load_prices(args.prices), minerva_k=args.minerva_k
+    )
+    if args.json:
+        print(json.dumps(est, indent=2))
+        return 0
+    p = est["price_per_1M"]
+    if p is None:
+        print(
+            f"judge {est['model']}: no price in the table (naru_eval/data_files/prices.json); cost unknown. "
+            "Give one with --prices / NARU_JUDGE_PRICES."
+        )
+    else:
+        print(f"judge {est['model']} at ${p['input']}/M input, ${p['output']}/M output (dated table; check it)")
+    for part in ("facts", "verify", "minerva"):
+        if part in est:
+            e = est[part]
+            print(
+                f"  {part}: {e['calls']} calls, {e['input_tokens']:,} in + {e['output_tokens']:,} out tokens "
+                f"= {_usd(e['usd'], 2)}"
+            )
+    print(
+        f"  total {_usd(est['total_usd'], 2)} for {args.questions} questions x {args.models} models "
+        f"({_usd(est['per_model_usd'], 2)} per extra model; {_usd(est['without_frozen_facts_usd'], 2)} "
+        "without frozen facts)"
+    )
+    return 0
+
+
+def _usd(value: float | None, digits: int) -> str:
+    """Dollars, or ``unknown`` (a model without a price is never shown as $0)."""
+    return "unknown" if value is None else f"${value:.{digits}f}"
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    from naru_eval.judge.schemas import json_schemas
+
+    print(json.dumps(json_schemas(), indent=2))
+    return 0
+
+
+# ---------------------------------------------------------------------------- the parser
+
+
+def register(subparsers: Any) -> None:
+    """Add ``judge`` (facts / score / audit export / audit report / ...) to ``naru-eval``."""
+    judge = subparsers.add_parser(
+        "judge",
+        help="the open-ended (naru_open) judge: facts, re-scoring, audits",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = judge.add_subparsers(dest="judge_command", required=True)
+
+    p = sub.add_parser("facts", help="decompose the references into atomic facts (frozen) and export them as JSONL")
+    p.add_argument("--data-dir", help="NARU data directory (default: $NARU_DATA_DIR / $NARU_HF_DATASET)")
+    p.add_argument("--all", action="store_true", help="every question, not only the 500-question subset")
+    p.add_argument("--out", help="JSONL to write (default naru_facts_<model>.jsonl)")
+    add_judge_args(p)
+    p.set_defaults(func=cmd_facts)
+
+    p = sub.add_parser("score", help="judge saved naru_open sample logs again (no model re-run)")
+    p.add_argument("run_dirs", nargs="+", help="lmms-eval output dirs or *_samples_naru_open*.jsonl files")
+    p.add_argument("--protocol", choices=("facts", "minerva"), default="facts", help="atomic facts (default) or 0-2")
+    p.add_argument("--k", type=int, default=3, help="minerva: judge samples per response (majority vote)")
+    p.add_argument("--out", help="output dir (default: <log dir>/judge/<protocol>_<model>/)")
+    p.add_argument("--json", action="store_true")
+    add_judge_args(p)
+    p.set_defaults(func=cmd_score)
+
+    audit = sub.add_parser("audit", help="validate the judge against annotators")
+    asub = audit.add_subparsers(dest="audit_command", required=True)
+    p = asub.add_parser("export", help="a stratified, seeded sheet of judged responses with annotator columns")
+    p.add_argument("sources", nargs="+", help="*.scores.jsonl from 'judge score', sample logs, or dirs")
+    p.add_argument("--out", required=True, help="sheet to write (.csv or .jsonl)")
+    p.add_argument("--n", type=int, default=50, help="responses to sample (default 50)")
+    p.add_argument("--annotators", type=int, default=3)
+    p.add_argument("--seed", default="0")
+    p.add_argument("--unit", choices=("response", "fact"), default="response")
+    p.set_defaults(func=cmd_audit_export)
+    p = asub.add_parser("report", help="acceptance, agreement, kappa and alpha of a filled sheet")
+    p.add_argument("sheet")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_report)
+
+    p = sub.add_parser("mcq-fallback", help="the LLM-fallback rate of MCQ sample logs (NARU_MCQ_LLM_FALLBACK=1)")
+    p.add_argument("sample_logs", nargs="+")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_mcq_fallback)
+
+    p = sub.add_parser("cost", help="estimated judging cost (assumed token counts; see docs/judge.md)")
+    p.add_argument("--questions", type=int, default=500)
+    p.add_argument("--models", type=int, default=8)
+    p.add_argument("--judge-model", default="gpt-5.5")
+    p.add_argument("--prices")
+    p.add_argument("--minerva-k", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_cost)
+
+    p = sub.add_parser("schemas", help="print the JSON schemas of the judge's structured outputs")
+    p.set_defaults(func=cmd_schemas)

@@ -1,0 +1,150 @@
+"""``naru-eval``: the project's one console script.
+
+Subcommands: ``validate-data``, ``demo``, ``score``, ``make-synthetic``, ``tasks-path``,
+``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``: one
+parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from naru_eval.cli import diagnose, gemini, judge, results
+from naru_eval.cli.demo import run_demo
+from naru_eval.report.summary import metrics_table
+
+#: the metrics ``naru-eval score`` prints a bootstrap interval beside
+CI_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural", "accuracy")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    import os
+
+    from naru_eval.core.validate import validate
+
+    data_dir = args.data_dir or os.environ.get("NARU_DATA_DIR")
+    if data_dir is None and not os.environ.get("NARU_HF_DATASET"):
+        print("naru-eval validate-data: give DIR or set NARU_DATA_DIR / NARU_HF_DATASET", file=sys.stderr)
+        return 2
+    report = validate(data_dir, videos=not args.no_videos)
+    if report.dataset is not None:
+        ds = report.dataset
+        print(f"{ds.source}: {len(ds.questions)} questions, {len({q.video_id for q in ds.questions})} videos")
+        if report.videos:
+            hours = sum(v.duration_s for v in report.videos.values()) / 3600
+            print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
+    if report.ok:
+        print("OK")
+        return 0
+    print(f"{len(report.problems)} problem(s):", file=sys.stderr)
+    for p in report.problems:
+        print(f"  - {p}", file=sys.stderr)
+    return 1
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Every metric recomputed from each sample log, with the video-clustered 95% bootstrap
+    interval (:func:`naru_eval.report.stats.bootstrap_ci`, seeded) of the macro metrics and accuracy."""
+    from naru_eval.core.scoring import compute_metrics, samples_from_log
+    from naru_eval.report.stats import bootstrap_ci
+
+    rows: dict[str, dict[str, float | None]] = {}
+    cis: dict[str, dict[str, Sequence[float] | None]] = {}
+    for p in args.sample_logs:
+        samples = samples_from_log(p)
+        rows[Path(p).name] = compute_metrics(samples)
+        ci = bootstrap_ci(samples, reps=args.reps, seed=args.seed, metrics=CI_METRICS)
+        cis[Path(p).name] = {m: list(v) if v else None for m, v in ci.items()}
+    if args.json:
+        out = {name: {**rows[name], "ci95": cis[name], "bootstrap": _bootstrap_info(args)} for name in rows}
+        print(json.dumps(out, indent=2))
+    else:
+        print(metrics_table(rows, cis))
+        b = _bootstrap_info(args)
+        print(
+            f"\nbrackets: {', '.join(CI_METRICS)}: 95% percentile bootstrap CI, videos resampled with "
+            f"replacement ({b['reps']} reps, seed {b['seed']}); overall/narrative/cultural recomputed as "
+            "means of category means on each resample"
+        )
+    return 0
+
+
+def _bootstrap_info(args: argparse.Namespace) -> dict[str, object]:
+    return {"cluster": "video_id", "reps": args.reps, "seed": args.seed, "level": 0.95, "metrics": list(CI_METRICS)}
+
+
+def cmd_make_synthetic(args: argparse.Namespace) -> int:
+    from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
+
+    counts = dict(PAPER_COUNTS) if args.paper_counts else {c: args.per_category for c in PAPER_COUNTS}
+    make_dataset(args.out_dir, SyntheticSpec(counts=counts, n_videos=args.videos, seed=args.seed))
+    print(f"wrote {sum(counts.values())} questions over {args.videos} videos to {args.out_dir}")
+    return 0
+
+
+def cmd_tasks_path(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    spec = importlib.util.find_spec("lmms_eval.tasks.naru")
+    if spec is None or not spec.submodule_search_locations:
+        print("lmms_eval.tasks.naru is not installed; use --include_path tasks/naru from a checkout", file=sys.stderr)
+        return 1
+    print(list(spec.submodule_search_locations)[0])
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    return run_demo(Path(args.out), per_category=args.per_category, videos=args.videos)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from naru_eval.report.stats import DEFAULT_BOOTSTRAP_REPS, DEFAULT_SEED  # numpy only when the CLI runs
+
+    parser = argparse.ArgumentParser(prog="naru-eval", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate-data", help="check annotations and that every video opens; all problems at once")
+    p.add_argument("data_dir", nargs="?", help="NARU data directory (default: $NARU_DATA_DIR)")
+    p.add_argument("--no-videos", action="store_true", help="check the schema only")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("demo", help="build a synthetic NARU sample and score it through the real lmms-eval")
+    p.add_argument("--out", default="results/demo", help="output directory (default: results/demo)")
+    p.add_argument("--per-category", type=int, default=8, help="questions per category (default: 8)")
+    p.add_argument("--videos", type=int, default=12, help="synthetic videos (default: 12)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("score", help="recompute every metric from lmms-eval sample logs")
+    p.add_argument("sample_logs", nargs="+", help="*_samples_<task>.jsonl files")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+    p.add_argument("--reps", type=int, default=DEFAULT_BOOTSTRAP_REPS, help="bootstrap replicates (default 2000)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default 0)")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("make-synthetic", help="write a synthetic NARU-format data directory")
+    p.add_argument("out_dir")
+    p.add_argument("--per-category", type=int, default=4)
+    p.add_argument("--paper-counts", action="store_true", help="use the paper's 1,481 category counts")
+    p.add_argument("--videos", type=int, default=6)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_make_synthetic)
+
+    p = sub.add_parser("tasks-path", help="print where the installed NARU task YAMLs live")
+    p.set_defaults(func=cmd_tasks_path)
+
+    # the command groups, one module each (none imports anything heavy at top)
+    for module in (results, diagnose, gemini, judge):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130

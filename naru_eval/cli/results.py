@@ -1,0 +1,284 @@
+"""The results subcommands of ``naru-eval``: ``leaderboard``, ``compare``, ``paper-reference``,
+and the frame sweep's ``sweep-status`` / ``sweep-manifest`` (scripts/frame_sweep.sh).
+
+:func:`register` adds them to the one ``naru-eval`` parser (``naru_eval/cli/main.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
+    out = {}
+    for v in values:
+        k, sep, name = v.partition("=")
+        if not sep or not k or not name:
+            raise SystemExit(f"naru-eval: {flag} expects KEY=VALUE, got {v!r}")
+        out[k] = name
+    return out
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from naru_eval.report.leaderboard import build_leaderboard, write_outputs
+    from naru_eval.report.paper import format_checks, load_reference
+
+    ref = load_reference(args.paper_reference)
+    try:
+        lb = build_leaderboard(
+            args.run_dirs,
+            paper_names=_pairs(args.paper_name, "--paper-name"),
+            reference=ref,
+            labels=_pairs(args.label, "--label"),
+            reps=args.reps,
+            seed=args.seed,
+            include_incomplete=args.include_incomplete,
+            published=not args.no_published,
+        )
+    except FileNotFoundError as e:
+        print(f"naru-eval leaderboard: {e}", file=sys.stderr)
+        return 2
+    paths = write_outputs(lb, args.output, plots=not args.no_plots)
+    data = lb.data
+    pub = data["published"]["rows"]
+    print(f"{len(pub)} published row(s) of the NARU authors ({_paper(data)})")
+    if args.run_dirs:
+        print(f"{len(data['entries'])} entr{'y' if len(data['entries']) == 1 else 'ies'} from {args.run_dirs}")
+    for e in data["entries"]:
+        ci = e["ci95"]["overall"] if e.get("ci95") else None
+        ov = e["metrics"].get("overall")
+        d = 2 if e["task"].startswith("naru_open") else 1  # open-ended recall is 0-1
+        ci_s = f" [{ci[0]:.{d}f}, {ci[1]:.{d}f}]" if ci else ""
+        ov_s = "N/A" if ov is None else f"{ov:.{d}f}"
+        print(
+            f"  {e['id']}: overall {ov_s}{ci_s} (n={e['n'].get('overall')})"
+            + (" CONFLICT" if e.get("conflict") else "")
+        )
+    for t in data["tables"]:
+        print(f"  table {t['task']} (data {t['data'] or 'official, published only'}): {len(t['rows'])} rows")
+    for r in data["paper"]["comparison"]:
+        diff = "N/A" if r["diff"] is None else f"{r['diff']:+.1f}"
+        print(f"  vs paper {r['paper_model']} ({r['source']}, {r['metric']}): paper {r['paper']:g}, diff {diff}")
+    from naru_eval.report.paper import ConsistencyCheck
+
+    print("paper consistency check:")
+    print(format_checks([ConsistencyCheck(**c) for c in data["paper"]["consistency"]]))
+    for w in lb.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    for err in lb.errors:
+        print(f"error: {err}", file=sys.stderr)
+    print("wrote " + ", ".join(str(p) for k, p in paths.items() if k in ("json", "md", "html")))
+    print(f"leaderboard page: {paths['html'].resolve()}")
+    return 1 if lb.errors else 0
+
+
+def _paper(data: dict[str, Any]) -> str:
+    p = data["published"]["paper"]
+    return f"{p['title']}, arXiv {p['arxiv']}"
+
+
+def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
+    """A run given as a sample log, a results file or a directory holding one results file:
+    (task -> sample log, a label)."""
+    from naru_eval.report.leaderboard import (
+        budget_of,
+        find_manifest,
+        find_results_files,
+        model_label,
+        parse_model_args,
+        sample_logs,
+        sampling_label,
+    )
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file or directory")
+    if p.is_file() and p.name.endswith(".jsonl"):
+        task = p.name.split("_samples_", 1)[1][: -len(".jsonl")] if "_samples_" in p.name else "?"
+        return {task: p}, str(p)
+    if p.is_file():
+        rf = p
+    else:
+        found = find_results_files([p])
+        if not found:
+            raise FileNotFoundError(f"{p}: no *_results.json below it")
+        if len(found) > 1:
+            listing = "\n  ".join(str(f) for f, _ in found)
+            raise ValueError(f"{p} holds {len(found)} runs; give one of them:\n  {listing}")
+        rf = found[0][0]
+    res = json.loads(rf.read_text(encoding="utf-8"))
+    cfg = res.get("config", {})
+    margs = parse_model_args(cfg.get("model_args"))
+    mpath = find_manifest(rf, p if p.is_dir() else rf.parent.parent)  # a sweep's OUT/fF/manifest.json
+    manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath else None
+    name = model_label(cfg, margs, manifest)
+    return sample_logs(rf), f"{name} ({sampling_label(*budget_of(margs), cfg.get('model'))}) {rf}"
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from naru_eval.core.scoring import samples_from_log
+    from naru_eval.report.stats import compare, format_comparison
+
+    try:
+        logs_a, label_a = resolve_run(args.run_a)
+        logs_b, label_b = resolve_run(args.run_b)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"naru-eval compare: {e}", file=sys.stderr)
+        return 2
+    if args.task:
+        tasks = [args.task]
+        missing = [x for x, logs in (("A", logs_a), ("B", logs_b)) if args.task not in logs]
+        if missing:
+            print(f"naru-eval compare: task {args.task} is not in run {' and '.join(missing)}", file=sys.stderr)
+            return 2
+    elif len(logs_a) == 1 and len(logs_b) == 1:
+        tasks = [next(iter(logs_a))]
+        logs_b = {tasks[0]: next(iter(logs_b.values()))}
+    else:
+        tasks = sorted(set(logs_a) & set(logs_b))
+        if not tasks:
+            print(f"naru-eval compare: no task in common (A: {sorted(logs_a)}, B: {sorted(logs_b)})", file=sys.stderr)
+            return 2
+    report: dict[str, Any] = {"a": label_a, "b": label_b, "tasks": {}}
+    texts = []
+    for task in tasks:
+        try:
+            cmp = compare(
+                samples_from_log(logs_a[task]),
+                samples_from_log(logs_b[task]),
+                reps=args.reps,
+                permutation_reps=args.permutations,
+                seed=args.seed,
+            )
+        except ValueError as e:
+            print(f"naru-eval compare: {task}: {e}", file=sys.stderr)
+            return 2
+        report["tasks"][task] = cmp.as_dict()
+        texts.append(f"## {task}\n\n" + format_comparison(cmp, label_a, label_b))
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report, indent=2) if args.json else "\n\n".join(texts))
+    return 0
+
+
+def cmd_paper_reference(args: argparse.Namespace) -> int:
+    """Build the normalised paper reference from the package's figures (or ``--source``) and run
+    the paper's consistency checks; exit 1 on a mismatch."""
+    from naru_eval.report.paper import consistency_checks, format_checks, paper_source, reference_from_source
+
+    if args.source:
+        ref = reference_from_source(json.loads(Path(args.source).read_text(encoding="utf-8")), args.source)
+    else:
+        ref = reference_from_source(paper_source())
+    text = json.dumps(ref, indent=2, ensure_ascii=False) + "\n"
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    checks = consistency_checks(ref)
+    print(format_checks(checks), file=sys.stderr)
+    return 0 if all(c.ok is not False for c in checks) else 1
+
+
+def cmd_sweep_status(args: argparse.Namespace) -> int:
+    from naru_eval.report.leaderboard import sweep_status
+
+    code, msg = sweep_status(args.dir, args.since)
+    print(msg)
+    return code
+
+
+def cmd_sweep_manifest(args: argparse.Namespace) -> int:
+    from naru_eval.report.leaderboard import sweep_manifest
+
+    sweep_manifest(args.dir, args.status, args.seconds, args.message, args.if_not_done)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the results subcommands to the ``naru-eval`` subparsers object."""
+    p = subparsers.add_parser(
+        "leaderboard",
+        help="the published NARU leaderboard, with your runs beside it (JSON/Markdown/HTML)",
+        description="Build results/leaderboard.json (+ .md, .html, _plots/): the NARU authors' published rows "
+        "(13 multiple-choice and 8 open-ended configurations, aggregated as the authors do) and every "
+        "*_results.json below RUN_DIR…, metrics recomputed from the sample logs with 95%% bootstrap CIs "
+        "clustered by video, one table per task and data fingerprint, sorted by overall; the paper's own "
+        "consistency check. Without RUN_DIR: the published rows only. Exit 1 on conflicting entries.",
+    )
+    p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="lmms-eval output directories (searched recursively)")
+    p.add_argument("--no-published", action="store_true", help="leave the authors' published rows out")
+    p.add_argument("-o", "--output", default="results/leaderboard.json", help="JSON path; .md/.html go beside it")
+    p.add_argument(
+        "--paper-name",
+        action="append",
+        default=[],
+        metavar="MODEL=PAPER_MODEL",
+        help="compare our MODEL with the paper's row, e.g. --paper-name gemini-3-flash=Gemini-3-Flash (repeatable)",
+    )
+    p.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="DIR=NAME",
+        help="name the model of the runs below DIR (default: manifest label, pretrained=/model= arg, adapter)",
+    )
+    p.add_argument(
+        "--paper-reference",
+        metavar="FILE",
+        help="paper figures (default: the embedded copy of results/paper_reference.json)",
+    )
+    p.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default: 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    p.add_argument("--include-incomplete", action="store_true", help="keep runs whose n-samples are incomplete")
+    p.set_defaults(func=cmd_leaderboard)
+
+    p = subparsers.add_parser(
+        "compare",
+        help="paired comparison of two runs: differences, bootstrap CIs and permutation p-values by video",
+        description="Pair RUN_A's and RUN_B's sample logs by question_id and report, per category and for "
+        "narrative/cultural/overall, B - A with a paired bootstrap CI and a sign-flip permutation p-value, "
+        "both clustered by video and seeded. RUN is a sample log, a results file or a directory with one run.",
+    )
+    p.add_argument("run_a", metavar="RUN_A")
+    p.add_argument("run_b", metavar="RUN_B")
+    p.add_argument("--task", help="the task to compare (default: every task both runs have)")
+    p.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default: 2000)")
+    p.add_argument("--permutations", type=int, default=10000, help="sign-flip permutations (default: 10000)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("-o", "--output", metavar="FILE", help="also write the JSON report here")
+    p.set_defaults(func=cmd_compare)
+
+    p = subparsers.add_parser(
+        "paper-reference",
+        help="build results/paper_reference.json from the package's paper figures and check their consistency",
+    )
+    p.add_argument("--source", help="a figures JSON (default: the package's naru_eval/data_files/naru_paper.json)")
+    p.add_argument("-o", "--out", help="write the reference here (e.g. results/paper_reference.json)")
+    p.set_defaults(func=cmd_paper_reference)
+
+    # The frame sweep's bookkeeping. Its configuration (SWEEP_MODEL, SWEEP_MODEL_ARGS, ...) comes
+    # from the environment, not arguments: model args may hold a key, and arguments show in `ps`.
+    p = subparsers.add_parser(
+        "sweep-status", help="(scripts/frame_sweep.sh) exit 0: finished; 3: to run; 4: a different configuration"
+    )
+    p.add_argument("dir")
+    p.add_argument("--since", type=float, help="ignore results files older than this epoch time")
+    p.set_defaults(func=cmd_sweep_status)
+    p = subparsers.add_parser("sweep-manifest", help="(scripts/frame_sweep.sh) write/update DIR/manifest.json")
+    p.add_argument("dir")
+    p.add_argument("--status", required=True, choices=("running", "done", "failed"))
+    p.add_argument("--seconds", type=float)
+    p.add_argument("--message")
+    p.add_argument("--if-not-done", action="store_true", help="leave a manifest that already says done alone")
+    p.set_defaults(func=cmd_sweep_manifest)

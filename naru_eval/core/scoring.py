@@ -1,0 +1,215 @@
+"""Per-question scoring and the task metrics (paper table II columns, as percentages).
+
+Each question yields one :class:`ScoredSample`. lmms-eval drops the doc from its sample log, so
+the whole record travels in every metric's ``process_results`` payload; every metric is then
+recomputable from the ``*_samples_<task>.jsonl`` log (see :func:`metrics_from_samples_log`).
+
+Two kinds of metric, as the NARU authors aggregate them (docs/metrics.md):
+
+* **per-item means** (``accuracy``, ``N.1`` … ``C.5``, ``invalid_rate``): the payload carries
+  ``score`` (0 or 100) only when the question is in the metric's scope, and the metric is the
+  mean of ``score`` (:func:`aggregate_score`). lmms-eval's ``_stderr_clt``/``_stderr_clustered``
+  (``cluster_key: video_id``, ``score_key: score``) are then the right standard errors.
+* **macro means** (``overall``, ``narrative``, ``cultural``): the payload carries the per-item
+  value under ``item_score`` instead (:data:`MACRO_KEY`), and :func:`aggregate_macro` takes the
+  mean per category, then the mean over the level's categories, then (``overall``) the mean of
+  the two levels. Their payloads carry no ``score``, so lmms-eval prints N/A for their per-item
+  standard errors instead of the standard error of a micro mean; their uncertainty is the
+  video-clustered bootstrap of :mod:`naru_eval.report.stats`, which recomputes the same macro mean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE, NaruQuestion, level_of
+from naru_eval.core.extract import extract_answer
+
+#: the authors' headline metrics: means of category means (see :func:`macro_levels`)
+MACRO_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural")
+METRICS: tuple[str, ...] = (*MACRO_METRICS, *CATEGORIES, "accuracy", "invalid_rate")
+#: where a macro metric's payload carries its question's value (never ``score``: see the module doc)
+MACRO_KEY = "item_score"
+
+
+@dataclass(frozen=True)
+class ScoredSample:
+    """One question's outcome; the fields every metric is recomputed from."""
+
+    question_id: str
+    video_id: str
+    category: str
+    level: str
+    gold: str
+    pred: str | None  # the extracted letter, None when invalid
+    method: str  # how it was extracted, or "invalid:<kind>"
+    correct: bool
+    valid: bool
+    duration_s: float | None = None  # the video's length when the data has it (diagnostics)
+    data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset)
+
+
+def score_response(question: NaruQuestion, response: str | None, data_fingerprint: str | None = None) -> ScoredSample:
+    """Extract the letter from ``response`` and compare it with the gold answer."""
+    ext = extract_answer(response, question.options)
+    if not ext.valid:
+        ext = _llm_fallback(ext, question, response)  # opt-in (NARU_MCQ_LLM_FALLBACK=1); a no-op when off
+    return ScoredSample(
+        question_id=question.question_id,
+        video_id=question.video_id,
+        category=question.category,
+        level=level_of(question.category),
+        gold=question.answer,
+        pred=ext.letter,
+        method=ext.method,
+        correct=ext.letter == question.answer,
+        valid=ext.valid,
+        duration_s=question.duration_s,
+        data_fingerprint=data_fingerprint,
+    )
+
+
+def in_scope(metric: str, category: str) -> bool:
+    """Whether a question of ``category`` counts towards ``metric``."""
+    if metric in ("overall", "accuracy", "invalid_rate"):
+        return True
+    if metric == "narrative":
+        return category in NARRATIVE
+    if metric == "cultural":
+        return category in CULTURAL
+    return metric == category
+
+
+def metric_payloads(sample: ScoredSample) -> dict[str, dict[str, Any]]:
+    """The ``process_results`` return value: one payload per metric."""
+    record = asdict(sample)
+    out: dict[str, dict[str, Any]] = {}
+    for metric in METRICS:
+        payload = dict(record)
+        if in_scope(metric, sample.category):
+            hit = (not sample.valid) if metric == "invalid_rate" else sample.correct
+            payload[MACRO_KEY if metric in MACRO_METRICS else "score"] = 100.0 if hit else 0.0
+        out[metric] = payload
+    return out
+
+
+def aggregate_score(items: Iterable[Mapping[str, Any]]) -> float | None:
+    """Mean ``score`` of the payloads in scope; None (shown N/A) when no question is in scope."""
+    scores = [float(x["score"]) for x in items if "score" in x]
+    if not scores:
+        return None
+    return sum(scores) / len(scores)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def macro_levels(category_means: Mapping[str, float | None], overall: str = "levels") -> dict[str, float | None]:
+    """The authors' aggregation: ``narrative`` = mean of the N.1-N.4 values, ``cultural`` = mean
+    of the C.1-C.5 values; ``overall`` = (narrative + cultural) / 2 (``overall="levels"``, table
+    II, multiple choice) or the mean of the nine category values (``overall="categories"``,
+    table III, open-ended).
+
+    Categories with no value (None or NaN: no question in scope) are left out of the means; a
+    level with none is None, and ``overall`` is then the other level's mean."""
+    if overall not in ("levels", "categories"):
+        raise ValueError(f"overall={overall!r}: expected 'levels' or 'categories'")
+
+    def present(cats: Sequence[str]) -> list[float]:
+        vals = [category_means.get(c) for c in cats]
+        return [float(v) for v in vals if v is not None and not math.isnan(v)]
+
+    nar, cul = _mean(present(NARRATIVE)), _mean(present(CULTURAL))
+    if overall == "levels":
+        ov = _mean([v for v in (nar, cul) if v is not None])
+    else:
+        ov = _mean(present(CATEGORIES))
+    return {"overall": ov, "narrative": nar, "cultural": cul}
+
+
+def aggregate_macro(items: Iterable[Mapping[str, Any]], overall: str = "levels") -> float | None:
+    """A macro metric from its payloads: the mean of ``item_score`` per category, then
+    :func:`macro_levels`. Out-of-scope payloads carry no ``item_score``, so the ``narrative``
+    payloads give the narrative mean and the ``overall`` payloads the overall one."""
+    by_cat: dict[str, list[float]] = {}
+    for x in items:
+        if MACRO_KEY in x:
+            by_cat.setdefault(str(x["category"]), []).append(float(x[MACRO_KEY]))
+    if not by_cat:
+        return None
+    unknown = sorted(set(by_cat) - set(CATEGORIES))
+    if unknown:
+        raise ValueError(f"payload category {unknown[0]!r} is not one of {', '.join(CATEGORIES)}")
+    return macro_levels({c: _mean(v) for c, v in by_cat.items()}, overall)["overall"]
+
+
+def compute_metrics(samples: Sequence[ScoredSample]) -> dict[str, float | None]:
+    """All task metrics from scored samples, exactly as the lmms-eval aggregation computes them."""
+    payloads = [metric_payloads(s) for s in samples]
+    return {m: (aggregate_macro if m in MACRO_METRICS else aggregate_score)(p[m] for p in payloads) for m in METRICS}
+
+
+_DEFAULTED = frozenset(
+    name for name, f in ScoredSample.__dataclass_fields__.items() if f.default is not dataclasses.MISSING
+)
+
+
+def sample_records(
+    path: str | Path, required: Sequence[str] = (), kind: str = "NARU MCQ"
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(sample-log line, its ``overall`` payload) for each line of an lmms-eval samples log.
+
+    The ``overall`` payload carries the whole per-question record (see the module docstring);
+    a line without one, or without a ``required`` field, names the file and line."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            payload = rec.get("overall")
+            if not isinstance(payload, dict) or any(k not in payload for k in required):
+                raise ValueError(f"{path}:{lineno}: no {kind} 'overall' payload; not a {kind} sample log")
+            yield rec, payload
+
+
+def samples_from_log(path: str | Path) -> list[ScoredSample]:
+    """Read ScoredSamples back from an lmms-eval ``*_samples_<task>.jsonl`` log.
+
+    Fields with a default (``duration_s``) may be absent: logs written before they existed
+    still read."""
+    fields = set(ScoredSample.__dataclass_fields__)
+    return [
+        ScoredSample(**{k: payload[k] for k in fields if k in payload or k not in _DEFAULTED})
+        for _, payload in sample_records(path)
+    ]
+
+
+def metrics_from_samples_log(path: str | Path) -> dict[str, float | None]:
+    """Recompute every metric from a sample log (the reproducibility check)."""
+    return compute_metrics(samples_from_log(path))
+
+
+def close(a: float | None, b: float | None, tol: float = 1e-9) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, abs_tol=tol)
+
+
+def _llm_fallback(ext, question: NaruQuestion, response: str | None):  # type: ignore[no-untyped-def]
+    """The opt-in LLM fallback of MCQ extraction (naru_eval.judge.mcq_fallback): off unless
+    ``NARU_MCQ_LLM_FALLBACK=1``; then a response with no letter may get one, method
+    ``llm_fallback``. Results then depend on the judge model (docs/judge.md)."""
+    import os
+
+    if os.environ.get("NARU_MCQ_LLM_FALLBACK", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return ext
+    from naru_eval.judge.mcq_fallback import apply_fallback
+
+    return apply_fallback(ext, question, response)

@@ -1,0 +1,148 @@
+"""lmms-eval glue of ``naru_open`` (called through naru_eval.lmms.tasks and tasks/naru/utils.py).
+
+Judging runs inside ``process_results``, which lmms-eval calls from a thread pool
+(``--process_docs_parallel``, default 4) and retries on exceptions, so:
+
+* the judge is one per process and per judge configuration (the environment), shared by the
+  threads; at most ``NARU_JUDGE_CONCURRENCY`` requests are in flight;
+* on the first call, every reference this rank will score is decomposed at once (concurrently;
+  not with ``--limit`` or ``NARU_JUDGE_PREFETCH=0``); the facts are frozen in the store, so the
+  other threads and every later run reuse them;
+* every judge output is cached, so a retried ``process_results`` replays it: same payload, no
+  new call;
+* nothing judge-side raises: a judge that cannot be reached or whose output cannot be used
+  makes the sample *unscored* (counted in ``unscored_rate``, never scored 0). The one
+  exception is a configuration error (the first answered requests all refused with the same
+  400/401/403/404): it stops the run with the API's message; answers are in the response store
+  and outputs in the judge cache, so the rerun after the fix loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from naru_eval.api.retry import ConfigurationError
+from naru_eval.core.data import NaruQuestion
+from naru_eval.judge.config import JudgeConfig, env_fingerprint
+from naru_eval.judge.items import JudgeItem
+from naru_eval.judge.score import JudgedSample, open_payloads
+
+log = logging.getLogger("naru_eval.judge")
+
+
+def _info(msg: str) -> None:
+    """To lmms-eval's log (loguru) when it is there, else to logging."""
+    try:
+        from loguru import logger
+
+        logger.info(msg)
+    except ImportError:  # pragma: no cover - loguru comes with lmms-eval
+        log.info(msg)
+
+
+DEFAULT_POST_PROMPT = "Answer the question in a few sentences, based on the video."
+
+_lock = threading.Lock()
+_items: list[JudgeItem] = []
+_judges: dict[Any, Any] = {}
+_prefetched: set[Any] = set()
+
+
+def register_items(items: Sequence[JudgeItem]) -> None:
+    """The questions of the task, in doc order (process_docs): decomposed in one batch later."""
+    with _lock:
+        _items[:] = list(items)
+        _prefetched.clear()
+
+
+def _rank_items() -> list[JudgeItem]:
+    world = max(1, int(os.environ.get("WORLD_SIZE", "1") or 1))
+    rank = int(os.environ.get("RANK", "0") or 0) if world > 1 else 0
+    with _lock:
+        return _items[rank::world]
+
+
+def get_judge() -> Any:
+    """The process's judge for the current environment (built once, thread-safe)."""
+    from naru_eval.judge.pipeline import Judge
+
+    key = env_fingerprint()
+    with _lock:
+        judge = _judges.get(key)
+        if judge is None:
+            judge = _judges[key] = Judge(JudgeConfig.from_env())
+            _info(f"naru judge: {judge.describe()}")
+        return judge
+
+
+def prefetch_enabled() -> bool:
+    """Batch decomposition of the whole subset, unless ``NARU_JUDGE_PREFETCH=0`` or the run has
+    ``--limit`` (a smoke test should not pay for 500 decompositions; facts then come one by one)."""
+    import sys
+
+    if os.environ.get("NARU_JUDGE_PREFETCH", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    return not any(a == "--limit" or a.startswith("--limit=") for a in sys.argv)
+
+
+def _ensure_prefetch(judge: Any) -> None:
+    if not prefetch_enabled():
+        return
+    key = (id(judge), len(_items))
+    with _lock:
+        if key in _prefetched:
+            return
+        _prefetched.add(key)
+    items = _rank_items()
+    if items:
+        judge.prefetch_facts(items)
+
+
+def open_prompt(doc: Mapping[str, Any], kwargs: Mapping[str, str] | None = None) -> str:
+    from naru_eval.judge.items import open_prompt_question
+
+    kwargs = kwargs or {}
+    pre = kwargs.get("pre_prompt", "")
+    post = kwargs.get("post_prompt", DEFAULT_POST_PROMPT)
+    body = open_prompt_question(NaruQuestion.from_doc(doc))
+    return f"{pre}{body}\n{post}" if post else f"{pre}{body}"
+
+
+def item_of(doc: Mapping[str, Any]) -> JudgeItem:
+    return JudgeItem.from_question(NaruQuestion.from_doc(doc))
+
+
+def judge_doc(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    response = results[0] if results else None
+    if response is not None and not isinstance(response, str):
+        response = str(response)
+    item = item_of(doc)
+    try:
+        judge = get_judge()
+        _ensure_prefetch(judge)
+        sample = judge.judge(item, response)
+    except ConfigurationError:
+        raise  # a wrong key, model or setting: stop the run with the API's message
+    except Exception as e:  # never let lmms-eval retry-and-crash the run over the judge
+        log.error("naru judge: %s could not be judged:\n%s", item.question_id, traceback.format_exc())
+        sample = JudgedSample.unscored(
+            item,
+            response,
+            reason=f"judge error: {type(e).__name__}: {e}",
+        )
+    # the data the question came from, as the MCQ payloads record it (the leaderboard's ``data``)
+    sample.data_fingerprint = doc.get("data_fingerprint") or None
+    return open_payloads(sample)
+
+
+def log_run_summary(items: Sequence[Mapping[str, Any]]) -> None:
+    """Log the judge's usage and cost (called from the aggregation)."""
+    with _lock:
+        judges = list(_judges.values())
+    for j in judges:
+        _info(f"naru judge usage: {j.ledger.summary()}")

@@ -1,0 +1,266 @@
+"""What the lmms-eval task YAMLs call (through ``tasks/naru/utils.py``, a thin bridge).
+
+The YAMLs point lmms-eval at a one-row placeholder file; ``process_docs`` replaces it with the
+real NARU questions from ``NARU_DATA_DIR`` / ``NARU_HF_DATASET``, after the preflight has
+checked the schema and every video. A failed preflight raises one error listing every problem
+before any inference.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from naru_eval.core.data import Dataset, NaruQuestion
+from naru_eval.core.prompts import mcq_prompt
+from naru_eval.core.scoring import aggregate_macro as _aggregate_macro
+from naru_eval.core.scoring import aggregate_score, metric_payloads, score_response
+from naru_eval.core.sharding import order_for_ranks, world_size_from_env
+from naru_eval.core.subset import select_subset
+from naru_eval.core.validate import ValidationReport, validate
+
+
+@functools.lru_cache(maxsize=4)
+def _preflight(env_key: tuple[str | None, ...]) -> ValidationReport:
+    """Load and preflight once per process and data source. The report is cached even when it
+    failed: lmms-eval retries a failing dataset load five times, and the answer will not change."""
+    return validate(videos=os.environ.get("NARU_SKIP_VIDEO_CHECK", "") not in ("1", "true"))
+
+
+def _preflight_report() -> ValidationReport:
+    keys = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_HF_SPLIT", "NARU_VIDEO_DIR", "NARU_SKIP_VIDEO_CHECK")
+    report = _preflight(tuple(os.environ.get(k) for k in keys))
+    report.raise_for_problems()
+    assert report.dataset is not None
+    return report
+
+
+def load_preflighted() -> Dataset:
+    return _preflight_report().dataset  # type: ignore[return-value]
+
+
+def _to_hf(
+    report: ValidationReport, questions: list[NaruQuestion], extra: Mapping[str, Mapping[str, Any]] | None = None
+) -> Any:
+    """Docs for lmms-eval: the question, its video path, and its duration (from the annotation,
+    else as the preflight read it from the container) so duration diagnostics need no data dir;
+    and the data's fingerprint, which every payload records (the leaderboard's ``data`` column)."""
+    import datasets  # lazy
+
+    assert report.dataset is not None
+    rows = []
+    for q in questions:
+        doc = q.to_doc()
+        path = report.dataset.video_file(q)
+        doc["video"] = str(path) if path is not None else None
+        doc["level"] = q.level
+        doc["data_fingerprint"] = report.dataset.fingerprint or None
+        if doc.get("duration_s") is None and q.video_id in report.videos:
+            doc["duration_s"] = report.videos[q.video_id].duration_s
+        if extra:
+            doc.update(extra.get(q.question_id, {}))
+        rows.append(doc)
+    return datasets.Dataset.from_list(rows)
+
+
+def process_docs_all(_placeholder: Any) -> Any:
+    report = _preflight_report()
+    return _to_hf(report, order_for_ranks(report.dataset.questions, world_size_from_env()))  # type: ignore[union-attr]
+
+
+def process_docs_500(_placeholder: Any) -> Any:
+    report = _preflight_report()
+    subset = select_subset(report.dataset.questions)  # type: ignore[union-attr]
+    return _to_hf(report, order_for_ranks(subset, world_size_from_env()))
+
+
+def doc_to_visual(doc: Mapping[str, Any]) -> list[str]:
+    return [doc["video"]]
+
+
+def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, str] | None = None) -> str:
+    return mcq_prompt(doc["question"], doc["options"], lmms_eval_specific_kwargs)
+
+
+def doc_to_target(doc: Mapping[str, Any]) -> str:
+    return doc["answer"]
+
+
+def _response(results: list[Any]) -> str | None:
+    response = results[0] if results else None
+    return response if response is None or isinstance(response, str) else str(response)
+
+
+def process_results(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+    """Score one response; pure and thread-safe (lmms-eval runs it in a pool, with retries)."""
+    response = _response(results)
+    return metric_payloads(_score(doc, response))
+
+
+def _score(doc: Mapping[str, Any], response: str | None):  # type: ignore[no-untyped-def]
+    return score_response(NaruQuestion.from_doc(doc), response, data_fingerprint=doc.get("data_fingerprint"))
+
+
+def aggregate(items: list[Mapping[str, Any]]) -> float | None:
+    """A per-item mean (``accuracy``, a category, ``invalid_rate``): mean ``score``."""
+    return aggregate_score(items)
+
+
+def aggregate_macro(items: list[Mapping[str, Any]]) -> float | None:
+    """``overall``/``narrative``/``cultural``: the authors' mean of category means."""
+    return _aggregate_macro(items)
+
+
+# --------------------------------------------------------------------------- task variants
+# Blind (no video) and circular (rotated options) variants; see naru_eval.core.variants.
+
+
+@functools.lru_cache(maxsize=4)
+def _preflight_text(env_key: tuple[str | None, ...]) -> ValidationReport:
+    """The schema-only preflight of the blind tasks (they never open a video)."""
+    return validate(videos=False)
+
+
+def load_preflighted_text() -> Dataset:
+    """The schema-checked dataset, videos not probed (blind tasks need none)."""
+    keys = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_HF_SPLIT", "NARU_VIDEO_DIR")
+    report = _preflight_text(tuple(os.environ.get(k) for k in keys))
+    report.raise_for_problems()
+    assert report.dataset is not None
+    return report.dataset
+
+
+def _blind_to_hf(questions: list[NaruQuestion], fingerprint: str | None) -> Any:
+    import datasets  # lazy
+
+    rows = []
+    for q in questions:
+        doc = q.to_doc()
+        doc["video"] = None  # no adapter can reach the video through the doc either
+        doc["level"] = q.level
+        doc["data_fingerprint"] = fingerprint or None
+        rows.append(doc)
+    return datasets.Dataset.from_list(rows)
+
+
+def process_docs_blind_all(_placeholder: Any) -> Any:
+    dataset = load_preflighted_text()
+    return _blind_to_hf(order_for_ranks(dataset.questions, world_size_from_env()), dataset.fingerprint)
+
+
+def process_docs_blind_500(_placeholder: Any) -> Any:
+    dataset = load_preflighted_text()
+    return _blind_to_hf(order_for_ranks(select_subset(dataset.questions), world_size_from_env()), dataset.fingerprint)
+
+
+def doc_to_visual_blind(doc: Mapping[str, Any]) -> list[str]:
+    """No visual input: the model sees the prompt text only."""
+    return []
+
+
+def process_results_blind(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+    """As :func:`process_results`, each payload marked ``blind: true``."""
+    from naru_eval.core.variants import blind_payloads
+
+    response = _response(results)
+    return blind_payloads(_score(doc, response))
+
+
+def process_docs_circular_500(_placeholder: Any) -> Any:
+    """The 500-question subset, each question as four docs: its cyclic option rotations."""
+    from naru_eval.core.variants import N_ROTATIONS, circular_questions
+
+    report = _preflight_report()
+    rotated = circular_questions(select_subset(report.dataset.questions))  # type: ignore[union-attr]
+    extra = {
+        rq.question_id: {"base_question_id": base, "rotation": k, "n_rotations": N_ROTATIONS} for rq, base, k in rotated
+    }
+    return _to_hf(report, order_for_ranks([rq for rq, _, _ in rotated], world_size_from_env()), extra)
+
+
+def process_results_circular(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+    """Score one rotated doc; payloads carry ``base_question_id`` and ``rotation``."""
+    from naru_eval.core.variants import N_ROTATIONS, circular_payloads
+
+    response = _response(results)
+    sample = _score(doc, response)
+    n_rot = doc.get("n_rotations") or N_ROTATIONS
+    return circular_payloads(sample, str(doc["base_question_id"]), int(doc["rotation"]), int(n_rot))
+
+
+def aggregate_circular(items: list[Mapping[str, Any]]) -> float | None:
+    """``circular``: percent of questions right in all rotations (grouped by base_question_id)."""
+    from naru_eval.core.variants import aggregate_circular as _agg
+
+    return _agg(items)
+
+
+# --------------------------------------------------------------------------- naru_open
+# The open-ended task (no options), scored by the LLM judge; see naru_eval.judge, docs/judge.md.
+
+
+def process_docs_open_500(_placeholder: Any) -> Any:
+    """The 500-question subset; its references are registered for one batch decomposition."""
+    from naru_eval.judge.items import JudgeItem
+    from naru_eval.lmms.open_task import register_items
+
+    docs = process_docs_500(_placeholder)  # the same docs, in the same order, as naru_mcq_500
+    register_items([JudgeItem.from_question(NaruQuestion.from_doc(doc)) for doc in docs])
+    return docs
+
+
+def doc_to_text_open(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, str] | None = None) -> str:
+    """``open_question`` where the data has it, else ``question``; no options."""
+    from naru_eval.lmms.open_task import open_prompt
+
+    return open_prompt(doc, lmms_eval_specific_kwargs)
+
+
+def doc_to_target_open(doc: Mapping[str, Any]) -> str:
+    """``reference_answer`` where present, else the correct option's text."""
+    from naru_eval.judge.items import reference_of
+
+    return reference_of(NaruQuestion.from_doc(doc))
+
+
+def process_results_open(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+    """Judge one response (facts, coverage, recall); thread-safe, replayed from the judge cache
+    when lmms-eval retries it, and never raising over the judge (unscored instead)."""
+    from naru_eval.lmms.open_task import judge_doc
+
+    return judge_doc(doc, results)
+
+
+def aggregate_open_mean(items: list[Mapping[str, Any]]) -> float | None:
+    """Mean ``score`` over the payloads that carry it (scored questions in scope), 0-1."""
+    from naru_eval.judge.score import aggregate_mean
+
+    return aggregate_mean(items)
+
+
+def aggregate_open_macro(items: list[Mapping[str, Any]]) -> float | None:
+    """naru_open ``overall``/``narrative``/``cultural``: mean of the category mean recalls."""
+    from naru_eval.judge.score import aggregate_open_macro as _agg
+
+    return _agg(items)
+
+
+def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float:
+    """Sum of ``score``: ``n_scored``, ``n_unscored``."""
+    from naru_eval.judge.score import aggregate_sum
+
+    return aggregate_sum(items)
+
+
+def aggregate_open_cost(items: list[Mapping[str, Any]]) -> float | None:
+    """``judge_cost_usd`` (nominal verification cost of the run); logs the judge's usage.
+
+    None (unknown) when a judge call has no price: lmms-eval prints it as ``N/A`` and writes
+    ``null`` to results.json, never a partial sum shown as the total."""
+    from naru_eval.judge.score import aggregate_sum
+    from naru_eval.lmms.open_task import log_run_summary
+
+    log_run_summary(items)
+    return aggregate_sum(items)

@@ -1,0 +1,152 @@
+"""Decode each (video, sampling) once per run, not once per question.
+
+An in-process LRU bounded in bytes, plus an optional on-disk cache (``NARU_FRAME_CACHE`` or
+``disk_dir``) keyed by file identity (resolved path, size, mtime) and every sampling parameter,
+so other models and later runs reuse the frames. Disk entries are written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from naru_eval.media.video import DEFAULT_MAX_PIXELS, SampledFrames, VideoInfo, sample_frames
+
+CACHE_FORMAT = 1
+
+
+@dataclass
+class CacheStats:
+    memory_hits: int = 0
+    disk_hits: int = 0
+    decodes: int = 0
+
+
+def cache_key(path: str | os.PathLike[str], params: dict[str, Any]) -> str:
+    """Hash of the file's identity and the sampling parameters."""
+    p = Path(path).resolve()
+    st = p.stat()
+    ident = {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "format": CACHE_FORMAT, **params}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class FrameCache:
+    """``get(path, num_frames=…)`` returns the same frames as ``sample_frames``, decoding once."""
+
+    def __init__(self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None) -> None:
+        self.max_bytes = max_bytes
+        env_dir = os.environ.get("NARU_FRAME_CACHE")
+        self.disk_dir = Path(disk_dir) if disk_dir else (Path(env_dir) if env_dir else None)
+        self._items: OrderedDict[str, SampledFrames] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self.stats = CacheStats()
+
+    def get(
+        self,
+        path: str | os.PathLike[str],
+        num_frames: int | None = None,
+        fps: float | None = None,
+        max_frames: int | None = None,
+        max_pixels: int | None = DEFAULT_MAX_PIXELS,
+        approximate: bool = False,
+    ) -> SampledFrames:
+        params = {
+            "num_frames": num_frames,
+            "fps": fps,
+            "max_frames": max_frames,
+            "max_pixels": max_pixels,
+            "approximate": approximate,
+        }
+        key = cache_key(path, params)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        # One decode per key even when several threads ask for the same video at once.
+        with key_lock:
+            with self._lock:
+                if key in self._items:
+                    self._items.move_to_end(key)
+                    self.stats.memory_hits += 1
+                    return self._items[key]
+            sampled = self._load_disk(key)
+            if sampled is not None:
+                self.stats.disk_hits += 1
+            else:
+                sampled = sample_frames(path, **params)
+                self.stats.decodes += 1
+                self._save_disk(key, sampled)
+            self._remember(key, sampled)
+            return sampled
+
+    def _remember(self, key: str, sampled: SampledFrames) -> None:
+        size = sampled.frames.nbytes
+        with self._lock:
+            if size > self.max_bytes:
+                return
+            self._items[key] = sampled
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.frames.nbytes
+
+    def _disk_path(self, key: str) -> Path | None:
+        return self.disk_dir / key[:2] / f"{key}.npz" if self.disk_dir else None
+
+    def _load_disk(self, key: str) -> SampledFrames | None:
+        import numpy as np
+
+        path = self._disk_path(key)
+        if path is None or not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                info = VideoInfo(**json.loads(str(z["info"])))
+                return SampledFrames(
+                    frames=z["frames"],
+                    indices=z["indices"],
+                    timestamps=z["timestamps"],
+                    info=info,
+                    exact=bool(z["exact"]),
+                    timestamp_error_s=z["timestamp_error_s"],
+                )
+        except Exception:  # a damaged entry is a miss, never an error
+            return None
+
+    def _save_disk(self, key: str, s: SampledFrames) -> None:
+        import numpy as np
+
+        path = self._disk_path(key)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
+        np.savez(
+            tmp,
+            frames=s.frames,
+            indices=s.indices,
+            timestamps=s.timestamps,
+            info=np.array(json.dumps(s.info._asdict())),
+            exact=np.array(s.exact),
+            timestamp_error_s=s.timestamp_error_s,
+        )
+        os.replace(tmp, path)
+
+
+_DEFAULT: FrameCache | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_cache() -> FrameCache:
+    """The process-wide cache, built on first use (not at import)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = FrameCache()
+        return _DEFAULT

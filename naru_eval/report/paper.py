@@ -1,0 +1,200 @@
+"""The NARU paper's published figures, the authors' published leaderboard, and a check that
+the paper's figures are consistent with each other.
+
+Both ship with the package (``naru_eval/data_files/``), so nothing outside the installation is
+read at run time:
+
+* ``naru_paper.json``: the paper's printed figures (tables I-III, the Fig. 3 end points);
+* ``official_results.json``: the authors' published leaderboard (13 multiple-choice
+  configurations as correct counts per category, 8 open-ended ones as per-category recall).
+
+``results/paper_reference.json`` is the normalised paper reference, rebuilt by::
+
+    naru-eval paper-reference -o results/paper_reference.json
+
+:func:`consistency_checks` shows that the paper's overall accuracies follow from its narrative
+and cultural accuracies by the authors' aggregation, overall = (narrative + cultural) / 2, e.g.
+Gemini-3-Flash: (84.2 + 68.2) / 2 = 76.2.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
+
+PAPER_TITLE = (
+    "NARU: A Benchmark for NARrative Evolution and Cultural Nuance Understanding in Japanese Extreme Long Video"
+)
+PAPER_ARXIV = "2608.13210"
+#: how the page and the JSON name the paper: its title and arXiv id, nothing else
+PAPER = {"title": PAPER_TITLE, "arxiv": PAPER_ARXIV}
+PAPER_SOURCE_FILE = "naru_eval/data_files/naru_paper.json"
+OFFICIAL_SOURCE_FILE = "naru_eval/data_files/official_results.json"
+
+
+def _package_json(name: str) -> dict[str, Any]:
+    return json.loads((resources.files("naru_eval") / "data_files" / name).read_text(encoding="utf-8"))
+
+
+def paper_source() -> dict[str, Any]:
+    """The paper's figures as shipped in the package (``naru_eval/data_files/naru_paper.json``)."""
+    return _package_json("naru_paper.json")
+
+
+def official_results() -> dict[str, Any]:
+    """The authors' published leaderboard (``naru_eval/data_files/official_results.json``)."""
+    return _package_json("official_results.json")
+
+
+REFERENCE_SCHEMA_VERSION = 1
+
+#: The paper's values are printed to one decimal: each published number is within 0.05 of the
+#: true value, so an overall recomputed from rounded narrative/cultural values may differ from the
+#: printed overall by up to 0.05 (rounding of the inputs, a mean) + 0.05 (of the output).
+ROUNDING_TOLERANCE = 0.1
+
+
+def reference_from_source(src: Mapping[str, Any], source_file: str | None = PAPER_SOURCE_FILE) -> dict[str, Any]:
+    """The normalised reference (tables I-III, the frame-sweep end points) from the figures JSON."""
+    cats = src["categories"]
+    sweep = dict(src["frame_sweep_overall_accuracy_approx"])
+    recall = dict(src["open_ended_recall_table_iii"])
+    share = recall.pop("share_with_at_least_one_fact", None)
+    note = sweep.pop("note", None)
+    nar_gain = sweep.pop("narrative_gain_pp_range", None)
+    cul_gain = sweep.pop("cultural_gain_pp_range", None)
+    totals = src["totals"]
+    protocol = src["protocol"]
+    return {
+        "schema_version": REFERENCE_SCHEMA_VERSION,
+        "paper": dict(PAPER),
+        "source": {
+            "document": src["source"],
+            "file": source_file,
+            "built_by": "naru-eval paper-reference -o results/paper_reference.json",
+        },
+        "chance": protocol.get("chance", 25.0),
+        "table_i": {
+            "counts": {c: cats[c]["count"] for c in CATEGORIES},
+            "names": {c: cats[c]["name"] for c in CATEGORIES},
+            "totals": {k: totals[k] for k in ("questions", "narrative", "cultural", "videos", "hours")},
+        },
+        "table_ii": {
+            "unit": "percent",
+            "metric": "MCQ accuracy on all 1,481 questions",
+            "protocol": {"gemini": protocol.get("gemini"), "open_weight": protocol.get("open_weight")},
+            "rows": {name: dict(row) for name, row in src["mcq_accuracy_table_ii"].items()},
+        },
+        "table_iii": {
+            "unit": "fraction",
+            "metric": "open-ended atomic-fact recall",
+            "judge": protocol.get("open_ended_judge"),
+            "rows": recall,
+            "share_with_at_least_one_fact": share,
+        },
+        "frame_sweep": {
+            "unit": "percent",
+            "metric": "overall MCQ accuracy on the 500-question diagnostic subset",
+            "budgets": list(protocol.get("frame_sweep", [8, 16, 32, 64, 128])),
+            "approximate": True,
+            "note": note,
+            "overall": {name: {str(k): v for k, v in row.items()} for name, row in sweep.items()},
+            "narrative_gain_pp_range": nar_gain,
+            "cultural_gain_pp_range": cul_gain,
+        },
+    }
+
+
+def load_reference(path: str | Path | None = None) -> dict[str, Any]:
+    """A reference file (``results/paper_reference.json`` format), or the one built from the
+    package's copy of the paper's figures."""
+    if path is None:
+        return reference_from_source(paper_source())
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("schema_version") != REFERENCE_SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {data.get('schema_version')!r}, expected {REFERENCE_SCHEMA_VERSION}")
+    return data
+
+
+def paper_models(ref: Mapping[str, Any]) -> list[str]:
+    names: dict[str, None] = {}
+    for section in (ref["table_ii"]["rows"], ref["table_iii"]["rows"], ref["frame_sweep"]["overall"]):
+        names.update(dict.fromkeys(section))
+    return list(names)
+
+
+@dataclass(frozen=True)
+class ConsistencyCheck:
+    """One check of the paper against itself."""
+
+    name: str
+    model: str | None
+    ok: bool | None  # None: not checkable (the paper gives too few numbers)
+    stated: float | None
+    implied: float | None
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def implied_overall(narrative: float, cultural: float) -> float:
+    """The overall accuracy that narrative and cultural accuracies imply by the authors'
+    aggregation: their plain mean (not weighted by question counts)."""
+    return (narrative + cultural) / 2
+
+
+def consistency_checks(ref: Mapping[str, Any], tolerance: float = ROUNDING_TOLERANCE) -> list[ConsistencyCheck]:
+    """Table I counts add up; each table II overall is the mean of its narrative/cultural values."""
+    checks: list[ConsistencyCheck] = []
+    counts = ref["table_i"]["counts"]
+    totals = ref["table_i"]["totals"]
+    n_nar = sum(counts[c] for c in NARRATIVE)
+    n_cul = sum(counts[c] for c in CULTURAL)
+    for name, got, want in (
+        ("table I: narrative count N.1-N.4", n_nar, totals["narrative"]),
+        ("table I: cultural count C.1-C.5", n_cul, totals["cultural"]),
+        ("table I: all questions", n_nar + n_cul, totals["questions"]),
+    ):
+        checks.append(
+            ConsistencyCheck(name, None, got == want, float(want), float(got), f"sum of category counts = {got}")
+        )
+    for model, row in ref["table_ii"]["rows"].items():
+        if all(row.get(k) is not None for k in ("overall", "narrative", "cultural")):
+            imp = implied_overall(row["narrative"], row["cultural"])
+            ok = abs(imp - row["overall"]) <= tolerance + 1e-9
+            detail = f"({row['narrative']} + {row['cultural']})/2 = {imp:.3f} ≈ {imp:.1f}; stated {row['overall']}" + (
+                "" if ok else f" (off by more than {tolerance})"
+            )
+            checks.append(
+                ConsistencyCheck(
+                    "table II: overall from narrative and cultural", model, ok, row["overall"], imp, detail
+                )
+            )
+        elif "overall" in row:
+            given = ", ".join(k for k in row if k != "overall") or "nothing else"
+            checks.append(
+                ConsistencyCheck(
+                    "table II: overall from narrative and cultural",
+                    model,
+                    None,
+                    row["overall"],
+                    None,
+                    f"not checkable: the paper gives overall and {given}, not narrative and cultural",
+                )
+            )
+    return checks
+
+
+def format_checks(checks: Sequence[ConsistencyCheck]) -> str:
+    mark = {True: "OK", False: "MISMATCH", None: "n/a"}
+    lines = ["| check | model | result | detail |", "|---|---|---|---|"]
+    for c in checks:
+        lines.append(f"| {c.name} | {c.model or ''} | {mark[c.ok]} | {c.detail} |")
+    return "\n".join(lines)

@@ -1,0 +1,24 @@
+"""The one SQLite opener of the stores (responses, judge cache, upload registry) and their directory."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where the stores live by default: ``$NARU_CACHE_DIR``, else ``~/.cache/naru-eval``."""
+    return Path(os.environ.get("NARU_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "naru-eval"))
+
+
+def open_db(path: Path, schema: str) -> sqlite3.Connection:
+    """A SQLite connection shared by threads (callers hold a lock), in WAL mode so readers in
+    other processes never block a writer and a committed row survives ``kill -9``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(schema)
+    conn.commit()
+    return conn

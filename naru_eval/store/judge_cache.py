@@ -1,0 +1,189 @@
+"""The judge's persistent store (SQLite, WAL, thread-safe): cached calls and frozen facts.
+
+``calls``: every judge output, keyed by a hash of everything that changes it (model, base URL,
+sampling settings, messages, output schema, prompt version, attempt / sample index). A cached
+output is replayed instead of asked again, so re-scoring a finished run makes no call.
+Transport failures (HTTP errors, timeouts) are never cached; model outputs are, even the
+unparseable ones, so a re-run replays the same attempts and reaches the same verdict.
+
+``facts``: the atomic facts of each reference answer, keyed by (question id, reference hash,
+judge model, prompt version). The first decomposition stored wins (``INSERT OR IGNORE`` then
+read back), and every model is scored against it: one denominator per question.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from naru_eval.store.db import cache_dir, open_db
+
+
+def default_cache_path() -> Path:
+    """``$NARU_JUDGE_CACHE``, else ``judge.sqlite`` in the stores' directory."""
+    explicit = os.environ.get("NARU_JUDGE_CACHE")
+    return Path(explicit) if explicit else cache_dir() / "judge.sqlite"
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY,
+    purpose TEXT NOT NULL,
+    model TEXT NOT NULL,
+    content TEXT,
+    refusal TEXT,
+    finish_reason TEXT,
+    usage TEXT,
+    system_fingerprint TEXT,
+    response_model TEXT,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS facts (
+    question_id TEXT NOT NULL,
+    ref_hash TEXT NOT NULL,
+    judge_model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    facts TEXT NOT NULL,
+    question TEXT,
+    reference TEXT,
+    category TEXT,
+    call_key TEXT,
+    created REAL NOT NULL,
+    PRIMARY KEY (question_id, ref_hash, judge_model, prompt_version)
+);
+"""
+
+
+class JudgeStore:
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path else default_cache_path()
+        self._lock = threading.Lock()
+        self._conn = open_db(self.path, SCHEMA)
+
+    # -- calls ----------------------------------------------------------------------------------
+    def get_call(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT content, refusal, finish_reason, usage, system_fingerprint, response_model, purpose, model "
+                "FROM calls WHERE key=?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        return {
+            "content": row[0],
+            "refusal": row[1],
+            "finish_reason": row[2],
+            "usage": json.loads(row[3]) if row[3] else {},
+            "system_fingerprint": row[4],
+            "response_model": row[5],
+            "purpose": row[6],
+            "model": row[7],
+        }
+
+    def put_call(self, key: str, purpose: str, model: str, record: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    purpose,
+                    model,
+                    record.get("content"),
+                    record.get("refusal"),
+                    record.get("finish_reason"),
+                    json.dumps(record.get("usage") or {}),
+                    record.get("system_fingerprint"),
+                    record.get("response_model"),
+                    time.time(),
+                ),
+            )
+            self._conn.commit()
+
+    def count_calls(self, purpose: str | None = None) -> int:
+        with self._lock:
+            if purpose is None:
+                return self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+            return self._conn.execute("SELECT COUNT(*) FROM calls WHERE purpose=?", (purpose,)).fetchone()[0]
+
+    # -- facts ----------------------------------------------------------------------------------
+    def get_facts(self, question_id: str, ref_hash: str, judge_model: str, prompt_version: str) -> list[str] | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT facts FROM facts WHERE question_id=? AND ref_hash=? AND judge_model=? AND prompt_version=?",
+                (question_id, ref_hash, judge_model, prompt_version),
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def freeze_facts(
+        self,
+        question_id: str,
+        ref_hash: str,
+        judge_model: str,
+        prompt_version: str,
+        facts: list[str],
+        *,
+        question: str | None = None,
+        reference: str | None = None,
+        category: str | None = None,
+        call_key: str | None = None,
+    ) -> list[str]:
+        """Store ``facts`` unless facts are already frozen for this key; return the frozen ones."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO facts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    question_id,
+                    ref_hash,
+                    judge_model,
+                    prompt_version,
+                    json.dumps(facts, ensure_ascii=False),
+                    question,
+                    reference,
+                    category,
+                    call_key,
+                    time.time(),
+                ),
+            )
+            self._conn.commit()
+            row = self._conn.execute(
+                "SELECT facts FROM facts WHERE question_id=? AND ref_hash=? AND judge_model=? AND prompt_version=?",
+                (question_id, ref_hash, judge_model, prompt_version),
+            ).fetchone()
+        return json.loads(row[0])
+
+    def iter_facts(self, judge_model: str | None = None, prompt_version: str | None = None) -> Iterator[dict[str, Any]]:
+        sql = "SELECT question_id, ref_hash, judge_model, prompt_version, facts, question, reference, category, created FROM facts"
+        where, args = [], []
+        if judge_model is not None:
+            where.append("judge_model=?")
+            args.append(judge_model)
+        if prompt_version is not None:
+            where.append("prompt_version=?")
+            args.append(prompt_version)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY question_id"
+        with self._lock:
+            rows = self._conn.execute(sql, args).fetchall()
+        for r in rows:
+            yield {
+                "question_id": r[0],
+                "ref_hash": r[1],
+                "judge_model": r[2],
+                "prompt_version": r[3],
+                "facts": json.loads(r[4]),
+                "question": r[5],
+                "reference": r[6],
+                "category": r[7],
+                "created": r[8],
+            }
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

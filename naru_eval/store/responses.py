@@ -1,0 +1,140 @@
+"""The write-through response store: every answer is persisted the moment it arrives.
+
+lmms-eval's ``--use_cache`` writes only after a whole ``generate_until`` returns (a crash loses
+everything) and caches failure strings as answers. This store is SQLite in WAL mode, one row per
+(run key, question id), committed per answer, so a rerun after a crash or ``kill -9`` at any
+point skips what is done and loses nothing. Failed requests are stored as failures: reported,
+never served as answers, and retried on the next run.
+
+The run key hashes everything that changes an answer (model id, its arguments without
+secrets, generation settings, sampling) but not the task; the question key adds the prompt and
+the media (see ``NaruModel.request_key``), so one question asked by two tasks is one row.
+Secrets never reach the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from naru_eval.store.db import cache_dir, open_db
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    run_key TEXT NOT NULL,
+    question_id TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    response TEXT,
+    error TEXT,
+    usage TEXT,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    updated REAL NOT NULL,
+    PRIMARY KEY (run_key, question_id)
+);
+CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT NULL, created REAL NOT NULL);
+"""
+
+_SECRET_NAMES = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "authorization", "bearer"})
+_SECRET_SUFFIXES = ("_key", "-key", "_token", "-token", "_secret", "_password", "apikey")
+
+
+def is_secret(name: str) -> bool:
+    """api_key, hf_token, client_secret, … are secrets; max_new_tokens or keyframe_interval are not."""
+    low = name.lower()
+    return low in _SECRET_NAMES or low.endswith(_SECRET_SUFFIXES)
+
+
+def redact(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy without secret-looking entries (api_key, token, …)."""
+    return {k: v for k, v in mapping.items() if not is_secret(k)}
+
+
+def run_key(description: Mapping[str, Any]) -> str:
+    """A stable hash of what determines the answers; secrets are dropped first."""
+    clean = redact(description)
+    return hashlib.sha256(json.dumps(clean, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    status: str  # "ok" or "failed"
+    response: str | None
+    error: str | None
+    usage: dict[str, Any] | None
+    attempts: int
+
+
+def default_store_path() -> Path:
+    return cache_dir() / "responses.sqlite"
+
+
+class ResponseStore:
+    """SQLite-backed, thread-safe, one commit per answer."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path else default_store_path()
+        self._lock = threading.Lock()
+        self._conn = open_db(self.path, SCHEMA)
+
+    def register_run(self, key: str, description: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?)",
+                (key, json.dumps(redact(description), sort_keys=True, default=str), time.time()),
+            )
+            self._conn.commit()
+
+    def get(self, key: str, question_id: str) -> StoredResponse | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT status, response, error, usage, attempts FROM responses WHERE run_key=? AND question_id=?",
+                (key, question_id),
+            ).fetchone()
+        if row is None:
+            return None
+        return StoredResponse(row[0], row[1], row[2], json.loads(row[3]) if row[3] else None, row[4])
+
+    def answered(self, key: str) -> dict[str, str]:
+        """question_id -> response, for the successful answers of a run."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT question_id, response FROM responses WHERE run_key=? AND status='ok'", (key,)
+            ).fetchall()
+        return dict(rows)
+
+    def failures(self, key: str) -> dict[str, str]:
+        """question_id -> error, for requests that failed and will be retried."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT question_id, error FROM responses WHERE run_key=? AND status='failed'", (key,)
+            ).fetchall()
+        return dict(rows)
+
+    def _put(self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Any) -> None:
+        with self._lock:
+            self._conn.execute(
+                """INSERT INTO responses (run_key, question_id, status, response, error, usage, attempts, updated)
+                   VALUES (?, ?, ?, ?, ?, ?, 1, ?)
+                   ON CONFLICT (run_key, question_id) DO UPDATE SET
+                     status=excluded.status, response=excluded.response, error=excluded.error,
+                     usage=excluded.usage, attempts=responses.attempts + 1, updated=excluded.updated""",
+                (key, qid, status, response, error, json.dumps(usage) if usage else None, time.time()),
+            )
+            self._conn.commit()
+
+    def put_ok(self, key: str, question_id: str, response: str, usage: Mapping[str, Any] | None = None) -> None:
+        self._put(key, question_id, "ok", response, None, dict(usage) if usage else None)
+
+    def put_failed(self, key: str, question_id: str, error: str, usage: Mapping[str, Any] | None = None) -> None:
+        self._put(key, question_id, "failed", None, error, dict(usage) if usage else None)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

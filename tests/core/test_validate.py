@@ -1,0 +1,85 @@
+import subprocess
+import sys
+
+from naru_eval.cli import main
+from naru_eval.core.validate import validate
+from naru_eval.media.video import VideoError, probe_video
+from tests.helpers.data import read_jsonl, write_jsonl
+
+
+def _break(d):
+    """Missing, corrupt, truncated and empty videos plus one schema error, all in one data dir."""
+    (d / "videos" / "vid000.mp4").unlink()
+    (d / "videos" / "vid001.mp4").write_bytes(b"\x00\x01garbage" * 100)
+    data = (d / "videos" / "vid002.mp4").read_bytes()
+    (d / "videos" / "vid002.mp4").write_bytes(data[: len(data) // 5])
+    (d / "videos" / "vid003.mp4").write_bytes(b"")
+    rows = read_jsonl(d / "annotations.jsonl")
+    rows[0]["answer"] = "Z"
+    write_jsonl(d / "annotations.jsonl", rows)
+
+
+def test_probe_reads_container_metadata(small_data):
+    info = probe_video(small_data / "videos" / "vid000.mp4")
+    assert info.fps == 4.0 and info.duration_s == 3.0 and info.frame_count == 12
+    assert (info.width, info.height) == (48, 32)
+
+
+def test_validate_ok(small_data):
+    report = validate(small_data)
+    assert report.ok and len(report.videos) == 6
+
+
+def test_all_problems_at_once(copy_data):
+    d = copy_data()
+    _break(d)
+    report = validate(d)
+    assert not report.ok
+    text = "\n".join(report.problems)
+    assert "'Z'" in text
+    for vid in ("vid000", "vid001", "vid002", "vid003"):
+        assert f"video {vid!r}" in text, text
+    assert "video not found" in text and "file is empty" in text
+    assert len(report.problems) == 5  # one schema problem and one per bad video, not per question
+
+
+def test_probe_errors_name_the_file(tmp_path):
+    bad = tmp_path / "x.mp4"
+    bad.write_bytes(b"nope" * 10)
+    try:
+        probe_video(bad)
+    except VideoError as e:
+        assert str(bad) in str(e)
+    else:
+        raise AssertionError("corrupt file accepted")
+
+
+def test_cli_validate_exit_codes(small_data, copy_data, capsys):
+    assert main(["validate-data", str(small_data)]) == 0
+    assert "OK" in capsys.readouterr().out
+    d = copy_data()
+    _break(d)
+    assert main(["validate-data", str(d)]) == 1
+    err = capsys.readouterr().err
+    assert "5 problem(s)" in err and "vid002" in err
+
+
+def test_console_script_runs(small_data):
+    exe = [sys.executable, "-m", "naru_eval.cli", "validate-data", str(small_data), "--no-videos"]
+    proc = subprocess.run(exe, capture_output=True, text=True)
+    assert proc.returncode == 0 and "36 questions" in proc.stdout
+
+
+def test_an_unreadable_json_line_and_every_other_check(copy_data, capsys):
+    """validate-data reports a bad JSONL line and goes on: schema and video problems too."""
+    d = copy_data()
+    _break(d)
+    with open(d / "annotations.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"question_id": "broken",\n')
+    report = validate(d)
+    text = "\n".join(report.problems)
+    assert "annotations.jsonl:37: not valid JSON" in text
+    assert "'Z'" in text and all(f"video {v!r}" in text for v in ("vid000", "vid001", "vid002", "vid003"))
+    assert len(report.problems) == 6
+    assert main(["validate-data", str(d)]) == 1
+    assert "6 problem(s)" in capsys.readouterr().err

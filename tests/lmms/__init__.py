@@ -1,0 +1,1 @@
+"""Tests of naru_eval.lmms."""

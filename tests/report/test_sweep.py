@@ -1,0 +1,297 @@
+"""``scripts/frame_sweep.sh`` and its SLURM template: dry runs, loud failures, and a real sweep with
+``naru_replay`` that is killed mid-way and resumed (under ``accelerate launch``) without redoing or
+losing anything."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from naru_eval.core.data import load_local
+from naru_eval.core.scoring import METRICS, metrics_from_samples_log
+from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
+from tests.helpers.data import read_jsonl
+from tests.helpers.expected import expected_metrics, make_predictions
+
+ROOT = Path(__file__).resolve().parents[2]
+SWEEP = ROOT / "scripts" / "frame_sweep.sh"
+SLURM = ROOT / "scripts" / "frame_sweep.slurm"
+BIN = Path(sys.executable).parent
+
+
+def sweep_env(data: Path | None = None, **extra: str) -> dict[str, str]:
+    """The checkout's naru_eval first on the path, the venv's lmms-eval on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NARU_", "SLURM_", "SWEEP_"))}
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHON"] = sys.executable
+    env.update({"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    if data is not None:
+        env["NARU_DATA_DIR"] = str(data)
+    env.update(extra)
+    return env
+
+
+def sweep(*args: str, env: dict[str, str], script: Path = SWEEP, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def invocations(out: Path) -> dict[str, int]:
+    """lmms-eval starts per budget, from the sweep's own log."""
+    counts: dict[str, int] = {}
+    for line in (out / "sweep.log").read_text().splitlines():
+        parts = line.split()
+        if len(parts) > 2 and parts[2].startswith("invoke"):
+            counts[parts[1]] = counts.get(parts[1], 0) + 1
+    return counts
+
+
+def results_file(d: Path) -> Path:
+    found = sorted(d.rglob("*_results.json"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+# --------------------------------------------------------------------------- fast
+
+
+def test_dry_run_prints_one_command_per_budget_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    p = sweep(
+        "--model", "naru_replay", "--model_args", "predictions=preds_{F}.jsonl,api_key=TOPSECRET",
+        "--budgets", "8,16", "--out", str(out), "--dry-run", "--", "--verbosity", "DEBUG",
+        env=sweep_env(tmp_path),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    cmds = [line for line in p.stdout.splitlines() if not line.startswith("#")]
+    assert len(cmds) == 2
+    heads = [line for line in p.stdout.splitlines() if line.startswith("#")]
+    assert [h.split("(")[0].strip() for h in heads] == ["# f=8 [8 Frames]", "# f=16 [16 Frames]"]
+    for f, cmd in zip((8, 16), cmds, strict=True):
+        assert f"--model_args 'predictions=preds_{f}.jsonl,api_key=***,num_frames={f}'" in cmd
+        assert f"--output_path {out}/f{f} " in cmd
+        assert "--tasks naru_mcq_500" in cmd and "--log_samples" in cmd and cmd.endswith("--verbosity DEBUG")
+        assert f"NARU_RESPONSE_STORE={out}/responses.sqlite" in cmd and f"NARU_FRAME_CACHE={out}/frames" in cmd
+    assert "TOPSECRET" not in p.stdout + p.stderr
+    assert not out.exists()
+
+
+def test_dry_run_launcher_open_task_index_and_slurm_template(tmp_path):
+    env = sweep_env(tmp_path)
+    p = sweep(
+        "--model", "naru_qwen2_5_vl", "--model_args", "pretrained=Qwen/Qwen2.5-VL-7B-Instruct", "--out", str(tmp_path / "o"),
+        "--launcher", "accelerate launch --num_processes 4 -m lmms_eval", "--open", "--index", "4", "--dry-run",
+        env=env,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (cmd,) = [line for line in p.stdout.splitlines() if not line.startswith("#")]
+    assert " accelerate launch --num_processes 4 -m lmms_eval --model naru_qwen2_5_vl " in cmd
+    assert "pretrained=Qwen/Qwen2.5-VL-7B-Instruct,num_frames=128" in cmd
+    assert "--tasks naru_mcq_500,naru_open" in cmd
+
+    # the SLURM template: the array index picks the budget, one response store per budget
+    env_slurm = {**env, "SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_JOB_ID": "77", "SLURM_SUBMIT_DIR": str(ROOT)}
+    p = sweep("--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--out", str(tmp_path / "s"), "--dry-run",
+              env=env_slurm, script=SLURM)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    (cmd,) = [line for line in p.stdout.splitlines() if not line.startswith("#")]
+    assert "num_frames=32" in cmd and f"--output_path {tmp_path}/s/f32" in cmd
+    assert f"NARU_RESPONSE_STORE={tmp_path}/s/f32/responses.sqlite" in cmd
+    p = sweep(
+        "--model",
+        "m",
+        "--out",
+        str(tmp_path / "s"),
+        "--dry-run",
+        env={**env, "SLURM_SUBMIT_DIR": str(ROOT)},
+        script=SLURM,
+    )
+    assert p.returncode != 0 and "array" in p.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--model", "naru_replay", "--model_args", "predictions=p.jsonl,num_frames=8", "--out", "o"],
+            "sets num_frames",
+        ),
+        (["--model", "naru_replay", "--out", "o", "--budgets", "8,x"], "not a positive integer"),
+        (["--model", "naru_replay", "--out", "o", "--index", "5"], "outside the 5 budget"),
+        (["--out", "o"], "--model is required"),
+    ],
+)
+def test_usage_errors(tmp_path, args, message):
+    p = sweep(*args, "--dry-run", env=sweep_env(tmp_path))
+    assert p.returncode == 2 and message in p.stderr
+
+
+def test_a_run_that_writes_no_results_fails_loudly(small_data, tmp_path):
+    """lmms-eval 0.7.3 exits 0 on a crashed evaluation: an exit status of 0 is not success."""
+    out = tmp_path / "out"
+    p = sweep(
+        "--model", "naru_replay", "--model_args", "predictions=p.jsonl,api_key=TOPSECRET", "--budgets", "8,16",
+        "--out", str(out), "--launcher", "true", "--label", "crashy",
+        env=sweep_env(small_data),
+    )  # fmt: skip
+    assert p.returncode == 1
+    assert "f=8 FAILED: no complete results file" in p.stderr and "exits 0 even when the evaluation crashed" in p.stderr
+    assert invocations(out) == {"f=8": 1}  # stops at the first failure
+    manifest = json.loads((out / "f8" / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "lmms-eval exited 0" in manifest["message"]
+    assert manifest["model_args"] == {"predictions": "p.jsonl", "num_frames": "8"}
+    assert manifest["label"] == "crashy" and manifest["budget"] == {"num_frames": 8}
+    assert manifest["sampling"] == "8 Frames"
+    assert manifest["data"]["fingerprint"] == load_local(small_data).fingerprint
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert b"TOPSECRET" not in f.read_bytes(), f
+
+
+def test_refuses_a_directory_holding_another_configuration(small_data, tmp_path):
+    out = tmp_path / "out"
+    (out / "f8").mkdir(parents=True)
+    (out / "f8" / "20260101_000000_results.json").write_text(
+        json.dumps(
+            {"config": {"model": "naru_replay", "model_args": "predictions=other.jsonl,num_frames=8"}, "results": {}}
+        )
+    )
+    p = sweep("--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--budgets", "8", "--out", str(out),
+              env=sweep_env(small_data))  # fmt: skip
+    assert p.returncode == 1 and "holds results of a different model/model_args" in p.stderr
+
+
+# --------------------------------------------------------------------------- real lmms-eval
+
+
+@pytest.fixture(scope="module")
+def sweep_data(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sweep")
+    data = make_dataset(base / "data", SyntheticSpec(counts={c: 3 for c in PAPER_COUNTS}, n_videos=6, seed=5))
+    intended = {f: make_predictions(data / "annotations.jsonl", base / f"preds_{f}.jsonl", seed=f) for f in (8, 16)}
+    return base, data, intended
+
+
+def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
+    t0 = time.monotonic()
+    while not predicate():
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"sweep ended early (rc={proc.returncode}): {proc.stderr.read() if proc.stderr else ''}"
+            )
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError("timed out waiting for the sweep")
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_path):
+    base, data, intended = sweep_data
+    out = tmp_path / "sweep"
+    args = [
+        "--model", "naru_replay", "--model_args", f"predictions={base}/preds_{{F}}.jsonl,store=true",
+        "--budgets", "8,16", "--out", str(out), "--label", "replay-model", "--quiet",
+    ]  # fmt: skip
+    env = sweep_env(data)
+    proc = subprocess.Popen(
+        ["bash", str(SWEEP), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    log = out / "sweep.log"
+    try:
+        # f=8 finished and f=16's lmms-eval started: kill the whole process group, lmms-eval included
+        _wait_for(lambda: log.exists() and "f=16 invoke" in log.read_text(), 240, proc)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    f8 = results_file(out / "f8")
+    f8_stat, f8_hash = f8.stat().st_mtime_ns, hashlib.sha256(f8.read_bytes()).hexdigest()
+    assert not list((out / "f16").rglob("*_results.json"))  # killed before it finished
+    assert json.loads((out / "f16" / "manifest.json").read_text())["status"] == "running"
+
+    # resume under accelerate launch (2 CPU processes): the launcher is not part of the run's identity
+    accelerate = ["--launcher", f"{BIN / 'accelerate'} launch --cpu --num_processes 2 -m lmms_eval"]
+    p = subprocess.run(["bash", str(SWEEP), *args, *accelerate], env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-4000:]
+    # finished budgets are not redone, the unfinished one is run again, once
+    assert invocations(out) == {"f=8": 1, "f=16": 2}
+    assert "f=8 skip: complete" in p.stderr
+    assert (f8.stat().st_mtime_ns, hashlib.sha256(f8.read_bytes()).hexdigest()) == (f8_stat, f8_hash)
+    # nothing is lost: both budgets complete and exact
+    for f in (8, 16):
+        rf = results_file(out / f"f{f}")
+        res = json.loads(rf.read_text())
+        assert res["n-samples"]["naru_mcq_500"]["effective"] == res["n-samples"]["naru_mcq_500"]["original"] == 27
+        log_f = rf.with_name(rf.name.replace("_results.json", "_samples_naru_mcq_500.jsonl"))
+        ids = {s["overall"]["question_id"] for s in read_jsonl(log_f)}
+        want = expected_metrics(data / "annotations.jsonl", intended[f], ids)
+        assert metrics_from_samples_log(log_f) == pytest.approx(want, abs=1e-9)
+        for m in METRICS:
+            assert res["results"]["naru_mcq_500"][f"{m},none"] == pytest.approx(want[m], abs=1e-9)
+        man = json.loads((out / f"f{f}" / "manifest.json").read_text())
+        assert man["status"] == "done" and man["invocations"] == (1 if f == 8 else 2)
+        assert man["budget"] == {"num_frames": f} and man["model"] == "naru_replay" and man["label"] == "replay-model"
+        assert man["sampling"] == f"{f} Frames"
+        assert f"f={f} invoke [{f} Frames]:" in (out / "sweep.log").read_text()
+        assert man["versions"]["naru-eval"] and man["versions"]["lmms-eval"] == "0.7.3" and man["versions"]["torch"]
+        assert man["data"]["fingerprint"] == load_local(data).fingerprint
+        assert man["git_revision"] is None or len(man["git_revision"].split("-")[0]) == 40
+        assert (out / f"f{f}" / man["results_file"]) == rf
+        # the response store was passed through: every answer written through, per budget
+        assert man["env"]["NARU_RESPONSE_STORE"] == str(out / "responses.sqlite")
+        assert man["usage"] == {"answers": 27, "failed": 0}
+        assert man["launcher"].endswith("accelerate launch --cpu --num_processes 2 -m lmms_eval") == (f == 16)
+    # a third run does nothing
+    p = subprocess.run(["bash", str(SWEEP), *args], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and invocations(out) == {"f=8": 1, "f=16": 2}
+
+    # the sweep feeds the leaderboard: provenance from the manifests, one entry per budget
+    from naru_eval.report.leaderboard import build_leaderboard
+
+    lb = build_leaderboard([out], reps=200)
+    assert not lb.errors
+    assert [(e["model"], e["frames"]) for e in lb.data["entries"]] == [("replay-model", 8), ("replay-model", 16)]
+    assert [e["sampling"] for e in lb.data["entries"]] == ["8 Frames", "16 Frames"]
+    for e in lb.data["entries"]:
+        assert e["manifest"]["data_fingerprint"] == load_local(data).fingerprint
+        assert e["cost"] == {"usage": {"answers": 27, "failed": 0}}
+
+
+@pytest.mark.slow
+def test_sweep_with_a_tiny_model(small_data, tmp_path):
+    """The sweep drives a real adapter: a tiny random Qwen2.5-VL, two budgets; each budget's
+    answers come from exactly that many sampled frames, and the leaderboard sees both."""
+    import sqlite3
+
+    from tests.helpers.tiny_models import build_qwen2_5_vl
+
+    ckpt = build_qwen2_5_vl(tmp_path / "ckpt")
+    out = tmp_path / "sweep"
+    args = [
+        "--model", "naru_qwen2_5_vl", "--model_args", f"pretrained={ckpt},device=cpu,max_new_tokens=4",
+        "--budgets", "2,4", "--out", str(out), "--quiet",
+    ]  # fmt: skip
+    p = sweep(*args, env=sweep_env(small_data), timeout=400)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert invocations(out) == {"f=2": 1, "f=4": 1}
+    for f in (2, 4):
+        res = json.loads(results_file(out / f"f{f}").read_text())
+        assert res["n-samples"]["naru_mcq_500"]["effective"] == 36
+        assert set(METRICS) <= {k.split(",")[0] for k in res["results"]["naru_mcq_500"]}
+    usage = [json.loads(u) for (u,) in sqlite3.connect(out / "responses.sqlite").execute("SELECT usage FROM responses")]
+    assert sorted(u["frames"] for u in usage) == [2] * 36 + [4] * 36
+    from naru_eval.report.leaderboard import build_leaderboard
+
+    lb = build_leaderboard([out], reps=50)
+    assert sorted(e["frames"] for e in lb.data["entries"]) == [2, 4]

@@ -1,5 +1,0 @@
-"""Local stub servers for tests (loopback only)."""
-
-from tests.stubs.openai_server import OpenAIStub, Reply, StubRequest
-
-__all__ = ["OpenAIStub", "Reply", "StubRequest"]
