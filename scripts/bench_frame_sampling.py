@@ -3,7 +3,7 @@
 Measured side by side in one process, on a synthetic H.264 video (1280x720, 5-second GOPs,
 B-frames) whose frames show their own index, generated once into ``--cache-dir``:
 
-* ``sample_frames``: ``naru_eval.media.video.sample_frames(path, num_frames=N)``, exact mode, as the
+* ``sample_frames``: ``naru_eval.video.sample_frames(path, num_frames=N)``, exact mode, as the
   model adapters call it (probe + frame-count check + decoding, default ``max_pixels``);
 * ``seek floor``: minimal PyAV code that, for each of the N targets, seeks to the keyframe before
   it and decodes forward to it (about N x half a GOP of decoded frames), same output size;
