@@ -23,19 +23,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE, NaruQuestion, level_of
-from naru_eval.core.extract import extract_answer
+from naru_eval.core.extract import Extraction, extract_answer
 
 #: the authors' headline metrics: means of category means (see :func:`macro_levels`)
 MACRO_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural")
 METRICS: tuple[str, ...] = (*MACRO_METRICS, *CATEGORIES, "accuracy", "invalid_rate")
 #: where a macro metric's payload carries its question's value (never ``score``: see the module doc)
 MACRO_KEY = "item_score"
+
+#: a second reading of an answer the rules found invalid: (extraction, question, response) ->
+#: extraction. The opt-in LLM fallback (naru_eval.judge.mcq_fallback) is one, wired in by the
+#: lmms-eval bridge (naru_eval.lmms.tasks) when ``NARU_MCQ_LLM_FALLBACK=1``.
+Fallback = Callable[[Extraction, NaruQuestion, "str | None"], Extraction]
 
 
 @dataclass(frozen=True)
@@ -55,11 +60,17 @@ class ScoredSample:
     data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset)
 
 
-def score_response(question: NaruQuestion, response: str | None, data_fingerprint: str | None = None) -> ScoredSample:
-    """Extract the letter from ``response`` and compare it with the gold answer."""
+def score_response(
+    question: NaruQuestion,
+    response: str | None,
+    data_fingerprint: str | None = None,
+    fallback: Fallback | None = None,
+) -> ScoredSample:
+    """Extract the letter from ``response`` and compare it with the gold answer. ``fallback``
+    (none by default) gets a second look at an invalid answer; scoring itself reads no setting."""
     ext = extract_answer(response, question.options)
-    if not ext.valid:
-        ext = _llm_fallback(ext, question, response)  # opt-in (NARU_MCQ_LLM_FALLBACK=1); a no-op when off
+    if not ext.valid and fallback is not None:
+        ext = fallback(ext, question, response)
     return ScoredSample(
         question_id=question.question_id,
         video_id=question.video_id,
@@ -200,16 +211,3 @@ def close(a: float | None, b: float | None, tol: float = 1e-9) -> bool:
     if a is None or b is None:
         return a is b
     return math.isclose(a, b, abs_tol=tol)
-
-
-def _llm_fallback(ext, question: NaruQuestion, response: str | None):  # type: ignore[no-untyped-def]
-    """The opt-in LLM fallback of MCQ extraction (naru_eval.judge.mcq_fallback): off unless
-    ``NARU_MCQ_LLM_FALLBACK=1``; then a response with no letter may get one, method
-    ``llm_fallback``. Results then depend on the judge model (docs/judge.md)."""
-    import os
-
-    if os.environ.get("NARU_MCQ_LLM_FALLBACK", "").strip().lower() not in ("1", "true", "yes", "on"):
-        return ext
-    from naru_eval.judge.mcq_fallback import apply_fallback
-
-    return apply_fallback(ext, question, response)

@@ -1,6 +1,7 @@
 """Opt-in LLM fallback for MCQ answer extraction (LVBench style).
 
-With ``NARU_MCQ_LLM_FALLBACK=1``, a response from which the rule-based extractor reads no
+With ``NARU_MCQ_LLM_FALLBACK=1`` (read by the lmms-eval bridge, :func:`naru_eval.lmms.tasks.mcq_fallback`,
+which passes :func:`fallback_for` to :func:`naru_eval.core.scoring.score_response`), a response from which the rule-based extractor reads no
 letter (kinds ``no_letter`` and ``ambiguous``; ``NARU_MCQ_LLM_FALLBACK_KINDS`` changes the list)
 is shown to the judge model (the same client and ``NARU_JUDGE_*`` configuration as the open-ended
 judge, structured output :class:`~naru_eval.judge.schemas.McqChoice`). When it names one option,
@@ -18,19 +19,22 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from naru_eval.core.extract import LLM_FALLBACK_METHOD  # "llm_fallback"
+from naru_eval.core.data import NaruQuestion
+from naru_eval.core.extract import LLM_FALLBACK_METHOD, Extraction  # "llm_fallback"
+from naru_eval.core.scoring import Fallback
+from naru_eval.judge.client import JudgeUnavailable
+from naru_eval.judge.prompts import MCQ_FALLBACK_PROMPT_VERSION, mcq_fallback_messages, retry_note
+from naru_eval.judge.schemas import McqChoice
+
+if TYPE_CHECKING:
+    from naru_eval.judge.pipeline import Judge
 
 log = logging.getLogger("naru_eval.judge")
 
-ENV = "NARU_MCQ_LLM_FALLBACK"
 DEFAULT_KINDS = ("no_letter", "ambiguous")
-
-
-def enabled() -> bool:
-    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def fallback_kinds() -> frozenset[str]:
@@ -38,14 +42,8 @@ def fallback_kinds() -> frozenset[str]:
     return frozenset(k.strip() for k in raw.split(",") if k.strip()) if raw else frozenset(DEFAULT_KINDS)
 
 
-def llm_letter(question: str, options: Sequence[str], response: str) -> str | None:
-    """The letter the judge reads in ``response``, or None (none / unusable / unreachable)."""
-    from naru_eval.judge.client import JudgeUnavailable
-    from naru_eval.judge.prompts import MCQ_FALLBACK_PROMPT_VERSION, mcq_fallback_messages, retry_note
-    from naru_eval.judge.schemas import McqChoice
-    from naru_eval.lmms.open_task import get_judge
-
-    judge = get_judge()
+def llm_letter(judge: Judge, question: str, options: Sequence[str], response: str) -> str | None:
+    """The letter ``judge`` reads in ``response``, or None (none / unusable / unreachable)."""
     if judge.client is None:
         log.warning("naru MCQ fallback needs the openai judge backend; %s is offline", judge.config.backend)
         return None
@@ -66,18 +64,27 @@ def llm_letter(question: str, options: Sequence[str], response: str) -> str | No
     return None
 
 
-def apply_fallback(ext: Any, question: Any, response: str | None) -> Any:
-    """``ext`` (an Extraction) or, when the fallback reads a letter, ``Extraction(letter,
-    "llm_fallback")``. ``question`` is a NaruQuestion."""
-    from naru_eval.core.extract import Extraction
-
+def apply_fallback(judge: Judge, ext: Extraction, question: NaruQuestion, response: str | None) -> Extraction:
+    """``ext`` or, when ``judge`` reads a letter, ``Extraction(letter, "llm_fallback")``."""
     if ext.valid or not response or not response.strip():
         return ext
     kind = ext.method.split(":", 1)[1] if ext.method.startswith("invalid:") else ext.method
     if kind not in fallback_kinds():
         return ext
-    letter = llm_letter(question.question, list(question.options), response)
+    letter = llm_letter(judge, question.question, list(question.options), response)
     return Extraction(letter, LLM_FALLBACK_METHOD) if letter else ext
+
+
+def fallback_for(judge_of: Callable[[], Judge]) -> Fallback:
+    """The :data:`~naru_eval.core.scoring.Fallback` of :func:`naru_eval.core.scoring.score_response`
+    over the judge ``judge_of()`` returns, asked for only when an answer needs it."""
+
+    def fallback(ext: Extraction, question: NaruQuestion, response: str | None) -> Extraction:
+        if ext.valid or not response or not response.strip():
+            return ext
+        return apply_fallback(judge_of(), ext, question, response)
+
+    return fallback
 
 
 def fallback_rate(samples: Sequence[Any]) -> dict[str, Any]:

@@ -5,9 +5,11 @@ Judging runs inside ``process_results``, which lmms-eval calls from a thread poo
 
 * the judge is one per process and per judge configuration (the environment), shared by the
   threads; at most ``NARU_JUDGE_CONCURRENCY`` requests are in flight;
-* on the first call, every reference this rank will score is decomposed at once (concurrently;
-  not with ``--limit`` or ``NARU_JUDGE_PREFETCH=0``); the facts are frozen in the store, so the
-  other threads and every later run reuse them;
+* on the first call, every reference this process will score is decomposed at once
+  (concurrently; not with ``NARU_JUDGE_PREFETCH=0``): the questions whose prompts it built, since
+  lmms-eval builds them (``doc_to_text``) only for the docs it evaluates here, this rank's share
+  and, with ``--limit``, only the first N. The facts are frozen in the store, so the other
+  threads and every later run reuse them;
 * every judge output is cached, so a retried ``process_results`` replays it: same payload, no
   new call;
 * nothing judge-side raises: a judge that cannot be reached or whose output cannot be used
@@ -29,7 +31,8 @@ from typing import Any
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core.data import NaruQuestion
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
-from naru_eval.judge.items import JudgeItem
+from naru_eval.judge.items import JudgeItem, open_prompt_question
+from naru_eval.judge.pipeline import Judge
 from naru_eval.judge.score import JudgedSample, open_payloads
 
 log = logging.getLogger("naru_eval.judge")
@@ -51,6 +54,7 @@ _lock = threading.Lock()
 _items: list[JudgeItem] = []
 _judges: dict[Any, Any] = {}
 _prefetched: set[Any] = set()
+_prompted: set[str] = set()  # question ids whose prompts this process built (lmms-eval's doc_to_text)
 
 
 def register_items(items: Sequence[JudgeItem]) -> None:
@@ -58,19 +62,17 @@ def register_items(items: Sequence[JudgeItem]) -> None:
     with _lock:
         _items[:] = list(items)
         _prefetched.clear()
+        _prompted.clear()
 
 
-def _rank_items() -> list[JudgeItem]:
-    world = max(1, int(os.environ.get("WORLD_SIZE", "1") or 1))
-    rank = int(os.environ.get("RANK", "0") or 0) if world > 1 else 0
+def _items_to_prefetch() -> list[JudgeItem]:
+    """The registered questions whose prompts this process built, in doc order."""
     with _lock:
-        return _items[rank::world]
+        return [i for i in _items if i.question_id in _prompted]
 
 
-def get_judge() -> Any:
+def get_judge() -> Judge:
     """The process's judge for the current environment (built once, thread-safe)."""
-    from naru_eval.judge.pipeline import Judge
-
     key = env_fingerprint()
     with _lock:
         judge = _judges.get(key)
@@ -81,35 +83,32 @@ def get_judge() -> Any:
 
 
 def prefetch_enabled() -> bool:
-    """Batch decomposition of the whole subset, unless ``NARU_JUDGE_PREFETCH=0`` or the run has
-    ``--limit`` (a smoke test should not pay for 500 decompositions; facts then come one by one)."""
-    import sys
-
-    if os.environ.get("NARU_JUDGE_PREFETCH", "1").strip().lower() in ("0", "false", "no", "off"):
-        return False
-    return not any(a == "--limit" or a.startswith("--limit=") for a in sys.argv)
+    """Batch decomposition of the questions this process evaluates, unless ``NARU_JUDGE_PREFETCH=0``
+    (then facts come one by one). A ``--limit`` run prefetches its N questions only."""
+    return os.environ.get("NARU_JUDGE_PREFETCH", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def _ensure_prefetch(judge: Any) -> None:
     if not prefetch_enabled():
         return
-    key = (id(judge), len(_items))
+    items = _items_to_prefetch()
+    key = (id(judge), len(items))
     with _lock:
         if key in _prefetched:
             return
         _prefetched.add(key)
-    items = _rank_items()
     if items:
         judge.prefetch_facts(items)
 
 
 def open_prompt(doc: Mapping[str, Any], kwargs: Mapping[str, str] | None = None) -> str:
-    from naru_eval.judge.items import open_prompt_question
-
+    question = NaruQuestion.from_doc(doc)
+    with _lock:
+        _prompted.add(question.question_id)
     kwargs = kwargs or {}
     pre = kwargs.get("pre_prompt", "")
     post = kwargs.get("post_prompt", DEFAULT_POST_PROMPT)
-    body = open_prompt_question(NaruQuestion.from_doc(doc))
+    body = open_prompt_question(question)
     return f"{pre}{body}\n{post}" if post else f"{pre}{body}"
 
 

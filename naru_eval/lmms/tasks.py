@@ -15,8 +15,8 @@ from typing import Any
 
 from naru_eval.core.data import Dataset, NaruQuestion
 from naru_eval.core.prompts import mcq_prompt
+from naru_eval.core.scoring import Fallback, ScoredSample, aggregate_score, metric_payloads, score_response
 from naru_eval.core.scoring import aggregate_macro as _aggregate_macro
-from naru_eval.core.scoring import aggregate_score, metric_payloads, score_response
 from naru_eval.core.sharding import order_for_ranks, world_size_from_env
 from naru_eval.core.subset import select_subset
 from naru_eval.core.validate import ValidationReport, validate
@@ -99,8 +99,22 @@ def process_results(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dic
     return metric_payloads(_score(doc, response))
 
 
-def _score(doc: Mapping[str, Any], response: str | None):  # type: ignore[no-untyped-def]
-    return score_response(NaruQuestion.from_doc(doc), response, data_fingerprint=doc.get("data_fingerprint"))
+def _score(doc: Mapping[str, Any], response: str | None) -> ScoredSample:
+    return score_response(
+        NaruQuestion.from_doc(doc), response, data_fingerprint=doc.get("data_fingerprint"), fallback=mcq_fallback()
+    )
+
+
+def mcq_fallback() -> Fallback | None:
+    """The opt-in LLM fallback of MCQ extraction over the process's judge when
+    ``NARU_MCQ_LLM_FALLBACK=1`` (docs/judge.md), else None: then nothing judge-side is imported
+    (lmms-eval imports this bridge at start-up)."""
+    if os.environ.get("NARU_MCQ_LLM_FALLBACK", "").strip().lower() not in ("1", "true", "yes", "on"):
+        return None
+    from naru_eval.judge.mcq_fallback import fallback_for
+    from naru_eval.lmms.open_task import get_judge
+
+    return fallback_for(get_judge)
 
 
 def aggregate(items: list[Mapping[str, Any]]) -> float | None:

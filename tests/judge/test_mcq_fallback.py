@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from naru_eval.core.data import NaruQuestion
-from naru_eval.core.scoring import compute_metrics, metric_payloads, score_response
+from naru_eval.core.scoring import ScoredSample, compute_metrics, metric_payloads
+from naru_eval.core.scoring import score_response as score_rules
 from naru_eval.judge.mcq_fallback import fallback_rate
+from naru_eval.lmms.tasks import mcq_fallback
 
 pytestmark = pytest.mark.api
 
@@ -19,6 +21,11 @@ Q = NaruQuestion(
     "B",
 )
 NO_LETTER = "Looking at the video, I think the second one is right."
+
+
+def score_response(question: NaruQuestion, response: str | None) -> ScoredSample:
+    """Scoring as the lmms-eval bridge does it: the fallback from NARU_MCQ_LLM_FALLBACK."""
+    return score_rules(question, response, fallback=mcq_fallback())
 
 
 def responses():
@@ -80,3 +87,12 @@ def test_judge_down_leaves_the_answer_invalid(monkeypatch):
         monkeypatch.setenv("NARU_MCQ_LLM_FALLBACK", "1")
         s = score_response(Q, NO_LETTER)
     assert s.method == "invalid:no_letter" and not s.valid
+
+
+def test_scoring_itself_reads_no_setting(stub, monkeypatch):
+    """The fallback is a parameter of scoring: the environment alone turns nothing on in core."""
+    monkeypatch.setenv("NARU_JUDGE_BASE_URL", stub.base_url)
+    monkeypatch.setenv("NARU_MCQ_LLM_FALLBACK", "1")
+    assert score_rules(Q, NO_LETTER).method == "invalid:no_letter"
+    assert stub.chat_requests() == []
+    assert score_response(Q, NO_LETTER).method == "llm_fallback"

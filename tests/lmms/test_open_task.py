@@ -48,6 +48,8 @@ def test_process_results_is_deterministic_threaded_and_cached(stub, fake, monkey
         {**BASE, "question_id": f"q{i}", "reference_answer": f"They bow {i} times. They apologise."} for i in range(12)
     ]
     open_task.register_items([open_task.item_of(d) for d in docs])
+    for d in docs:  # lmms-eval builds every request before it judges any
+        lmms_tasks.doc_to_text_open(d)
     answers = [[d["reference_answer"] if i % 2 else "They apologise."] for i, d in enumerate(docs)]
     with ThreadPoolExecutor(4) as ex:
         first = list(ex.map(lmms_tasks.process_results_open, docs, answers))
@@ -67,10 +69,16 @@ def test_process_results_never_raises_over_the_judge(monkeypatch):
     assert "score" not in p and out["unscored_rate"]["score"] == 1.0
 
 
-def test_limit_turns_prefetch_off(monkeypatch):
-    monkeypatch.setattr("sys.argv", ["lmms-eval", "--tasks", "naru_open", "--limit", "5"])
-    assert not open_task.prefetch_enabled()
-    monkeypatch.setattr("sys.argv", ["lmms-eval", "--tasks", "naru_open"])
+def test_a_limited_run_prefetches_its_questions_only(stub, fake, monkeypatch):
+    """``--limit 5``: lmms-eval builds 5 prompts, so 5 references are decomposed, not all 12
+    (read off lmms-eval's own requests, not the command line)."""
+    monkeypatch.setenv("NARU_JUDGE_BASE_URL", stub.base_url)
+    docs = [{**BASE, "question_id": f"q{i}", "reference_answer": f"They bow {i} times. They stop."} for i in range(12)]
+    open_task.register_items([open_task.item_of(d) for d in docs])
+    for d in docs[:5]:
+        lmms_tasks.doc_to_text_open(d)
+    lmms_tasks.process_results_open(docs[0], ["They stop."])
+    assert fake.counts["FactList"] == 5
     assert open_task.prefetch_enabled()
     monkeypatch.setenv("NARU_JUDGE_PREFETCH", "0")
     assert not open_task.prefetch_enabled()
