@@ -1,0 +1,183 @@
+"""The import rule of docs/architecture.md as data, and an ``ast`` reader of every import in
+naru_eval/, model_adapters/ and tasks/naru/utils.py (used by tests/test_architecture.py and
+``make lint`` through ``python -m tests.helpers.imports``)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: layer -> the layers it may import (besides itself); the bottom first
+LAYERS: dict[str, frozenset[str]] = {
+    "root": frozenset(),  # naru_eval/__init__.py: __version__; the public API is imported lazily
+    "data_files": frozenset(),
+    "media": frozenset(),
+    "core": frozenset({"media"}),
+    "store": frozenset({"core"}),
+    "api": frozenset({"core", "store"}),
+    "providers": frozenset({"core", "media", "store", "api"}),
+    "judge": frozenset({"core", "store", "api"}),
+    "model_adapters": frozenset({"core", "media", "store", "api", "providers", "judge"}),
+    "lmms": frozenset({"core", "media", "store", "api", "judge"}),
+    "report": frozenset({"core", "media", "store", "api", "judge", "model_adapters"}),
+    "cli": frozenset({"core", "media", "store", "api", "providers", "judge", "lmms", "report", "model_adapters"}),
+    "tasks": frozenset({"lmms"}),
+}
+#: the public API of naru_eval/__init__.py names modules of every layer, imported on first use
+LAYERS["root"] = frozenset(LAYERS) - {"root", "tasks"}
+
+_SDKS = frozenset({"lmms_eval", "openai", "google", "torch", "torchvision", "transformers", "qwen_vl_utils"})
+#: third-party top-level packages a layer never imports
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "core": _SDKS,
+    "media": frozenset({"lmms_eval", "openai", "google", "transformers"}),
+    "store": _SDKS,
+    "api": frozenset({"lmms_eval", "torch", "transformers"}),
+    "judge": frozenset({"lmms_eval", "torch", "transformers", "google"}),
+    "report": frozenset({"openai", "google", "torch", "transformers"}),
+}
+
+
+@dataclass
+class Deps:
+    """One module's imports: ours (module names) and third-party top-level packages, with lines."""
+
+    ours: dict[str, int] = field(default_factory=dict)
+    third_party: dict[str, int] = field(default_factory=dict)
+
+
+def _module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _sources(root: Path) -> list[Path]:
+    files = sorted((root / "naru_eval").rglob("*.py"))
+    files += sorted((root / "model_adapters").rglob("*.py")) if (root / "model_adapters").is_dir() else []
+    utils = root / "tasks" / "naru" / "utils.py"
+    return files + ([utils] if utils.is_file() else [])
+
+
+def import_graph(root: Path) -> dict[str, Deps]:
+    """Every import (module level, inside functions, under TYPE_CHECKING) of each module."""
+    modules = {_module_name(p, root): p for p in _sources(root)}
+    ours = set(modules)
+    graph: dict[str, Deps] = {}
+    for name, path in modules.items():
+        deps = Deps()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(
+                        package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                    )
+                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+            for t in targets:
+                top = t.split(".")[0]
+                if top in ("naru_eval", "model_adapters"):
+                    # the longest prefix that is one of our modules
+                    parts = t.split(".")
+                    for i in range(len(parts), 0, -1):
+                        cand = ".".join(parts[:i])
+                        if cand in ours:
+                            if cand != name and not name.startswith(cand + "."):
+                                deps.ours.setdefault(cand, node.lineno)
+                            break
+                elif top and top not in sys.stdlib_module_names and top != "__future__":
+                    deps.third_party.setdefault(top, node.lineno)
+        graph[name] = deps
+    return graph
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] == "model_adapters":
+        return "model_adapters"
+    if parts[0] == "tasks":
+        return "tasks"
+    if parts == ["naru_eval"]:
+        return "root"
+    if parts[0] == "naru_eval" and parts[1] in LAYERS:
+        return parts[1]
+    return None
+
+
+def violations(graph: dict[str, Deps], root: Path) -> list[str]:
+    """``module:line imports X`` for each import the rule forbids."""
+    out = []
+    for name, deps in graph.items():
+        layer = layer_of(name)
+        if layer is None:
+            continue
+        for dep, line in deps.ours.items():
+            dl = layer_of(dep)
+            if dl is not None and dl != layer and dl not in LAYERS[layer] and dl != "root":
+                out.append(f"{name}:{line} imports {dep} ({layer} may not import {dl})")
+        for top, line in deps.third_party.items():
+            if top in FORBIDDEN.get(layer, frozenset()):
+                out.append(f"{name}:{line} imports {top} ({layer} never imports {top})")
+    return sorted(out)
+
+
+def cycles(graph: dict[str, Deps]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    edges = {m: [d for d in deps.ours if d in graph] for m, deps in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    sys.setrecursionlimit(max(10000, sys.getrecursionlimit()))
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def main() -> int:
+    root = Path.cwd()
+    graph = import_graph(root)
+    problems = violations(graph, root) + [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
+    problems += [f"{m}: in no layer" for m in graph if layer_of(m) is None]
+    for p in problems:
+        print(p, file=sys.stderr)
+    print(f"import rule: {len(graph)} modules, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
