@@ -36,9 +36,12 @@ test: $(PKG)
 test-fast: $(PKG)
 	$(BIN)/python -m pytest -m "not slow"
 
+# ruff; the import rule of docs/architecture.md (layers, no SDK in core, no cycle); mypy, zero errors
 lint: $(DEPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m tests.helpers.imports
+	$(BIN)/mypy
 
 format: $(DEPS)
 	$(BIN)/ruff check --fix .

@@ -99,7 +99,7 @@ class NaruModel(lmms):
     #: the model id lmms-eval knows this adapter by
     model_id: ClassVar[str] = "naru_base"
     #: whether requests need sampled frames (False: replay, server-side decoding)
-    needs_frames: ClassVar[bool] = True
+    needs_frames: bool = True
     #: whether answers go through the response store by default
     uses_store: ClassVar[bool] = True
     #: the family's maximum frame budget (see model_adapters/budgets.py)

@@ -44,7 +44,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="naru_mcq", help="naru_mcq (1,481 questions) or naru_mcq_500 (default: naru_mcq)")
     from model_adapters.budgets import default_sampling
 
-    fps = default_sampling("naru_gemini").fps  # naru_gemini's default, the official sampling
+    sampling = default_sampling("naru_gemini")  # naru_gemini's default, the official sampling
+    if sampling is None or sampling.fps is None:
+        raise RuntimeError("model_adapters.budgets has no fps default for naru_gemini")
+    fps = sampling.fps
     p.add_argument(
         "--fps", type=float, default=fps, help=f"videoMetadata.fps, frames sampled per second (default {fps:g})"
     )

@@ -49,15 +49,15 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     print(f"{len(pub)} published row(s) of the NARU authors ({_paper(data)})")
     if args.run_dirs:
         print(f"{len(data['entries'])} entr{'y' if len(data['entries']) == 1 else 'ies'} from {args.run_dirs}")
-    for e in data["entries"]:
-        ci = e["ci95"]["overall"] if e.get("ci95") else None
-        ov = e["metrics"].get("overall")
-        d = 2 if e["task"].startswith("naru_open") else 1  # open-ended recall is 0-1
+    for entry in data["entries"]:
+        ci = entry["ci95"]["overall"] if entry.get("ci95") else None
+        ov = entry["metrics"].get("overall")
+        d = 2 if entry["task"].startswith("naru_open") else 1  # open-ended recall is 0-1
         ci_s = f" [{ci[0]:.{d}f}, {ci[1]:.{d}f}]" if ci else ""
         ov_s = "N/A" if ov is None else f"{ov:.{d}f}"
         print(
-            f"  {e['id']}: overall {ov_s}{ci_s} (n={e['n'].get('overall')})"
-            + (" CONFLICT" if e.get("conflict") else "")
+            f"  {entry['id']}: overall {ov_s}{ci_s} (n={entry['n'].get('overall')})"
+            + (" CONFLICT" if entry.get("conflict") else "")
         )
     for t in data["tables"]:
         print(f"  table {t['task']} (data {t['data'] or 'official, published only'}): {len(t['rows'])} rows")

@@ -11,6 +11,7 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -170,15 +171,20 @@ def write_indexed_video(
     """
     import av
     import numpy as np
+    from av.video.stream import VideoStream
 
     width, height = size
     bw, bh = width // _GRID, height // _GRID
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w", options=container_options or {}) as c:
-        s = c.add_stream(codec, rate=int(fps) if float(fps).is_integer() else fps)
+        # PyAV takes an int or a Fraction (a float rate has no numerator and fails)
+        rate = int(fps) if float(fps).is_integer() else Fraction(fps).limit_denominator(1001)
+        s = c.add_stream(codec, rate=rate)
+        if not isinstance(s, VideoStream):
+            raise ValueError(f"write_indexed_video: {codec} is not a video codec")
         s.width, s.height, s.pix_fmt = width, height, "yuv420p"
-        opts = {"g": str(gop), "keyint_min": str(gop)}
+        opts: dict[str, object] = {"g": str(gop), "keyint_min": str(gop)}
         if codec == "libx264":
             opts.update({"crf": "18", "bf": str(bframes), "preset": "ultrafast" if width > 320 else "medium"})
         s.options = opts

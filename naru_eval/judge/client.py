@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -43,6 +43,9 @@ from naru_eval.api.retry import (
 from naru_eval.judge.config import JudgeConfig, cost_usd
 from naru_eval.judge.schemas import schema_hash
 from naru_eval.store.judge_cache import JudgeStore
+
+#: the structured output a call was asked for
+SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
 log = logging.getLogger("naru_eval.judge")
 
@@ -67,7 +70,7 @@ class CallResult:
     cached: bool
     cost_usd: float | None
 
-    def parse(self, schema: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+    def parse(self, schema: type[SchemaT]) -> tuple[SchemaT | None, str | None]:
         """(parsed, None) or (None, why it is unusable)."""
         if self.refusal:
             return None, f"refusal: {self.refusal[:200]}"

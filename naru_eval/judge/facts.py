@@ -84,13 +84,13 @@ class LLMDecomposer:
         max_attempts = self.client.config.parse_attempts
         calls: list[CallResult] = []
         messages = list(base)
-        reason = "not attempted"
+        reason: str | None = "not attempted"
         for attempt in range(1, max_attempts + 1):
             result = self.client.call("facts", messages, FactList, prompt_version=self.prompt_version)
             calls.append(result)
             parsed, reason = result.parse(FactList)
             if parsed is not None:
-                facts, reason = clean_facts(parsed.facts)  # type: ignore[attr-defined]
+                facts, reason = clean_facts(parsed.facts)
                 if reason is None:
                     frozen = self.store.freeze_facts(
                         item.question_id,

@@ -58,7 +58,7 @@ def llm_letter(judge: Judge, question: str, options: Sequence[str], response: st
             return None
         parsed, reason = r.parse(McqChoice)
         if parsed is not None:
-            letter = parsed.letter  # type: ignore[attr-defined]
+            letter = parsed.letter
             return None if letter == "none" else str(letter)
         messages = [*base, retry_note(attempt + 1, attempts, reason or "invalid")]
     return None

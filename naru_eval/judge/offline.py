@@ -21,6 +21,7 @@ import os
 import re
 import threading
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from naru_eval.judge.facts import FactSet, clean_facts
@@ -52,6 +53,11 @@ def tokens(text: str) -> set[str]:
     for run in _CJK.findall(t):
         out.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
     return out
+
+
+def _overlap_with(ft: frozenset[str] | set[str]) -> Callable[[str], int]:
+    """How many of the fact's tokens ``ft`` a sentence shares (the lexical verifier's best sentence)."""
+    return lambda sentence: len(ft & tokens(sentence))
 
 
 def minilm_available() -> bool:
@@ -128,7 +134,7 @@ class OfflineVerifier:
             for f in facts:
                 ft = tokens(f)
                 score = len(ft & have) / len(ft) if ft else 0.0
-                best = max(sentences, key=lambda s, ft=ft: len(ft & tokens(s)), default="")
+                best = max(sentences, key=_overlap_with(ft), default="")
                 out.append((score, best if score > 0 else ""))
             return out
         model = load_minilm()

@@ -90,7 +90,7 @@ class MinervaProtocol:
             calls.append(r)
             parsed, reason = r.parse(MinervaScore)
             if parsed is not None:
-                return int(parsed.score), parsed.rationale, calls  # type: ignore[attr-defined]
+                return int(parsed.score), parsed.rationale, calls
             messages = [*base, retry_note(attempt + 1, attempts, reason or "invalid")]
         return None, reason, calls
 

@@ -165,7 +165,7 @@ def open_payloads(s: JudgedSample) -> dict[str, dict[str, Any]]:
     }
     out: dict[str, dict[str, Any]] = {}
     for metric in OPEN_METRICS:
-        payload = s.to_dict() if metric == "overall" else dict(slim)
+        payload: dict[str, Any] = s.to_dict() if metric == "overall" else dict(slim)
         value = metric_value(metric, s)
         if value is not None:
             payload[MACRO_KEY if metric in MACRO_METRICS else "score"] = value

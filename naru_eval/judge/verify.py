@@ -102,9 +102,9 @@ class LLMVerifier:
             cov.calls.append(result)
             parsed, reason = result.parse(CoverageReport)
             if parsed is not None:
-                reason = id_problem(parsed, facts.ids)  # type: ignore[arg-type]
+                reason = id_problem(parsed, facts.ids)
                 if reason is None:
-                    cov.verdicts = build_verdicts(facts, parsed, response)  # type: ignore[arg-type]
+                    cov.verdicts = build_verdicts(facts, parsed, response)
                     return cov
             messages = [*base, retry_note(attempt + 1, max_attempts, reason or "invalid", facts.ids)]
         cov.reason = f"{reason} (after {max_attempts} attempt(s))"

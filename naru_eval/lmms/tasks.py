@@ -261,7 +261,7 @@ def aggregate_open_macro(items: list[Mapping[str, Any]]) -> float | None:
     return _agg(items)
 
 
-def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float:
+def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float | None:
     """Sum of ``score``: ``n_scored``, ``n_unscored``."""
     from naru_eval.judge.score import aggregate_sum
 

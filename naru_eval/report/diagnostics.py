@@ -295,6 +295,14 @@ def _pct(k: float, n: float) -> float | None:
     return 100.0 * k / n if n else None
 
 
+def _diff(a: float | None, b: float | None) -> float | None:
+    return a - b if a is not None and b is not None else None
+
+
+def _or_minus_inf(v: float | None) -> float:
+    return v if v is not None else -math.inf
+
+
 def letter_distribution(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Predicted letters (valid answers) against gold letters.
 
@@ -304,14 +312,14 @@ def letter_distribution(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     model's letters are distributed like the gold ones; 100: disjoint).
     """
     n = len(records)
-    pred = Counter(r["pred"] for r in records if r.get("valid") and r.get("pred") in LETTERS)
+    pred = Counter(r["pred"] for r in records if r.get("valid") and r.get("pred") in tuple(LETTERS))
     gold = Counter(r["gold"] for r in records)
     n_valid = sum(pred.values())
     pred_pct = {x: _pct(pred[x], n_valid) for x in LETTERS}
     gold_pct = {x: _pct(gold[x], n) for x in LETTERS}
-    excess = {x: (pred_pct[x] - gold_pct[x]) if pred_pct[x] is not None and gold_pct[x] is not None else None for x in LETTERS}  # fmt: skip
+    excess = {x: _diff(pred_pct[x], gold_pct[x]) for x in LETTERS}
     tv = 0.5 * sum(abs(e) for e in excess.values() if e is not None) if n_valid else None
-    top = max(LETTERS, key=lambda x: excess[x] if excess[x] is not None else -math.inf) if n_valid else None
+    top = max(LETTERS, key=lambda x: _or_minus_inf(excess[x])) if n_valid else None
     return {
         "n": n,
         "n_valid": n_valid,
@@ -328,7 +336,7 @@ def letter_distribution(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def invalid_breakdown(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Invalid-answer rate and the count of each kind (percent of all answers in ``kinds_pct``)."""
     n = len(records)
-    kinds = Counter()
+    kinds: Counter[str] = Counter()
     for r in records:
         if not r.get("valid"):
             method = str(r.get("method") or "")
@@ -657,7 +665,7 @@ def shortcut_candidates(runs: Sequence[RunLog], min_correct: int | None = None) 
     models = sorted(verdicts)
     k = default_leak_min(len(models)) if min_correct is None else int(min_correct)
     questions = sorted({q for v in verdicts.values() for q in v})
-    listed = []
+    listed: list[dict[str, Any]] = []
     expected = 0.0
     for q in questions:
         have = [m for m in models if q in verdicts[m]]
@@ -879,9 +887,9 @@ def write_plots(report: Mapping[str, Any], out_dir: str | Path, stem: str) -> li
     left = np.zeros(len(runs))
     kinds = list(INVALID_KINDS)
     for k in kinds:
-        vals = np.array([r["invalid"]["kinds_pct"].get(k) or 0.0 for r in runs])
-        ax.barh(range(len(runs)), vals, left=left, label=k)
-        left += vals
+        shares = np.array([r["invalid"]["kinds_pct"].get(k) or 0.0 for r in runs])
+        ax.barh(range(len(runs)), shares, left=left, label=k)
+        left += shares
     ax.set_yticks(range(len(runs)), [r["label"] for r in runs], fontsize=7)
     ax.set_xlim(0, max(1.0, float(left.max()) * 1.15))
     ax.set_xlabel("invalid answers (% of all answers)")
@@ -894,7 +902,8 @@ def write_plots(report: Mapping[str, Any], out_dir: str | Path, stem: str) -> li
     width = 0.8 / len(runs)
     for i, r in enumerate(runs):
         by = {b["bucket"]: b for b in r["duration"]["buckets"]}
-        vals, errs = [], [[], []]
+        vals: list[float] = []
+        errs: list[list[float]] = [[], []]
         for lab in labels:
             b = by.get(lab)
             v = b["accuracy"] if b and b["accuracy"] is not None else np.nan

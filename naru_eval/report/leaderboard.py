@@ -37,11 +37,14 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, close, compute_metrics, macro_levels, samples_from_log
 from naru_eval.store.responses import is_secret, redact
+
+if TYPE_CHECKING:
+    from naru_eval.report.plots import Plot  # matplotlib only when plots are drawn
 
 SCHEMA_VERSION = 2
 #: the ``data`` of the published rows: the authors' official release of the benchmark
@@ -361,7 +364,7 @@ def build_entries(
                 mismatch = _log_mismatch(reported, {m: metrics[m] for m in METRICS}, f"{_rel(rf)}: {task}", warnings)
                 entry.update(
                     metrics={m: metrics[m] for m in METRICS},
-                    ci95={m: (list(ci[m]) if ci[m] else None) for m in METRICS},
+                    ci95={m: (list(c) if (c := ci[m]) else None) for m in METRICS},
                     n=counts(samples),
                     metrics_source="sample_log",
                     reported_matches_log=not mismatch,
@@ -622,7 +625,7 @@ def leaderboard_tables(entries: Sequence[Mapping[str, Any]], published: Sequence
     for task in tasks:
         pub = sorted((p for p in published if p["task"] == task), key=_sort_key)
         runs = [e for e in entries if e["task"] == task]
-        datas = sorted({str(e.get("data") or "unknown") for e in runs}) or [None]
+        datas: list[str | None] = [*sorted({str(e.get("data") or "unknown") for e in runs})] or [None]
         for data in datas:
             group = [e for e in runs if data is None or str(e.get("data") or "unknown") == data]
             rows = sorted([*pub, *group], key=_sort_key)
@@ -982,7 +985,8 @@ def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) ->
     """Write ``.json``, ``.md``, ``.html`` (same stem) and ``<stem>_plots/*.png``."""
     json_path = Path(json_path)
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    figs, skipped = [], []
+    figs: list[Plot] = []
+    skipped: list[str] = []
     if plots:
         from naru_eval.report.paper import load_reference
         from naru_eval.report.plots import make_plots

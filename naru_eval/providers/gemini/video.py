@@ -126,7 +126,7 @@ def _remux(src: Path, dst: Path, audio: bool) -> None:
     import av
 
     with av.open(str(src)) as inp, av.open(str(dst), mode="w", format="mp4") as out:
-        streams = [inp.streams.video[0]]
+        streams: list[av.VideoStream | av.AudioStream] = [inp.streams.video[0]]
         if audio and inp.streams.audio:
             streams.append(inp.streams.audio[0])
         mapping = {s.index: out.add_stream_from_template(s) for s in streams}
@@ -180,7 +180,8 @@ def _reencode(src: Path, dst: Path, spec: PrepSpec) -> None:
                 slot += 1
 
             for frame in inp.decode(vin):
-                t = float((frame.pts - start) * vin.time_base) if frame.pts is not None else slot * period
+                tb = vin.time_base
+                t = float((frame.pts - start) * tb) if frame.pts is not None and tb is not None else slot * period
                 # every slot before this frame's time shows the previous frame
                 while slot * period < t - 1e-9 and (n_slots is None or slot < n_slots):
                     emit(previous if previous is not None else frame)
