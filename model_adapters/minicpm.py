@@ -16,7 +16,7 @@ greedily like the other families the adapter passes ``num_beams=1`` and
 The remote code on the hub pins transformers 4.44.2 and imports names transformers 5.x removed
 (``transformers.LogitsWarper``, ``WHISPER_ATTENTION_CLASSES``), so the real checkpoint needs an
 environment of its own; see docs/adapters.md. The adapter code itself is exercised with a tiny
-stand-in remote-code checkpoint (tests/tiny_models.py).
+stand-in remote-code checkpoint (tests/helpers/tiny_models.py).
 """
 
 from __future__ import annotations
