@@ -169,10 +169,8 @@ def write_indexed_video(
     Lets tests check that a sampler returns exactly the frames it claims, through compression.
     """
     import av
-    import numpy as np
 
     width, height = size
-    bw, bh = width // _GRID, height // _GRID
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w", options=container_options or {}) as c:
@@ -183,16 +181,24 @@ def write_indexed_video(
             opts.update({"crf": "18", "bf": str(bframes), "preset": "ultrafast" if width > 320 else "medium"})
         s.options = opts
         for i in range(n_frames):
-            img = np.zeros((height, width, 3), np.uint8)
-            for b in range(_BITS):
-                if (i >> b) & 1:
-                    r, col = divmod(b, _GRID)
-                    img[r * bh : (r + 1) * bh, col * bw : (col + 1) * bw] = 255
-            for packet in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+            for packet in s.encode(av.VideoFrame.from_ndarray(index_image(i, width, height), format="rgb24")):
                 c.mux(packet)
         for packet in s.encode():
             c.mux(packet)
     return path
+
+
+def index_image(i: int, width: int, height: int) -> Any:
+    """The RGB image of frame ``i``: ``i`` in binary, a 4x4 grid of black/white blocks."""
+    import numpy as np
+
+    img = np.zeros((height, width, 3), np.uint8)
+    bw, bh = width // _GRID, height // _GRID
+    for b in range(_BITS):
+        if (i >> b) & 1:
+            r, col = divmod(b, _GRID)
+            img[r * bh : (r + 1) * bh, col * bw : (col + 1) * bw] = 255
+    return img
 
 
 def read_frame_index(frame: Any) -> int:
