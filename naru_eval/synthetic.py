@@ -163,6 +163,7 @@ def write_indexed_video(
     codec: str = "libx264",
     bframes: int = 2,
     container_options: dict[str, str] | None = None,
+    preset: str | None = None,
 ) -> Path:
     """A video whose frame i shows i in binary (a 4x4 grid of black/white blocks).
 
@@ -178,7 +179,9 @@ def write_indexed_video(
         s.width, s.height, s.pix_fmt = width, height, "yuv420p"
         opts = {"g": str(gop), "keyint_min": str(gop)}
         if codec == "libx264":
-            opts.update({"crf": "18", "bf": str(bframes), "preset": "ultrafast" if width > 320 else "medium"})
+            opts.update(
+                {"crf": "18", "bf": str(bframes), "preset": preset or ("ultrafast" if width > 320 else "medium")}
+            )
         s.options = opts
         for i in range(n_frames):
             for packet in s.encode(av.VideoFrame.from_ndarray(index_image(i, width, height), format="rgb24")):
