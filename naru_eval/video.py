@@ -286,6 +286,15 @@ def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
         raise VideoError(p, "no keyframe in the video stream")
     sorted_pts = np.unique(np.array(pts, np.int64))
     key_pts_a, key_pos_a = np.array(key_pts, np.int64), np.array(key_pos, np.int64)
+    # The head: a recording that starts mid-stream begins with frames that need pictures it does
+    # not have; the decoder drops them (or shows them grey). Frame 0 is what decoding from the
+    # start gives out first, so the head is decoded up to the second keyframe to see which it gives.
+    bound = int(key_pts_a[1]) if len(key_pts_a) > 1 else None
+    head = _head_pts(container, stream, bound)
+    if not head:
+        raise VideoError(p, "no decodable frame")
+    in_head = np.isin(sorted_pts, np.array(head, np.int64))
+    sorted_pts = sorted_pts[(sorted_pts >= head[0]) & (in_head | (bound is not None and sorted_pts >= bound))]
     # The last frames whose packets are present may not decode (a cut file): decode the last GOPs.
     last = None
     for back in (1, 2, 3):
@@ -298,6 +307,32 @@ def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
         raise VideoError(p, "no decodable frame")
     sorted_pts = sorted_pts[sorted_pts <= last]
     return FrameIndex(sorted_pts, key_pts_a, key_pos_a, float(stream.time_base), _claimed_duration(container, stream))
+
+
+def _seek_start(container: Any, stream: Any) -> None:
+    """To the very first packet, keyframe or not (decoding from there is what a player does)."""
+    if _by_bytes(container):
+        container.seek(0, unsupported_byte_offset=True)
+    else:
+        container.seek(-(1 << 62), stream=stream, backward=True, any_frame=True)
+
+
+def _head_pts(container: Any, stream: Any, bound: int | None) -> list[int]:
+    """Timestamps decoding from the start gives out, until one at or past ``bound`` (None: all)."""
+    import av
+
+    _seek_start(container, stream)
+    out: list[int] = []
+    try:
+        for frame in container.decode(stream):
+            if frame.pts is None:
+                continue
+            out.append(frame.pts)
+            if bound is not None and frame.pts >= bound:
+                break
+    except av.error.FFmpegError:
+        pass
+    return out
 
 
 def _index_by_decoding(p: Path, container: Any, stream: Any) -> FrameIndex:
@@ -521,14 +556,17 @@ class _Decoder:
 
     # -- seeking
     def _key_for(self, k: int) -> int:
-        """The last keyframe (in decode order) whose timestamp is at or before frame k's."""
+        """The last keyframe (in decode order) whose timestamp is at or before frame k's; -1: none."""
         import numpy as np
 
-        return max(0, int(np.searchsorted(self.index.key_pts, self.index.pts[k], side="right")) - 1)
+        return int(np.searchsorted(self.index.key_pts, self.index.pts[k], side="right")) - 1
 
     def _seek(self, j: int) -> None:
-        pos = int(self.index.key_pos[j])
-        if self.by_bytes and pos >= 0:
+        """To keyframe j, or to the start of the file for j < 0 (frames before the first keyframe)."""
+        pos = int(self.index.key_pos[j]) if j >= 0 else -1
+        if j < 0:
+            _seek_start(self.container, self.stream)
+        elif self.by_bytes and pos >= 0:
             self.container.seek(pos, unsupported_byte_offset=True)
         else:
             self.container.seek(int(self.index.key_pts[j]), stream=self.stream, backward=True, any_frame=False)
@@ -549,7 +587,7 @@ class _Decoder:
             self.decoder is not None
             and self.last_pts is not None
             and self.last_pts < want
-            and int(self.index.key_pts[j]) <= self.last_pts
+            and (j < 0 or int(self.index.key_pts[j]) <= self.last_pts)
         )
         if not continuing:
             self._seek(j)
@@ -572,9 +610,9 @@ class _Decoder:
                 pass
             # Decoding began after the target (an open-GOP leading picture, a seek that landed late)
             # or passed it without giving it out: start one keyframe earlier.
-            j = max(0, min(j, self.run_key) - 1) if self.run_key > 0 else -1
-            if j < 0:
+            if self.run_key < 0:
                 break
+            j = min(j, self.run_key) - 1
             self._seek(j)
         raise VideoError(self.p, f"could not decode frame {k} of {len(self.index.pts)} (timestamp {want})")
 

@@ -1,7 +1,7 @@
 """Exact frames from real-world-like encodings (issue 11), each frame checked against a full decode.
 
 Classes: variable frame rate (24/30/60 fps segments; phone-like jittered timestamps), MPEG-TS and
-M2TS (H.264 and MPEG-2), open GOP (HEVC CRA, H.264) in MP4 and MKV, a stream-copy cut whose edit
+M2TS (H.264 and MPEG-2; recordings that start mid-GOP), open GOP (HEVC CRA, H.264) in MP4 and MKV, a stream-copy cut whose edit
 list starts mid-GOP, truncated MKV/WebM, a display matrix, an anamorphic sample aspect ratio.
 All made with PyAV at test time (under a second in all).
 """
@@ -37,6 +37,13 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     out["mpeg2.m2ts"] = vc.encode(
         d / "b.m2ts", pts, tb, codec="mpeg2video", options=vc.mpeg2(12), container_options=m2ts
     )
+    pts, tb = vc.cfr(200, 25)
+    src = vc.encode(d / "full_o.ts", pts, tb, options=vc.x264(16, 3, open_gop=True))
+    out["midstream_h264.ts"] = vc.recording_from_midstream(src, d / "mid_o.ts")
+    src = vc.encode(d / "full_h.ts", pts, tb, codec="libx265", options=vc.x265(16))
+    out["midstream_hevc.ts"] = vc.recording_from_midstream(src, d / "mid_h.ts")
+    src = vc.encode(d / "full_b.m2ts", pts, tb, codec="mpeg2video", options=vc.mpeg2(12), container_options=m2ts)
+    out["midstream_mpeg2.m2ts"] = vc.recording_from_midstream(src, d / "mid_b.m2ts", packet_size=192)
     pts, tb = vc.cfr(120, 25)
     out["hevc_open_gop.mp4"] = vc.encode(d / "h.mp4", pts, tb, codec="libx265", options=vc.x265(16))
     out["hevc_open_gop.mkv"] = vc.encode(d / "h.mkv", pts, tb, codec="libx265", options=vc.x265(16))
@@ -60,6 +67,7 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
 EXACT = [
     "vfr_segments.mp4", "vfr_segments.mkv", "vfr_phone.mp4", "vfr_phone.mkv",
     "h264.ts", "h264.m2ts", "mpeg2.ts", "mpeg2.m2ts",
+    "midstream_h264.ts", "midstream_hevc.ts", "midstream_mpeg2.m2ts",
     "hevc_open_gop.mp4", "hevc_open_gop.mkv", "h264_open_gop.mp4", "h264_open_gop.mkv",
     "stream_copy_cut.mp4",
 ]  # fmt: skip
@@ -108,6 +116,9 @@ def test_corpus_is_what_it_claims(corpus, truth):
         # A leading picture: decoded after a keyframe that is not the first, shown before it.
         keys = [i for i, p in enumerate(packets) if p.is_keyframe]
         assert any(packets[i + 1].pts < packets[i].pts for i in keys[1:] if i + 1 < len(packets))
+    for name in ("midstream_h264.ts", "midstream_hevc.ts", "midstream_mpeg2.m2ts"):
+        with av.open(str(corpus[name])) as c:
+            assert not next(p for p in c.demux(c.streams.video[0]) if p.size).is_keyframe  # starts mid-GOP
     for name in ("truncated.mkv", "truncated.webm"):
         assert len(vc.decoded_stamps(corpus[name])) < 0.6 * 240
 

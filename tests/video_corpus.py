@@ -152,6 +152,24 @@ def set_display_rotation(path: Path, degrees: int) -> Path:
     return path
 
 
+def recording_from_midstream(src: Path, dst: Path, packet_size: int = 188) -> Path:
+    """The transport stream from a third of the way in, as a broadcast recorder starts mid-GOP.
+
+    The cut falls on the first non-keyframe packet past a third of the file, at a TS packet
+    boundary (188 bytes; 192 for M2TS), so the file is valid but begins with pictures whose
+    references are missing.
+    """
+    import av
+
+    data = src.read_bytes()
+    with av.open(str(src)) as c:
+        pos = next(
+            p.pos for p in c.demux(c.streams.video[0]) if p.size and not p.is_keyframe and p.pos > len(data) // 3
+        )
+    dst.write_bytes(data[pos // packet_size * packet_size :])
+    return dst
+
+
 def truncate(src: Path, dst: Path, fraction: float) -> Path:
     data = src.read_bytes()
     dst.write_bytes(data[: int(len(data) * fraction)])
