@@ -3,7 +3,7 @@
 Sources, in order of precedence:
 
 * a local directory (``NARU_DATA_DIR``) with ``annotations.jsonl`` (or ``.json`` list, or
-  ``.parquet``) and ``videos/<video_id>.<mp4|mkv|webm|mov>``;
+  ``.parquet``) and ``videos/<video_id>.<mp4|mkv|webm|mov|ts|m2ts>``;
 * a Hugging Face dataset id (``NARU_HF_DATASET``), columns mapped by ``HF_COLUMN_MAP``.
 
 Every problem found is collected and raised together in one :class:`DataError`, so a user
@@ -23,7 +23,7 @@ CATEGORIES: tuple[str, ...] = ("N.1", "N.2", "N.3", "N.4", "C.1", "C.2", "C.3", 
 NARRATIVE: tuple[str, ...] = CATEGORIES[:4]
 CULTURAL: tuple[str, ...] = CATEGORIES[4:]
 LETTERS = "ABCD"
-VIDEO_EXTENSIONS: tuple[str, ...] = (".mp4", ".mkv", ".webm", ".mov")
+VIDEO_EXTENSIONS: tuple[str, ...] = (".mp4", ".mkv", ".webm", ".mov", ".ts", ".m2ts")  # TS: broadcast recordings
 ANNOTATION_FILES: tuple[str, ...] = ("annotations.jsonl", "annotations.json", "annotations.parquet")
 
 #: Hugging Face column -> NARU field. Identity by default; override with
