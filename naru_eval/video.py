@@ -384,9 +384,11 @@ def frame_index(
 DEFAULT_MAX_PIXELS = 448 * 448
 
 #: Frames at or below this many pixels decode with slice threads, larger ones with frame threads
-#: (measured: docs/performance.md). Frame threads need several packets in flight before the first
-#: frame comes out, which costs more than it saves when a frame is cheap to decode.
+#: unless the process has at most ``SLICE_THREADS_MAX_CORES`` cores (measured: docs/performance.md).
+#: Frame threads keep several packets in flight before the first frame comes out, and a seek
+#: flushes them: that costs more than it saves on cheap frames, and on 2 cores at every size.
 SLICE_THREADS_MAX_PIXELS = 640 * 360
+SLICE_THREADS_MAX_CORES = 2
 
 
 class SampledFrames(NamedTuple):
@@ -507,8 +509,12 @@ def _choose_threads(stream: Any, lone_keyframes: bool) -> None:
     """Slice threads for cheap frames and for keyframes decoded alone, frame threads otherwise."""
     ctx = stream.codec_context
     cheap = (ctx.width or 0) * (ctx.height or 0) <= SLICE_THREADS_MAX_PIXELS
+    try:
+        few_cores = len(os.sched_getaffinity(0)) <= SLICE_THREADS_MAX_CORES
+    except AttributeError:  # not on Linux
+        few_cores = (os.cpu_count() or 1) <= SLICE_THREADS_MAX_CORES
     # Approximate mode decodes keyframes alone: frame threads would hold them back.
-    stream.thread_type = "SLICE" if cheap or lone_keyframes else "AUTO"
+    stream.thread_type = "SLICE" if cheap or few_cores or lone_keyframes else "AUTO"
 
 
 class _Decoder:

@@ -140,12 +140,15 @@ def available(module: str) -> str | None:
 
 def sample_with_threads(path: Path, n: int, threads: str) -> Any:
     """sample_frames with its threading rule overridden (slice threads always, or frame threads always)."""
-    keep = video.SLICE_THREADS_MAX_PIXELS
-    video.SLICE_THREADS_MAX_PIXELS = 1 << 40 if threads == "SLICE" else 0
+    keep = video.SLICE_THREADS_MAX_PIXELS, video.SLICE_THREADS_MAX_CORES
+    if threads == "SLICE":
+        video.SLICE_THREADS_MAX_PIXELS = 1 << 40
+    else:
+        video.SLICE_THREADS_MAX_PIXELS, video.SLICE_THREADS_MAX_CORES = 0, 0
     try:
         return sample_frames(path, num_frames=n)
     finally:
-        video.SLICE_THREADS_MAX_PIXELS = keep
+        video.SLICE_THREADS_MAX_PIXELS, video.SLICE_THREADS_MAX_CORES = keep
 
 
 def first_call(path: Path, n: int) -> Any:
