@@ -27,6 +27,7 @@ the indices must be the uniform segment centres.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -168,6 +169,8 @@ class Times:
         self.last: dict[str, Any] = {}
 
     def __call__(self, name: str, fn: Callable[[], Any]) -> Any:
+        self.last.pop(name, None)  # the previous result's frames are freed before, not during, the run
+        gc.collect()
         t0 = time.perf_counter()
         result = fn()
         self.runs.setdefault(name, []).append(time.perf_counter() - t0)
@@ -276,25 +279,25 @@ def main() -> None:
     for rnd in range(args.repeat):
         for n in sizes:
             want = uniform_indices(total, n)
-            s = T(f"sf{n}", lambda n=n: sample_frames(path, num_frames=n))
-            s1 = T(f"cold{n}", lambda n=n: first_call(path, n))
+            jobs: list[tuple[str, str, Callable[[], Any]]] = [
+                (f"sf{n}", f"sample_frames N={n}", lambda n=n: _as_pair(sample_frames(path, num_frames=n))),
+                (f"cold{n}", f"sample_frames first call N={n}", lambda n=n: _as_pair(first_call(path, n))),
+            ]
             for th in ("AUTO", "SLICE"):
-                fl = T(f"floor{th}{n}", lambda want=want, th=th: seek_floor(path, want, info.fps, out_size, th))
-                st = T(f"sf{th}{n}", lambda n=n, th=th: sample_with_threads(path, n, th))
-                if rnd == 0:
-                    check(f"seek floor {th} N={n}", fl, want, want)
-                    check(f"sample_frames {th} N={n}", st.frames, list(st.indices), want)
+                jobs.append((f"floor{th}{n}", f"seek floor {th} N={n}",
+                             lambda want=want, th=th: (seek_floor(path, want, info.fps, out_size, th), want)))  # fmt: skip
+                jobs.append((f"sf{th}{n}", f"sample_frames {th} N={n}",
+                             lambda n=n, th=th: _as_pair(sample_with_threads(path, n, th))))  # fmt: skip
             if dec_ver:
-                arr, idx = T(f"decord{n}", lambda n=n: decord_batch(path, n))
-                if rnd == 0:
-                    check(f"decord N={n}", arr, idx, want)
+                jobs.append((f"decord{n}", f"decord N={n}", lambda n=n: decord_batch(path, n)))
             if tc_ver:
-                arr, idx = T(f"tc{n}", lambda n=n: torchcodec_batch(path, n))
+                jobs.append((f"tc{n}", f"torchcodec N={n}", lambda n=n: torchcodec_batch(path, n)))
+            # Each round starts with a different contender: no one always runs first (or after the same one).
+            k = rnd % len(jobs)
+            for key, label, fn in jobs[k:] + jobs[:k]:
+                frames, idx = T(key, fn)
                 if rnd == 0:
-                    check(f"torchcodec N={n}", arr, idx, want)
-            if rnd == 0:
-                check(f"sample_frames N={n}", s.frames, list(s.indices), want)
-                check(f"sample_frames first call N={n}", s1.frames, list(s1.indices), want)
+                    check(label, frames, idx, want)
         T("index", lambda: _index_once(path))
         if args.extras:
             a = T("approx", lambda: sample_frames(path, num_frames=n_big, approximate=True))
@@ -358,6 +361,10 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({"runs": T.runs, "problems": problems, "video": str(path)}, indent=2))
     if problems:
         raise SystemExit(1)
+
+
+def _as_pair(s: Any) -> tuple[Any, list[int]]:
+    return s.frames, list(s.indices)
 
 
 def _index_once(path: Path) -> Any:
