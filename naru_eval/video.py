@@ -383,12 +383,11 @@ def frame_index(
 #: Default pixel budget per frame while decoding (448 x 448): bounds memory on 4-hour videos.
 DEFAULT_MAX_PIXELS = 448 * 448
 
-#: Frames at or below this many pixels decode with slice threads, larger ones with frame threads
-#: unless the process has at most ``SLICE_THREADS_MAX_CORES`` cores (measured: docs/performance.md).
-#: Frame threads keep several packets in flight before the first frame comes out, and a seek
-#: flushes them: that costs more than it saves on cheap frames, and on 2 cores at every size.
-SLICE_THREADS_MAX_PIXELS = 640 * 360
-SLICE_THREADS_MAX_CORES = 2
+#: Frame threads unless the machine is busy: more runnable threads (1-minute load average) than
+#: this process may use cores, times this factor. Measured (docs/performance.md): with idle cores
+#: frame threads win at every size, even 200x120; on a loaded machine they keep several packets
+#: in flight that every seek flushes, and slice threads win by up to 35 %.
+BUSY_LOAD_PER_CORE = 1.0
 
 
 class SampledFrames(NamedTuple):
@@ -505,16 +504,22 @@ def sample_frames(
     )
 
 
-def _choose_threads(stream: Any, lone_keyframes: bool) -> None:
-    """Slice threads for cheap frames and for keyframes decoded alone, frame threads otherwise."""
-    ctx = stream.codec_context
-    cheap = (ctx.width or 0) * (ctx.height or 0) <= SLICE_THREADS_MAX_PIXELS
+def _machine_busy() -> bool:
+    """More runnable threads than usable cores (the 1-minute load average): frame threads lose there."""
     try:
-        few_cores = len(os.sched_getaffinity(0)) <= SLICE_THREADS_MAX_CORES
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        few_cores = (os.cpu_count() or 1) <= SLICE_THREADS_MAX_CORES
+        cores = os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0] > BUSY_LOAD_PER_CORE * cores
+    except OSError:
+        return False
+
+
+def _choose_threads(stream: Any, lone_keyframes: bool) -> None:
+    """Slice threads on a busy machine and for keyframes decoded alone, frame threads otherwise."""
     # Approximate mode decodes keyframes alone: frame threads would hold them back.
-    stream.thread_type = "SLICE" if cheap or few_cores or lone_keyframes else "AUTO"
+    stream.thread_type = "SLICE" if lone_keyframes or _machine_busy() else "AUTO"
 
 
 class _Decoder:

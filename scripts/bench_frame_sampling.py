@@ -34,6 +34,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -141,15 +142,12 @@ def available(module: str) -> str | None:
 
 def sample_with_threads(path: Path, n: int, threads: str) -> Any:
     """sample_frames with its threading rule overridden (slice threads always, or frame threads always)."""
-    keep = video.SLICE_THREADS_MAX_PIXELS, video.SLICE_THREADS_MAX_CORES
-    if threads == "SLICE":
-        video.SLICE_THREADS_MAX_PIXELS = 1 << 40
-    else:
-        video.SLICE_THREADS_MAX_PIXELS, video.SLICE_THREADS_MAX_CORES = 0, 0
+    keep = video._machine_busy
+    video._machine_busy = lambda: threads == "SLICE"  # type: ignore[assignment]
     try:
         return sample_frames(path, num_frames=n)
     finally:
-        video.SLICE_THREADS_MAX_PIXELS, video.SLICE_THREADS_MAX_CORES = keep
+        video._machine_busy = keep  # type: ignore[assignment]
 
 
 def first_call(path: Path, n: int) -> Any:
@@ -239,7 +237,7 @@ def main() -> None:
     ap.add_argument("--gop-seconds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sizes", default="8,32,128", help="comma-separated N")
-    ap.add_argument("--cache-dir", default="/tmp/naru_bench")
+    ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "naru_bench"))
     ap.add_argument("--no-decord", action="store_true")
     ap.add_argument("--no-torchcodec", action="store_true")
     ap.add_argument("--extras", action="store_true", help="approximate mode, FrameCache, memory, full decode")
@@ -314,6 +312,7 @@ def main() -> None:
         f" {out_size[0]}x{out_size[1]}. Median of {args.repeat} interleaved rounds. {os.cpu_count()} CPUs, Python"
         f" {platform.python_version()}, PyAV {_av_version()}, decord {dec_ver or 'not measured'}, torchcodec"
         f" {tc_ver or 'not measured'}. Frame index build (one demux pass): {fmt_s(m('index'))}."
+        f" Load average at the end: {os.getloadavg()[0]:.1f}."
     )
     print()
     head = ("| N | sample_frames | / floor (best runs) | first call on the file | seek floor (frame threads) |"
