@@ -383,11 +383,11 @@ def frame_index(
 #: Default pixel budget per frame while decoding (448 x 448): bounds memory on 4-hour videos.
 DEFAULT_MAX_PIXELS = 448 * 448
 
-#: Frame threads unless the machine is busy: more runnable threads (1-minute load average) than
-#: this process may use cores, times this factor. Measured (docs/performance.md): with idle cores
-#: frame threads win at every size, even 200x120; on a loaded machine they keep several packets
-#: in flight that every seek flushes, and slice threads win by up to 35 %.
-BUSY_LOAD_PER_CORE = 1.0
+#: Frame threads only while this many cores are idle (cores minus the 1-minute load average).
+#: Measured (docs/performance.md): with idle cores frame threads can win even at 200x120; once
+#: the cores are taken they keep several packets in flight that every seek flushes, and slice
+#: threads win by up to 35 % (and by 1.5x at 200x120 with a load of 1.9 on 2 cores).
+IDLE_CORES_FOR_FRAME_THREADS = 1.0
 
 
 class SampledFrames(NamedTuple):
@@ -505,13 +505,13 @@ def sample_frames(
 
 
 def _machine_busy() -> bool:
-    """More runnable threads than usable cores (the 1-minute load average): frame threads lose there."""
+    """Fewer than ``IDLE_CORES_FOR_FRAME_THREADS`` idle cores (1-minute load average): frame threads lose there."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     try:
-        return os.getloadavg()[0] > BUSY_LOAD_PER_CORE * cores
+        return cores - os.getloadavg()[0] < IDLE_CORES_FOR_FRAME_THREADS
     except OSError:
         return False
 
