@@ -3,7 +3,7 @@
 Sources, in order of precedence:
 
 * a local directory (``NARU_DATA_DIR``) with ``annotations.jsonl`` (or ``.json`` list, or
-  ``.parquet``) and ``videos/<video_id>.<mp4|mkv|webm|mov>``;
+  ``.parquet``) and ``videos/<video_id>.<mp4|mkv|webm|mov|ts|m2ts>``;
 * a Hugging Face dataset id (``NARU_HF_DATASET``), columns mapped by ``HF_COLUMN_MAP``. The
   official release is ``infinimind/naru_benchmark`` (:data:`OFFICIAL_HF_DATASET`); its column
   names could not be checked from here, so a schema the mapping does not cover stops the load
@@ -26,7 +26,7 @@ CATEGORIES: tuple[str, ...] = ("N.1", "N.2", "N.3", "N.4", "C.1", "C.2", "C.3", 
 NARRATIVE: tuple[str, ...] = CATEGORIES[:4]
 CULTURAL: tuple[str, ...] = CATEGORIES[4:]
 LETTERS = "ABCD"
-VIDEO_EXTENSIONS: tuple[str, ...] = (".mp4", ".mkv", ".webm", ".mov")
+VIDEO_EXTENSIONS: tuple[str, ...] = (".mp4", ".mkv", ".webm", ".mov", ".ts", ".m2ts")  # TS: broadcast recordings
 ANNOTATION_FILES: tuple[str, ...] = ("annotations.jsonl", "annotations.json", "annotations.parquet")
 
 #: The NARU authors' official release of the benchmark on the Hugging Face hub.

@@ -164,17 +164,16 @@ def write_indexed_video(
     codec: str = "libx264",
     bframes: int = 2,
     container_options: dict[str, str] | None = None,
+    preset: str | None = None,
 ) -> Path:
     """A video whose frame i shows i in binary (a 4x4 grid of black/white blocks).
 
     Lets tests check that a sampler returns exactly the frames it claims, through compression.
     """
     import av
-    import numpy as np
     from av.video.stream import VideoStream
 
     width, height = size
-    bw, bh = width // _GRID, height // _GRID
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w", options=container_options or {}) as c:
@@ -186,19 +185,29 @@ def write_indexed_video(
         s.width, s.height, s.pix_fmt = width, height, "yuv420p"
         opts: dict[str, object] = {"g": str(gop), "keyint_min": str(gop)}
         if codec == "libx264":
-            opts.update({"crf": "18", "bf": str(bframes), "preset": "ultrafast" if width > 320 else "medium"})
+            opts.update(
+                {"crf": "18", "bf": str(bframes), "preset": preset or ("ultrafast" if width > 320 else "medium")}
+            )
         s.options = opts
         for i in range(n_frames):
-            img = np.zeros((height, width, 3), np.uint8)
-            for b in range(_BITS):
-                if (i >> b) & 1:
-                    r, col = divmod(b, _GRID)
-                    img[r * bh : (r + 1) * bh, col * bw : (col + 1) * bw] = 255
-            for packet in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+            for packet in s.encode(av.VideoFrame.from_ndarray(index_image(i, width, height), format="rgb24")):
                 c.mux(packet)
         for packet in s.encode():
             c.mux(packet)
     return path
+
+
+def index_image(i: int, width: int, height: int) -> Any:
+    """The RGB image of frame ``i``: ``i`` in binary, a 4x4 grid of black/white blocks."""
+    import numpy as np
+
+    img = np.zeros((height, width, 3), np.uint8)
+    bw, bh = width // _GRID, height // _GRID
+    for b in range(_BITS):
+        if (i >> b) & 1:
+            r, col = divmod(b, _GRID)
+            img[r * bh : (r + 1) * bh, col * bw : (col + 1) * bw] = 255
+    return img
 
 
 def read_frame_index(frame: Any) -> int:

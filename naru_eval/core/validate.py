@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from naru_eval.core.data import DataError, Dataset, load_dataset_from_env, load_local
+from naru_eval.core.data import VIDEO_EXTENSIONS, DataError, Dataset, load_dataset_from_env, load_local
 from naru_eval.media.video import VideoError, VideoInfo, probe_video
 
 
@@ -45,7 +45,8 @@ def check_videos(dataset: Dataset, workers: int = 8) -> tuple[dict[str, VideoInf
         vid, path = item
         if path is None:
             root = dataset.video_root or (dataset.data_dir / "videos" if dataset.data_dir else "<no video dir>")
-            return vid, f"{root}/{vid}.{{mp4,mkv,webm,mov}}: video not found"
+            exts = ",".join(e.lstrip(".") for e in VIDEO_EXTENSIONS)
+            return vid, f"{root}/{vid}.{{{exts}}}: video not found"
         try:
             return vid, probe_video(path)
         except VideoError as e:

@@ -2,7 +2,8 @@
 
 An in-process LRU bounded in bytes, plus an optional on-disk cache (``NARU_FRAME_CACHE`` or
 ``disk_dir``) keyed by file identity (resolved path, size, mtime) and every sampling parameter,
-so other models and later runs reuse the frames. Disk entries are written atomically.
+so other models and later runs reuse the frames. Disk entries are written atomically. The
+sampler's per-file frame index lives beside them (``<dir>/index/``, same identity key).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from naru_eval.media.video import DEFAULT_MAX_PIXELS, SampledFrames, VideoInfo, sample_frames
+from naru_eval.media.video import DEFAULT_MAX_PIXELS, SampledFrames, VideoInfo, file_identity, sample_frames
 
-CACHE_FORMAT = 1
+#: 2: frames as displayed (rotation, sample aspect ratio), frame numbers from the frame index.
+CACHE_FORMAT = 2
 
 
 @dataclass
@@ -30,9 +32,7 @@ class CacheStats:
 
 def cache_key(path: str | os.PathLike[str], params: dict[str, Any]) -> str:
     """Hash of the file's identity and the sampling parameters."""
-    p = Path(path).resolve()
-    st = p.stat()
-    ident = {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "format": CACHE_FORMAT, **params}
+    ident = {**file_identity(path), "format": CACHE_FORMAT, **params}
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -79,7 +79,7 @@ class FrameCache:
             if sampled is not None:
                 self.stats.disk_hits += 1
             else:
-                sampled = sample_frames(path, **params)
+                sampled = sample_frames(path, **params, index_dir=self.disk_dir)
                 self.stats.decodes += 1
                 self._save_disk(key, sampled)
             self._remember(key, sampled)

@@ -1,12 +1,19 @@
-"""Video access through PyAV. For now: probing, used by the data preflight.
+"""Video access through PyAV: probing (the data preflight) and exact frame sampling.
 
-``probe_video`` opens the container, reads duration, fps and frame count from it, and decodes
-the first frame, so a file that exists but cannot be decoded is caught before inference.
+One definition throughout: frame ``k`` is the k-th frame in presentation order of the decoded
+stream, as a player shows it (frames an edit list hides are not frames). Frame numbers are never
+derived from timestamps and an average rate: a per-file frame index, built from the packets,
+gives each frame's presentation timestamp, and a sampled frame is the one whose timestamp is
+exactly that, or an error.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -24,7 +31,10 @@ class VideoError(RuntimeError):
 
 
 class VideoInfo(NamedTuple):
-    """What the container says about a video (frame_count may be estimated: see ``exact``)."""
+    """What the container says about a video (frame_count may be estimated: see ``exact``).
+
+    ``width`` x ``height`` is the displayed size: sample aspect ratio and rotation applied.
+    """
 
     path: str
     duration_s: float
@@ -35,28 +45,114 @@ class VideoInfo(NamedTuple):
     frame_count_exact: bool
 
 
-def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoInfo:
-    """Open ``path`` and read its metadata; decode its first and last second to prove it is readable."""
-    import av  # lazy: only tools that touch videos pay for it
+def file_identity(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Resolved path, size and mtime: what the frame cache and the frame index are keyed by."""
+    p = Path(path).resolve()
+    st = p.stat()
+    return {"path": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
-    p = Path(path)
+
+# --------------------------------------------------------------------------- container facts
+
+
+def _check_file(p: Path) -> None:
     if not p.exists():
         raise VideoError(p, "file does not exist")
     if p.stat().st_size == 0:
         raise VideoError(p, "file is empty")
+
+
+def _video_stream(p: Path, container: Any) -> Any:
+    if not container.streams.video:
+        raise VideoError(p, "no video stream")
+    return container.streams.video[0]
+
+
+def _claimed_duration(container: Any, stream: Any) -> float:
+    """Seconds of video the container claims: the stream's own duration, else the file's."""
+    if stream.duration is not None and stream.time_base is not None:
+        return float(stream.duration * stream.time_base)
+    tag = (stream.metadata or {}).get("DURATION")  # Matroska writes the track's duration as a tag
+    if tag:
+        try:
+            h, m, sec = tag.split(":")
+            return int(h) * 3600 + int(m) * 60 + float(sec)
+        except ValueError:
+            pass
+    if container.duration is not None:
+        start = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
+        return max(0.0, container.duration / 1_000_000 - (start - (container.start_time or 0) / 1_000_000))
+    return 0.0
+
+
+def _rate(stream: Any) -> float:
+    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    return float(rate) if rate else 0.0
+
+
+def _displayed_size(frame: Any, sar: Any) -> tuple[int, int, int]:
+    """(width, height, quarter turns counter-clockwise) as a player shows ``frame``."""
+    width, height = frame.width, frame.height
+    if sar and sar.numerator > 0 and sar.denominator > 0 and sar != 1:
+        width = max(2, int(round(width * sar.numerator / sar.denominator)))
+    turns = int(round((frame.rotation or 0) / 90)) % 4
+    return (height, width, turns) if turns % 2 else (width, height, turns)
+
+
+def _by_bytes(container: Any) -> bool:
+    """Containers without an index (MPEG-TS/M2TS, program streams): seek by byte offset."""
+    name = container.format.name or ""
+    return any(n in ("mpegts", "mpeg", "mpegvideo") for n in name.split(","))
+
+
+#: Allowed shortfall between the container's claimed duration and the last decodable frame.
+TRUNCATION_SLACK_S = 2.0
+
+
+def _check_truncation(p: Path, claimed_s: float, end_s: float, frames: int | None, frame_s: float) -> None:
+    """The one truncation check and message, for the preflight and the sampler alike."""
+    if claimed_s > 0 and end_s < claimed_s - TRUNCATION_SLACK_S - frame_s:
+        count = f" (frame {frames - 1})" if frames else ""
+        raise VideoError(
+            p,
+            f"truncated: the container claims {claimed_s:.1f} s of video, "
+            f"but the last decodable frame is at {max(0.0, end_s):.1f} s{count}",
+        )
+
+
+def _tail_end_pts(container: Any, stream: Any, seek_pts: int | None, seek_pos: int | None) -> int | None:
+    """The largest timestamp of a frame that decodes, seeking to ``seek_pts``/``seek_pos`` first."""
+    import av
+
+    if seek_pos is not None:
+        container.seek(seek_pos, unsupported_byte_offset=True)
+    elif seek_pts is not None:
+        container.seek(seek_pts, stream=stream, backward=True, any_frame=False)
+    last = None
+    try:
+        for frame in container.decode(stream):
+            if frame.pts is not None and (last is None or frame.pts > last):
+                last = frame.pts
+    except av.error.FFmpegError:
+        pass  # a truncated stream ends in an error: what decoded before it counts
+    return last
+
+
+def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoInfo:
+    """Open ``path`` and read its metadata; decode its first frame and its tail, to prove it is readable.
+
+    The tail check is the sampler's: the last frame that decodes against the container's claimed
+    duration (``_check_truncation``), so a file the preflight passes, the sampler accepts.
+    """
+    import av  # lazy: only tools that touch videos pay for it
+
+    p = Path(path)
+    _check_file(p)
     try:
         with av.open(str(p)) as container:
-            if not container.streams.video:
-                raise VideoError(p, "no video stream")
-            stream = container.streams.video[0]
-            rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-            fps = float(rate) if rate else 0.0
-            if stream.duration is not None and stream.time_base is not None:
-                duration = float(stream.duration * stream.time_base)
-            elif container.duration is not None:
-                duration = container.duration / 1_000_000
-            else:
-                duration = 0.0
+            stream = _video_stream(p, container)
+            fps = _rate(stream)
+            duration = _claimed_duration(container, stream)
             frames = int(stream.frames or 0)
             exact = frames > 0
             if not exact:
@@ -64,19 +160,19 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
             first = next(container.decode(stream), None)
             if first is None:
                 raise VideoError(p, "no decodable frame")
-            width, height = first.width, first.height
+            width, height, _turns = _displayed_size(first, stream.codec_context.sample_aspect_ratio)
             if check_end and duration > 0:
-                # Decode the last second too: a truncated file fails here, before any inference.
-                start = stream.start_time or 0
-                container.seek(start + int(max(0.0, duration - 1.0) / float(stream.time_base)), stream=stream)
-                last_t = 0.0
-                try:
-                    for frame in container.decode(stream):
-                        last_t = max(last_t, float((frame.pts - start) * stream.time_base))
-                except av.error.FFmpegError:
-                    pass
-                if last_t < duration - 2.0 - 1.0 / max(fps, 1e-9):
-                    raise VideoError(p, f"truncated: frames stop at {last_t:.1f} s of {duration:.1f} s")
+                tb = float(stream.time_base)
+                start = first.pts if first.pts is not None else (stream.start_time or 0)
+                from_s = max(0.0, duration - 1.0 - TRUNCATION_SLACK_S)
+                if _by_bytes(container):
+                    size = p.stat().st_size
+                    pos = int(size * from_s / duration) if duration else 0
+                    last = _tail_end_pts(container, stream, None, max(0, pos - 2 * 1024 * 1024))
+                else:
+                    last = _tail_end_pts(container, stream, start + int(from_s / tb), None)
+                end_s = (last - start) * tb if last is not None else 0.0
+                _check_truncation(p, duration, end_s, None, 1.0 / max(fps, 1e-9))
     except VideoError:
         raise
     except Exception as e:  # PyAV raises several error types for corrupt files
@@ -86,10 +182,212 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
     return VideoInfo(str(p), duration, fps, frames, width, height, exact)
 
 
+# --------------------------------------------------------------------------- the frame index
+
+INDEX_FORMAT = 1
+
+
+class FrameIndex(NamedTuple):
+    """Every decodable frame of a file's video stream, built once from its packets.
+
+    ``pts[k]`` is frame k's presentation timestamp (sorted: presentation order, hidden frames of an
+    edit list left out). Keyframes are listed in decode order with their timestamp and byte offset
+    (-1 when the container gives none). ``claimed_s`` is the container's claimed duration.
+    """
+
+    pts: np.ndarray  # int64
+    key_pts: np.ndarray  # int64
+    key_pos: np.ndarray  # int64
+    time_base: float
+    claimed_s: float
+
+
+_INDEXES: OrderedDict[str, FrameIndex] = OrderedDict()
+_INDEX_LOCK = threading.Lock()
+_INDEXES_MAX = 64
+
+
+def _index_key(path: str | os.PathLike[str]) -> str:
+    ident = {**file_identity(path), "index_format": INDEX_FORMAT}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+def _index_disk_path(key: str, cache_dir: str | os.PathLike[str] | None) -> Path | None:
+    """Beside the frame cache (``cache_dir``, else ``NARU_FRAME_CACHE``), under ``index/``."""
+    root = cache_dir or os.environ.get("NARU_FRAME_CACHE")
+    return Path(root) / "index" / key[:2] / f"{key}.npz" if root else None
+
+
+def _load_index(key: str, cache_dir: str | os.PathLike[str] | None) -> FrameIndex | None:
+    import numpy as np
+
+    with _INDEX_LOCK:
+        if key in _INDEXES:
+            _INDEXES.move_to_end(key)
+            return _INDEXES[key]
+    path = _index_disk_path(key, cache_dir)
+    if path is None or not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            index = FrameIndex(z["pts"], z["key_pts"], z["key_pos"], float(z["time_base"]), float(z["claimed_s"]))
+    except Exception:  # a damaged entry is a miss, never an error
+        return None
+    _remember_index(key, index, None, save=False)
+    return index
+
+
+def _remember_index(key: str, index: FrameIndex, cache_dir: str | os.PathLike[str] | None, save: bool = True) -> None:
+    import numpy as np
+
+    with _INDEX_LOCK:
+        _INDEXES[key] = index
+        while len(_INDEXES) > _INDEXES_MAX:
+            _INDEXES.popitem(last=False)
+    path = _index_disk_path(key, cache_dir) if save else None
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
+        np.savez(tmp, pts=index.pts, key_pts=index.key_pts, key_pos=index.key_pos,
+                 time_base=np.array(index.time_base), claimed_s=np.array(index.claimed_s))  # fmt: skip
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache directory costs a rebuild next time, nothing else
+
+
+def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
+    """Demux every packet (no decoding), then decode the tail to see which frames really decode."""
+    import av
+    import numpy as np
+
+    pts: list[int] = []
+    key_pts: list[int] = []
+    key_pos: list[int] = []
+    missing_pts = False
+    try:
+        for packet in container.demux(stream):
+            if not packet.size:
+                continue
+            if packet.pts is None:
+                missing_pts = True
+                break
+            if packet.is_keyframe:
+                key_pts.append(packet.pts)
+                key_pos.append(packet.pos if packet.pos is not None else -1)
+            if not packet.is_discard:
+                pts.append(packet.pts)
+    except av.error.FFmpegError:
+        pass  # a truncated file: what demuxed is what there is; the tail decode below says more
+    if missing_pts:
+        return _index_by_decoding(p, container, stream)
+    if not key_pts:
+        raise VideoError(p, "no keyframe in the video stream")
+    sorted_pts = np.unique(np.array(pts, np.int64))
+    key_pts_a, key_pos_a = np.array(key_pts, np.int64), np.array(key_pos, np.int64)
+    # The head: a recording that starts mid-stream begins with frames that need pictures it does
+    # not have; the decoder drops them (or shows them grey). Frame 0 is what decoding from the
+    # start gives out first, so the head is decoded up to the second keyframe to see which it gives.
+    bound = int(key_pts_a[1]) if len(key_pts_a) > 1 else None
+    head = _head_pts(container, stream, bound)
+    if not head:
+        raise VideoError(p, "no decodable frame")
+    in_head = np.isin(sorted_pts, np.array(head, np.int64))
+    sorted_pts = sorted_pts[(sorted_pts >= head[0]) & (in_head | (bound is not None and sorted_pts >= bound))]
+    # The last frames whose packets are present may not decode (a cut file): decode the last GOPs.
+    last = None
+    for back in (1, 2, 3):
+        j = max(0, len(key_pts_a) - back)
+        pos = int(key_pos_a[j]) if _by_bytes(container) and key_pos_a[j] >= 0 else None
+        last = _tail_end_pts(container, stream, int(key_pts_a[j]), pos)
+        if last is not None or j == 0:
+            break
+    if last is None:
+        raise VideoError(p, "no decodable frame")
+    sorted_pts = sorted_pts[sorted_pts <= last]
+    return FrameIndex(sorted_pts, key_pts_a, key_pos_a, float(stream.time_base), _claimed_duration(container, stream))
+
+
+def _seek_start(container: Any, stream: Any) -> None:
+    """To the very first packet, keyframe or not (decoding from there is what a player does)."""
+    if _by_bytes(container):
+        container.seek(0, unsupported_byte_offset=True)
+    else:
+        container.seek(-(1 << 62), stream=stream, backward=True, any_frame=True)
+
+
+def _head_pts(container: Any, stream: Any, bound: int | None) -> list[int]:
+    """Timestamps decoding from the start gives out, until one at or past ``bound`` (None: all)."""
+    import av
+
+    _seek_start(container, stream)
+    out: list[int] = []
+    try:
+        for frame in container.decode(stream):
+            if frame.pts is None:
+                continue
+            out.append(frame.pts)
+            if bound is not None and frame.pts >= bound:
+                break
+    except av.error.FFmpegError:
+        pass
+    return out
+
+
+def _index_by_decoding(p: Path, container: Any, stream: Any) -> FrameIndex:
+    """Packets without timestamps: the decoder's timestamps, one sequential pass, seeking only to 0."""
+    import av
+    import numpy as np
+
+    container.seek(0, unsupported_byte_offset=_by_bytes(container))
+    pts: list[int] = []
+    try:
+        for frame in container.decode(stream):
+            if frame.pts is None:
+                raise VideoError(p, "frames carry no timestamps: frame numbers cannot be verified")
+            pts.append(frame.pts)
+    except av.error.FFmpegError:
+        pass
+    if not pts:
+        raise VideoError(p, "no decodable frame")
+    arr = np.unique(np.array(pts, np.int64))
+    first = np.array([arr[0]], np.int64)
+    return FrameIndex(
+        arr, first, np.array([0], np.int64), float(stream.time_base), _claimed_duration(container, stream)
+    )
+
+
+def frame_index(
+    path: str | os.PathLike[str], container: Any = None, cache_dir: str | os.PathLike[str] | None = None
+) -> FrameIndex:
+    """The file's frame index: from memory, from disk beside the frame cache, or built (one demux pass)."""
+    import av
+
+    p = Path(path)
+    key = _index_key(p)
+    index = _load_index(key, cache_dir)
+    if index is not None:
+        return index
+    if container is None:
+        with av.open(str(p)) as c:
+            index = _build_index(p, c, _video_stream(p, c))
+    else:
+        index = _build_index(p, container, _video_stream(p, container))
+    _remember_index(key, index, cache_dir)
+    return index
+
+
 # --------------------------------------------------------------------------- frame sampling
 
 #: Default pixel budget per frame while decoding (448 x 448): bounds memory on 4-hour videos.
 DEFAULT_MAX_PIXELS = 448 * 448
+
+#: Frame threads only while this many cores are idle (cores minus the 1-minute load average).
+#: Measured (docs/performance.md): with idle cores frame threads can win even at 200x120; once
+#: the cores are taken they keep several packets in flight that every seek flushes, and slice
+#: threads win by up to 35 % (and by 1.5x at 200x120 with a load of 1.9 on 2 cores).
+IDLE_CORES_FOR_FRAME_THREADS = 1.0
 
 
 class SampledFrames(NamedTuple):
@@ -129,12 +427,8 @@ def target_size(width: int, height: int, max_pixels: int | None) -> tuple[int, i
 
 
 def count_frames(path: str | os.PathLike[str]) -> int:
-    """Exact frame count by demuxing (no decoding), for containers that do not store it."""
-    import av
-
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        return sum(1 for packet in container.demux(stream) if packet.size > 0)
+    """Exact number of frames, as the sampler numbers them (from the frame index)."""
+    return len(frame_index(path).pts)
 
 
 def sample_frames(
@@ -145,280 +439,231 @@ def sample_frames(
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     approximate: bool = False,
     info: VideoInfo | None = None,
+    index_dir: str | os.PathLike[str] | None = None,
 ) -> SampledFrames:
     """Sample frames from ``path``: ``num_frames`` uniform, or ``fps`` (capped by ``max_frames``).
 
-    Exact mode seeks to the keyframe before each target and decodes forward to it, and keeps
-    decoding instead of seeking when that keyframe is not past the last frame decoded, so the
-    cost approaches N x half a GOP of decoded frames whatever the video's length, and never
-    exceeds one pass over the video. Frames are resized to ``max_pixels`` as they are taken,
-    into one preallocated array; the whole video is never held in memory. Approximate mode
-    takes the keyframe at or before each target (decoding only it) and reports the error.
+    Frame numbers are positions in the frame index (presentation order). Exact mode seeks to the
+    keyframe before each target (by byte offset where the container has no index), checks that
+    decoding starts at or before it, else goes back one keyframe (open-GOP leading pictures need
+    the previous GOP), and takes the frame whose timestamp is the target's; it keeps decoding
+    instead of seeking when that keyframe is not past the last frame decoded. Frames are turned
+    as a player shows them (rotation, sample aspect ratio) and resized to ``max_pixels`` of the
+    displayed size as they are taken, into one preallocated array. Approximate mode takes the
+    keyframe at or before each target (decoding only it) and reports the error. ``info`` is
+    accepted for compatibility; the file itself is always the authority. The frame index is kept
+    in memory and, with ``index_dir`` (or ``NARU_FRAME_CACHE``), on disk.
     """
+    import av
     import numpy as np
 
     if (num_frames is None) == (fps is None):
         raise ValueError("give exactly one of num_frames or fps")
-    info = info or probe_video(path, check_end=False)  # the end is checked by _verified_count
-    claimed = info.frame_count if info.frame_count_exact else count_frames(path)
-    total = _verified_count(path, claimed, info)
-    n = num_frames if num_frames is not None else frames_for_fps(info.duration_s, float(fps), max_frames)
-    if num_frames is not None and max_frames:
-        n = min(n, max_frames)
-    for _attempt in range(2):
-        targets = uniform_indices(total, n)
-        try:
-            picked = _decode_targets(path, targets, total, info, max_pixels, approximate)
-        except _ShortVideo as short:
-            # Containers often over-report a little: resample on the real count. Far fewer
-            # frames than claimed is a truncated file, which must not pass silently.
-            if short.frames_seen < 0.95 * total:
-                raise VideoError(
-                    path, f"truncated: the container claims {total} frames, only {short.frames_seen} decode"
-                ) from None
-            total = short.frames_seen
-            continue
-        except VideoError:
-            raise
-        except Exception as e:
-            raise VideoError(path, f"decoding failed ({type(e).__name__}: {e})") from None
-        frames, indices, times = picked
-        want = np.array([t / info.fps for t in targets], dtype=np.float64)
-        ts = np.array(times, dtype=np.float64)
-        return SampledFrames(
-            frames=frames if len(frames) else np.zeros((0, 0, 0, 3), np.uint8),
-            indices=np.array(indices, dtype=np.int64),
-            timestamps=ts,
-            info=info._replace(frame_count=total, frame_count_exact=True),
-            exact=not approximate,
-            timestamp_error_s=np.abs(ts - want) if len(ts) else ts,
-        )
-    raise VideoError(path, f"frame count changed while decoding (container says {info.frame_count})")
-
-
-def _verified_count(path: str | os.PathLike[str], claimed: int, info: VideoInfo) -> int:
-    """The real frame count: read the last second the container claims and see where frames end.
-
-    Containers often over- or under-report; a uniform sample computed on a wrong count picks
-    the wrong frames. The tail is demuxed first (packets only, a few ms); when packets fall
-    short of the claim, or carry no timestamps, the tail is decoded (about one GOP) to find where
-    frames really end. Far fewer frames than claimed is a truncated file, reported as an error.
-    A tail whose packets are present but do not decode is still caught later: decoding a target
-    there fails and ``sample_frames`` resamples on what decodes.
-    """
-    import av
-
+    p = Path(path)
+    _check_file(p)
     try:
-        with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            tb = float(stream.time_base)
-            start = stream.start_time or 0
-            from_t = max(0.0, (claimed - 1) / info.fps - 1.0)
-            end = _demuxed_end(container, stream, start, tb, 1.0 / info.fps, from_t)
-            if end is None or end < 0.95 * claimed:
-                end = _decodable_end(container, stream, start, tb, 1.0 / info.fps, from_t)
-    except av.error.FFmpegError as e:
-        raise VideoError(path, f"cannot be opened or decoded ({type(e).__name__}: {e})") from None
-    if end < 0.95 * claimed:
-        raise VideoError(path, f"truncated: the container claims {claimed} frames, only {max(end, 0)} decode")
-    return end
+        with av.open(str(p)) as container:
+            stream = _video_stream(p, container)
+            _choose_threads(stream, approximate)
+            index = frame_index(p, container, index_dir)
+            total = len(index.pts)
+            tb = index.time_base
+            first_pts = int(index.pts[0])
+            end_s = (int(index.pts[-1]) - first_pts) * tb
+            frame_s = end_s / max(1, total - 1) if total > 1 else 0.0
+            _check_truncation(p, index.claimed_s, end_s, total, frame_s)
+            duration = max(index.claimed_s, end_s + frame_s)
+            if num_frames is not None:
+                n = min(num_frames, max_frames) if max_frames else num_frames
+            else:
+                n = frames_for_fps(duration, float(fps), max_frames)
+            targets = uniform_indices(total, n)
+            run = _Decoder(p, container, stream, index, max_pixels, len(targets))
+            if approximate:
+                picked = [run.keyframe_before(k) for k in targets]
+            else:
+                picked = [run.exact(k) for k in targets]
+            frames = run.frames()
+            width, height = run.out_size
+    except VideoError:
+        raise
+    except Exception as e:  # PyAV raises several error types for corrupt files
+        raise VideoError(p, f"decoding failed ({type(e).__name__}: {e})") from None
+    indices = np.array(picked, dtype=np.int64)
+    ts = (index.pts[indices] - first_pts) * tb if len(indices) else np.zeros(0)
+    want = (index.pts[np.array(targets, np.int64)] - first_pts) * tb if targets else np.zeros(0)
+    rate = (total - 1) / end_s if end_s > 0 else _rate(stream)
+    out_info = VideoInfo(str(p), duration, rate, total, width, height, True)
+    return SampledFrames(
+        frames=frames,
+        indices=indices,
+        timestamps=np.asarray(ts, dtype=np.float64),
+        info=out_info,
+        exact=not approximate,
+        timestamp_error_s=np.abs(np.asarray(ts, np.float64) - want),
+    )
 
 
-def _demuxed_end(container: Any, stream: Any, start: int, tb: float, period: float, from_t: float) -> int | None:
-    """Frames whose packets are present from ``from_t`` on (no decoding); None if packets lack timestamps."""
-    import av
-
-    last = -1
-    container.seek(start + int(from_t / tb), stream=stream, backward=True, any_frame=False)
+def _machine_busy() -> bool:
+    """Fewer than ``IDLE_CORES_FOR_FRAME_THREADS`` idle cores (1-minute load average): frame threads lose there."""
     try:
-        for packet in container.demux(stream):
-            if packet.size == 0 or getattr(packet, "is_corrupt", False) or getattr(packet, "is_discard", False):
-                continue
-            if packet.pts is None:
-                return None
-            last = max(last, int(round((packet.pts - start) * tb / period)))
-    except av.error.FFmpegError:
-        pass
-    return last + 1
-
-
-def _decodable_end(container: Any, stream: Any, start: int, tb: float, period: float, from_t: float) -> int:
-    """Frames that really decode: scan forward from ``from_t`` until the stream ends or breaks."""
-    import av
-
-    last = -1
-    container.seek(start + int(from_t / tb), stream=stream, backward=True, any_frame=False)
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
     try:
-        for frame in container.decode(stream):
-            if frame.pts is not None:
-                last = max(last, int(round((frame.pts - start) * tb / period)))
-    except av.error.FFmpegError:
-        pass
-    return last + 1
+        return cores - os.getloadavg()[0] < IDLE_CORES_FOR_FRAME_THREADS
+    except OSError:
+        return False
 
 
-class _ShortVideo(Exception):
-    def __init__(self, frames_seen: int) -> None:
-        self.frames_seen = frames_seen
+def _choose_threads(stream: Any, lone_keyframes: bool) -> None:
+    """Slice threads on a busy machine and for keyframes decoded alone, frame threads otherwise."""
+    # Approximate mode decodes keyframes alone: frame threads would hold them back.
+    stream.thread_type = "SLICE" if lone_keyframes or _machine_busy() else "AUTO"
 
 
-class _KeyframeIndex:
-    """Where a keyframe seek on ``path`` lands, found by demuxing one packet (no decoding).
+class _Decoder:
+    """One open file, one decoder run at a time, frames written into one preallocated array."""
 
-    A second handle on the file, opened on first use: seeking the decoding one would flush its
-    decoder. ``landing(ts)`` is the pts of the keyframe at or before ``ts``, or None when the
-    container cannot say (no timestamps, an error).
-    """
+    def __init__(self, p: Path, container: Any, stream: Any, index: FrameIndex, max_pixels: int | None, n: int) -> None:
+        self.p, self.container, self.stream, self.index = p, container, stream, index
+        self.max_pixels, self.n = max_pixels, n
+        self.by_bytes = _by_bytes(container)
+        self.sar = stream.codec_context.sample_aspect_ratio
+        self.decoder: Any = None
+        self.last_pts: int | None = None  # the last frame the current run gave out
+        self.run_key = -1  # the keyframe (position in key_pts) the current run started from
+        self.out: np.ndarray | None = None
+        self.out_size = (0, 0)
+        self.kept = 0
+        self.turns = 0
+        self.coded_size = (0, 0)
+        self._last_k = -1
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = str(path)
-        self.container: Any = None
-        self.stream: Any = None
-        self.failed = False
+    # -- output
+    def _keep(self, frame: Any) -> None:
+        import numpy as np
 
-    def __enter__(self) -> _KeyframeIndex:
-        return self
+        if self.out is None:
+            w, h, self.turns = _displayed_size(frame, self.sar)
+            self.out_size = target_size(w, h, self.max_pixels)
+            ow, oh = self.out_size
+            self.coded_size = (oh, ow) if self.turns % 2 else (ow, oh)
+            self.out = np.empty((self.n, oh, ow, 3), np.uint8)
+        cw, ch = self.coded_size
+        rgb = frame.reformat(width=cw, height=ch, format="rgb24").to_ndarray()
+        self.out[self.kept] = np.rot90(rgb, self.turns) if self.turns else rgb
+        self.kept += 1
 
-    def __exit__(self, *exc: object) -> None:
-        if self.container is not None:
-            self.container.close()
+    def frames(self) -> np.ndarray:
+        import numpy as np
 
-    def landing(self, ts: int) -> int | None:
+        return self.out if self.out is not None else np.zeros((0, 0, 0, 3), np.uint8)
+
+    def _repeat_last(self) -> None:
+        assert self.out is not None
+        self.out[self.kept] = self.out[self.kept - 1]
+        self.kept += 1
+
+    # -- seeking
+    def _key_for(self, k: int) -> int:
+        """The last keyframe (in decode order) whose timestamp is at or before frame k's; -1: none."""
+        import numpy as np
+
+        return int(np.searchsorted(self.index.key_pts, self.index.pts[k], side="right")) - 1
+
+    def _seek(self, j: int) -> None:
+        """To keyframe j, or to the start of the file for j < 0 (frames before the first keyframe)."""
+        pos = int(self.index.key_pos[j]) if j >= 0 else -1
+        if j < 0:
+            _seek_start(self.container, self.stream)
+        elif self.by_bytes and pos >= 0:
+            self.container.seek(pos, unsupported_byte_offset=True)
+        else:
+            self.container.seek(int(self.index.key_pts[j]), stream=self.stream, backward=True, any_frame=False)
+        self.decoder = self.container.decode(self.stream)
+        self.last_pts = None
+        self.run_key = j
+
+    def exact(self, k: int) -> int:
+        """Decode frame k; return k. Raises unless the frame given out has frame k's timestamp."""
         import av
 
-        if self.failed:
-            return None
-        try:
-            if self.container is None:
-                self.container = av.open(self.path)
-                self.stream = self.container.streams.video[0]
-            self.container.seek(ts, stream=self.stream, backward=True, any_frame=False)
-            for packet in self.container.demux(self.stream):
-                if packet.size and packet.pts is not None:
-                    return int(packet.pts)
-                if packet.size:
-                    break
-        except av.error.FFmpegError:
-            pass
-        self.failed = True  # no answer once: the learned GOP decides from now on
-        return None
-
-
-def _lone_keyframe(container: Any, stream: Any, ts: int) -> Any:
-    """The keyframe a seek to ``ts`` lands on, decoded alone (approximate mode), or None.
-
-    Its packet is sent, then the decoder is drained: a decoder that reorders B-frames would
-    otherwise wait for the following packets (and decode them) before giving the keyframe out.
-    None when that packet gives no frame on its own: the caller then decodes as usual.
-    """
-    import av
-
-    container.seek(ts, stream=stream, backward=True, any_frame=False)
-    ctx = stream.codec_context
-    try:
-        for packet in container.demux(stream):
-            if packet.size == 0:
-                continue
-            if not packet.is_keyframe:
-                return None
-            got = list(ctx.decode(packet)) + list(ctx.decode(None))
-            return got[0] if got and got[0].key_frame else None
-    except av.error.FFmpegError:
-        return None
-    finally:
-        ctx.flush_buffers()  # leaves draining mode: the decoder takes packets again
-    return None
-
-
-def _decode_targets(
-    path: str | os.PathLike[str],
-    targets: list[int],
-    total: int,
-    info: VideoInfo,
-    max_pixels: int | None,
-    approximate: bool,
-) -> tuple[np.ndarray, list[int], list[float]]:
-    import av
-    import numpy as np
-
-    width, height = target_size(info.width, info.height, max_pixels)
-    frames = np.empty((len(targets), height, width, 3), np.uint8)  # filled in place: never a second copy
-    indices: list[int] = []
-    times: list[float] = []
-    with av.open(str(path)) as container, _KeyframeIndex(path) as keyframes:
-        stream = container.streams.video[0]
-        # Frame threads must be fed several packets before the first frame comes out: after each
-        # seek they decode frames past the target. Approximate mode wants one frame per seek.
-        stream.thread_type = "SLICE" if approximate else "AUTO"
-        tb = float(stream.time_base)
-        start = stream.start_time or 0
-        period = 1.0 / info.fps
-        # Seek or keep decoding? Seeking pays off exactly when the keyframe a seek would land on
-        # lies after the last frame decoded; otherwise it decodes again what was just decoded.
-        # ``keyframes`` (a second, demux-only handle) says where a seek lands, for a fraction of
-        # a millisecond. Only if packets carry no timestamps does a learned GOP decide: ``gop_s``,
-        # the longest gap between two keyframes decoded in one run, or between the keyframe a
-        # seek landed on and its target (never measured across a seek: that would learn the
-        # targets' spacing, and then decode the whole video).
-        gop_s = 1.0
-        run_key_t: float | None = None
-        decoder = None
-        current_t = -1.0
-
-        def frame_time(frame: Any) -> float:
-            return (frame.pts - start) * tb if frame.pts is not None else float(frame.time or 0.0)
-
-        for target in targets:
-            target_t = target * period
-            if indices and target == indices[-1] and not approximate:
-                frames[len(indices)] = frames[len(indices) - 1]  # N > T repeats a frame: no decode
-                indices.append(target)
-                times.append(times[-1])
-                continue
-            if decoder is None or approximate or target_t < current_t:
-                need_seek = True
-            else:
-                landing = keyframes.landing(start + int(target_t / tb))
-                if landing is not None:
-                    need_seek = (landing - start) * tb > current_t + period / 2
-                else:
-                    need_seek = target_t - current_t > gop_s
-            if approximate:
-                key = _lone_keyframe(container, stream, start + int(target_t / tb))
-                if key is not None:
-                    t = frame_time(key)
-                    frames[len(indices)] = key.reformat(width=width, height=height, format="rgb24").to_ndarray()
-                    indices.append(int(round(t / period)))
-                    times.append(t)
-                    continue
-            if need_seek:
-                container.seek(start + int(target_t / tb), stream=stream, backward=True, any_frame=False)
-                decoder = container.decode(stream)
-                run_key_t = None
-            found = None
+        if self.kept and self._last_k == k:
+            self._repeat_last()  # N > T repeats a frame: no decode
+            return k
+        want = int(self.index.pts[k])
+        j = self._key_for(k)
+        continuing = (
+            self.decoder is not None
+            and self.last_pts is not None
+            and self.last_pts < want
+            and (j < 0 or int(self.index.key_pts[j]) <= self.last_pts)
+        )
+        if not continuing:
+            self._seek(j)
+        for _attempt in range(4):
+            started_at: int | None = self.last_pts
             try:
-                for frame in decoder:
-                    t = frame_time(frame)
-                    idx = int(round(t / period))
-                    if frame.key_frame:
-                        if run_key_t is not None and t > run_key_t:
-                            gop_s = max(gop_s, t - run_key_t)
-                        elif run_key_t is None and target_t > t:
-                            gop_s = max(gop_s, target_t - t + period)  # landed here: next keyframe is past the target
-                        run_key_t = t
-                    current_t = t
-                    if approximate or idx >= target:
-                        found = (frame, idx, t)
+                for frame in self.decoder:
+                    if frame.pts is None:
+                        raise VideoError(self.p, "a decoded frame carries no timestamp: cannot verify frame numbers")
+                    if started_at is None:
+                        started_at = frame.pts
+                    self.last_pts = frame.pts
+                    if frame.pts == want:
+                        self._keep(frame)
+                        self._last_k = k
+                        return k
+                    if frame.pts > want:
                         break
             except av.error.FFmpegError:
-                found = None  # a truncated or damaged stream: find where it really ends
-            if found is None:
-                end = _decodable_end(container, stream, start, tb, period, times[-1] if times else 0.0)
-                if 0 < end < total:
-                    raise _ShortVideo(end)
-                raise VideoError(path, f"could not decode frame {target} of {total}")
-            frame, idx, t = found
-            frames[len(indices)] = frame.reformat(width=width, height=height, format="rgb24").to_ndarray()
-            indices.append(idx)
-            times.append(t)
-    return frames, indices, times
+                pass
+            # Decoding began after the target (an open-GOP leading picture, a seek that landed late)
+            # or passed it without giving it out: start one keyframe earlier.
+            if self.run_key < 0:
+                break
+            j = min(j, self.run_key) - 1
+            self._seek(j)
+        raise VideoError(self.p, f"could not decode frame {k} of {len(self.index.pts)} (timestamp {want})")
+
+    def keyframe_before(self, k: int) -> int:
+        """Approximate mode: the keyframe at or before frame k, decoded alone; returns its frame number."""
+        import numpy as np
+
+        j = self._key_for(k)
+        for jj in range(j, -1, -1):
+            frame = self._lone_keyframe(jj)
+            if frame is not None and frame.pts is not None:
+                pos = int(np.searchsorted(self.index.pts, frame.pts))
+                if pos < len(self.index.pts) and int(self.index.pts[pos]) == frame.pts and pos <= k:
+                    self._keep(frame)
+                    return pos
+        # No keyframe decodes alone before k (e.g. only leading pictures): decode k exactly.
+        self.decoder = None
+        return self.exact(k)
+
+    def _lone_keyframe(self, j: int) -> Any:
+        """Keyframe j decoded alone: its packet, then a drain (a reordering decoder waits otherwise)."""
+        import av
+
+        pos = int(self.index.key_pos[j])
+        if self.by_bytes and pos >= 0:
+            self.container.seek(pos, unsupported_byte_offset=True)
+        else:
+            self.container.seek(int(self.index.key_pts[j]), stream=self.stream, backward=True, any_frame=False)
+        self.decoder = None
+        ctx = self.stream.codec_context
+        try:
+            for packet in self.container.demux(self.stream):
+                if packet.size == 0:
+                    continue
+                if not packet.is_keyframe:
+                    return None
+                got = list(ctx.decode(packet)) + list(ctx.decode(None))
+                return got[0] if got else None
+        except av.error.FFmpegError:
+            return None
+        finally:
+            ctx.flush_buffers()  # leaves draining mode: the decoder takes packets again
+        return None

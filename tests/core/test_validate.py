@@ -1,6 +1,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from naru_eval.cli import main
 from naru_eval.core.validate import validate
 from naru_eval.media.video import VideoError, probe_video
@@ -83,3 +85,24 @@ def test_an_unreadable_json_line_and_every_other_check(copy_data, capsys):
     assert len(report.problems) == 6
     assert main(["validate-data", str(d)]) == 1
     assert "6 problem(s)" in capsys.readouterr().err
+
+
+def test_preflight_accepts_broadcast_ts_and_names_truncation_like_the_sampler(copy_data):
+    from naru_eval.media.video import sample_frames
+    from tests.helpers import video_corpus as vc
+
+    d = copy_data()
+    (d / "videos" / "vid000.mp4").unlink()
+    vc.encode(
+        d / "videos" / "vid000.m2ts", *vc.cfr(75, 25), options=vc.x264(25), container_options={"mpegts_m2ts_mode": "1"}
+    )
+    (d / "videos" / "vid001.mp4").unlink()
+    full = vc.encode(d / "full.mkv", *vc.cfr(240, 10), options=vc.x264(20))
+    truncated = vc.truncate(full, d / "videos" / "vid001.mkv", 0.5)
+    report = validate(d)
+    assert "vid000" in report.videos and abs(report.videos["vid000"].duration_s - 3.0) < 0.05
+    assert len(report.problems) == 1 and "video 'vid001'" in report.problems[0]
+    message = "truncated: the container claims 24.0 s of video, but the last decodable frame is at"
+    assert message in report.problems[0]
+    with pytest.raises(VideoError, match=message):
+        sample_frames(truncated, num_frames=8)
