@@ -24,6 +24,7 @@ $(DEPS): pyproject.toml | $(BIN)/python
 # Our own package, reinstalled (not editable) whenever a source file changes: lmms-eval only
 # finds the task YAMLs where a real install puts them (docs/registration.md).
 $(PKG): $(DEPS) $(SRC)
+	rm -rf build  # a stale build/lib would ship modules that were moved or deleted
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --force-reinstall .
 	touch $@
 
