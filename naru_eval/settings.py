@@ -62,9 +62,10 @@ def _flag(value: Any) -> bool:
 Flag = Annotated[bool, BeforeValidator(_flag)]
 
 
-def _doc(text: str, default: str | None = None) -> Any:
-    """A field's description (one line of the docs table) and its documented default."""
-    return {"description": text, "json_schema_extra": {"default_doc": default} if default else None}
+def _var(default: Any, text: str, default_doc: str | None = None) -> Any:
+    """A field: its default, its description (one line of the docs table) and, where the default
+    is applied by the reader (None here), the default the docs state."""
+    return Field(default, description=text, json_schema_extra={"default_doc": default_doc} if default_doc else None)
 
 
 class Settings(BaseModel):
@@ -73,83 +74,72 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # -- data
-    data_dir: str | None = Field(
-        None, **_doc("the local NARU directory (annotations and videos; docs/data.md); wins over NARU_HF_DATASET")
+    data_dir: str | None = _var(
+        None, "the local NARU directory (annotations and videos; docs/data.md); wins over NARU_HF_DATASET"
     )
-    hf_dataset: str | None = Field(None, **_doc("a Hugging Face dataset id to load instead of a local directory"))
-    hf_split: str = Field("test", **_doc("the split of NARU_HF_DATASET"))
-    hf_columns: str | None = Field(None, **_doc("JSON: dataset column -> NARU field, merged over the built-in map"))
-    video_dir: str | None = Field(None, **_doc("where the videos of NARU_HF_DATASET are (`<video_id>.<ext>`)"))
-    skip_video_check: Flag = Field(False, **_doc("flag: the lmms-eval tasks' preflight checks the schema only"))
+    hf_dataset: str | None = _var(None, "a Hugging Face dataset id to load instead of a local directory")
+    hf_split: str = _var("test", "the split of NARU_HF_DATASET")
+    hf_columns: str | None = _var(None, "JSON: dataset column -> NARU field, merged over the built-in map")
+    video_dir: str | None = _var(None, "where the videos of NARU_HF_DATASET are (`<video_id>.<ext>`)")
+    skip_video_check: Flag = _var(False, "flag: the lmms-eval tasks' preflight checks the schema only")
     # -- stores and caches
-    cache_dir: str | None = Field(
-        None, **_doc("the stores' directory (responses, judge cache, upload registry)", "~/.cache/naru-eval")
+    cache_dir: str | None = _var(
+        None, "the stores' directory (responses, judge cache, upload registry)", "~/.cache/naru-eval"
     )
-    response_store: str | None = Field(
-        None, **_doc("the write-through response store (SQLite file)", "NARU_CACHE_DIR/responses.sqlite")
+    response_store: str | None = _var(
+        None, "the write-through response store (SQLite file)", "NARU_CACHE_DIR/responses.sqlite"
     )
-    frame_cache: str | None = Field(
-        None, **_doc("directory of the on-disk frame cache and frame indexes", "in memory only")
-    )
+    frame_cache: str | None = _var(None, "directory of the on-disk frame cache and frame indexes", "in memory only")
     # -- API runs
-    config_error_after: int | None = Field(
+    config_error_after: int | None = _var(
         None,
-        **_doc(
-            "stop a run when its first N answered requests all fail with one client error (0: never)",
-            "3",
-        ),
+        "stop a run when its first N answered requests all fail with one client error (0: never)",
+        "3",
     )
-    gemini_prices: str | None = Field(None, **_doc("a Gemini price file over the built-in table (docs/gemini.md)"))
-    gemini_upload_registry: str | None = Field(
-        None, **_doc("the Gemini upload registry (SQLite file)", "beside the response store, else in NARU_CACHE_DIR")
+    gemini_prices: str | None = _var(None, "a Gemini price file over the built-in table (docs/gemini.md)")
+    gemini_upload_registry: str | None = _var(
+        None, "the Gemini upload registry (SQLite file)", "beside the response store, else in NARU_CACHE_DIR"
     )
     # -- MCQ extraction
-    mcq_llm_fallback: Flag = Field(
-        False, **_doc("flag: ask the judge model for the letter of an unparseable MCQ answer (docs/judge.md)")
+    mcq_llm_fallback: Flag = _var(
+        False, "flag: ask the judge model for the letter of an unparseable MCQ answer (docs/judge.md)"
     )
-    mcq_llm_fallback_kinds: str | None = Field(
-        None, **_doc("comma-separated extraction failures the fallback handles", "no_letter,ambiguous")
+    mcq_llm_fallback_kinds: str | None = _var(
+        None, "comma-separated extraction failures the fallback handles", "no_letter,ambiguous"
     )
     # -- the judge (naru_eval.judge.config.JudgeConfig.from_env reads these)
-    judge_backend: str | None = Field(
-        None,
-        **_doc(
-            "`openai`, `offline` (MiniLM if installed, else lexical), `offline-minilm`, `offline-lexical`", "openai"
-        ),
+    judge_backend: str | None = _var(
+        None, "`openai`, `offline` (MiniLM if installed, else lexical), `offline-minilm`, `offline-lexical`", "openai"
     )
-    judge_model: str | None = Field(None, **_doc("the judge model", "gpt-5.5"))
-    judge_facts_model: str | None = Field(None, **_doc("the model whose frozen facts are used", "the judge model"))
-    judge_base_url: str | None = Field(
-        None, **_doc("an OpenAI-compatible `/v1` URL", "OPENAI_BASE_URL, else the OpenAI API")
+    judge_model: str | None = _var(None, "the judge model", "gpt-5.5")
+    judge_facts_model: str | None = _var(None, "the model whose frozen facts are used", "the judge model")
+    judge_base_url: str | None = _var(None, "an OpenAI-compatible `/v1` URL", "OPENAI_BASE_URL, else the OpenAI API")
+    judge_api_key: SecretStr | None = _var(None, "the judge's key; never logged or cached", "OPENAI_API_KEY")
+    judge_temperature: float | None = _var(None, "sent only to models that take one (never to gpt-5 / o-series)", "0")
+    judge_reasoning_effort: str | None = _var(
+        None, "a reasoning effort the model takes", "medium (high for -pro) for gpt-5 / o-series"
     )
-    judge_api_key: SecretStr | None = Field(None, **_doc("the judge's key; never logged or cached", "OPENAI_API_KEY"))
-    judge_temperature: float | None = Field(
-        None, **_doc("sent only to models that take one (never to gpt-5 / o-series)", "0")
+    judge_max_tokens: int | None = _var(None, "`max_completion_tokens` per judge call", "8192")
+    judge_seed: int | None = _var(None, "an optional `seed` (best effort on the server)")
+    judge_concurrency: int | None = _var(None, "judge requests in flight per process", "16")
+    judge_max_retries: int | None = _var(None, "transport retries (429, 5xx, timeouts)", "5")
+    judge_retry_base_delay: float | None = _var(None, "first retry delay, seconds", "1")
+    judge_retry_max_delay: float | None = _var(None, "longest retry delay, seconds", "60")
+    judge_parse_attempts: int | None = _var(None, "attempts for an unparseable or mismatched judge output", "3")
+    judge_timeout: float | None = _var(None, "seconds per judge request", "180")
+    judge_cache: str | None = _var(None, "the judge's SQLite cache", "NARU_CACHE_DIR/judge.sqlite")
+    judge_prices: str | None = _var(
+        None, "JSON or a JSON file: judge prices (USD per 1M tokens) over the built-in table"
     )
-    judge_reasoning_effort: str | None = Field(
-        None, **_doc("a reasoning effort the model takes", "medium (high for -pro) for gpt-5 / o-series")
-    )
-    judge_max_tokens: int | None = Field(None, **_doc("`max_completion_tokens` per judge call", "8192"))
-    judge_seed: int | None = Field(None, **_doc("an optional `seed` (best effort on the server)"))
-    judge_concurrency: int | None = Field(None, **_doc("judge requests in flight per process", "16"))
-    judge_max_retries: int | None = Field(None, **_doc("transport retries (429, 5xx, timeouts)", "5"))
-    judge_retry_base_delay: float | None = Field(None, **_doc("first retry delay, seconds", "1"))
-    judge_retry_max_delay: float | None = Field(None, **_doc("longest retry delay, seconds", "60"))
-    judge_parse_attempts: int | None = Field(
-        None, **_doc("attempts for an unparseable or mismatched judge output", "3")
-    )
-    judge_timeout: float | None = Field(None, **_doc("seconds per judge request", "180"))
-    judge_cache: str | None = Field(None, **_doc("the judge's SQLite cache", "NARU_CACHE_DIR/judge.sqlite"))
-    judge_prices: str | None = Field(
-        None, **_doc("JSON or a JSON file: judge prices (USD per 1M tokens) over the built-in table")
-    )
-    judge_prefetch: Flag = Field(
-        True, **_doc("flag: decompose the run's questions in one batch before judging (0: one by one)")
-    )
+    judge_prefetch: Flag = _var(True, "flag: decompose the run's questions in one batch before judging (0: one by one)")
     # -- shell only
-    eval_repo: str | None = Field(
-        None, **_doc("scripts/frame_sweep.slurm only: the checkout to run from", "the sbatch directory")
+    eval_repo: str | None = _var(
+        None, "scripts/frame_sweep.slurm only: the checkout to run from", "the sbatch directory"
     )
+
+    def judge_key(self) -> str | None:
+        """NARU_JUDGE_API_KEY's value (a SecretStr elsewhere, so no repr or log shows it)."""
+        return self.judge_api_key.get_secret_value() if self.judge_api_key is not None else None
 
     @classmethod
     def variable(cls, field: str) -> str:

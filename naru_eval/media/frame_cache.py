@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.media.video import DEFAULT_MAX_PIXELS, SampledFrames, VideoInfo, file_identity, sample_frames
+from naru_eval.settings import settings
 
 #: 2: frames as displayed (rotation, sample aspect ratio), frame numbers from the frame index.
 CACHE_FORMAT = 2
@@ -41,7 +42,7 @@ class FrameCache:
 
     def __init__(self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None) -> None:
         self.max_bytes = max_bytes
-        env_dir = os.environ.get("NARU_FRAME_CACHE")
+        env_dir = settings().frame_cache
         self.disk_dir = Path(disk_dir) if disk_dir else (Path(env_dir) if env_dir else None)
         self._items: OrderedDict[str, SampledFrames] = OrderedDict()
         self._bytes = 0

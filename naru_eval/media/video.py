@@ -17,6 +17,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from naru_eval.settings import settings
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -214,7 +216,7 @@ def _index_key(path: str | os.PathLike[str]) -> str:
 
 def _index_disk_path(key: str, cache_dir: str | os.PathLike[str] | None) -> Path | None:
     """Beside the frame cache (``cache_dir``, else ``NARU_FRAME_CACHE``), under ``index/``."""
-    root = cache_dir or os.environ.get("NARU_FRAME_CACHE")
+    root = cache_dir or settings().frame_cache
     return Path(root) / "index" / key[:2] / f"{key}.npz" if root else None
 
 
