@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -48,12 +48,15 @@ class AdapterArgs(BaseModel):
 A = TypeVar("A", bound=AdapterArgs)
 
 
-def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | None = None) -> A:
+def parse_model_args(
+    model: type[A], kwargs: Mapping[str, Any], adapter: str | None = None, also_valid: Iterable[str] = ()
+) -> A:
     """``kwargs`` (lmms-eval's ``--model_args``, strings or typed values) as ``model``.
 
     Unset-looking values (``none``, ``null``, empty) are dropped so the default applies. A bad
     value or an unknown name raises one ValueError naming ``adapter`` and every problem; an
-    unknown name lists the valid ones."""
+    unknown name lists the valid ones (``model``'s fields and ``also_valid``: args a subclass
+    took before ``kwargs`` reached here)."""
     who = adapter or model.__name__
     data = {k: v for k, v in kwargs.items() if not is_none(v)}
     try:
@@ -68,12 +71,25 @@ def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | N
             value = "<hidden>" if is_secret(name) else repr(data.get(name.split(".")[0]))
             problems.append(f"{name}={value}: {str(err['msg']).removeprefix('Value error, ')}")
         if unknown:
-            problems.insert(0, f"unknown model_args {sorted(unknown)}; valid: {', '.join(sorted(model.model_fields))}")
+            valid = ", ".join(sorted({*model.model_fields, *also_valid}))
+            problems.insert(0, f"unknown model_args {sorted(unknown)}; valid: {valid}")
         raise ValueError(f"{who}: " + "; ".join(problems)) from None
 
 
 class SamplingArgs(AdapterArgs):
-    """The base's args (``model_adapters.base.NaruModel``): frames, store, batch size."""
+    """The base's args (``model_adapters.base.NaruModel``): frames, store, batch size; and the two
+    lmms-eval passes to every model from its own flags (``--device``, ``--max_batch_size``)."""
+
+    #: the fields handed to ``NaruModel.__init__`` (the rest are the adapter's)
+    BASE: ClassVar[tuple[str, ...]] = (
+        "num_frames",
+        "fps",
+        "max_frames",
+        "max_pixels",
+        "response_store",
+        "store",
+        "batch_size",
+    )
 
     num_frames: int | None = Field(None, ge=1, description="frames per video (else the adapter's default)")
     fps: float | None = Field(None, gt=0, description="sample by rate instead of a frame count")
@@ -82,13 +98,20 @@ class SamplingArgs(AdapterArgs):
     response_store: str | None = Field(None, description="the response store (else NARU_RESPONSE_STORE)")
     store: Flag | None = Field(None, description="use the response store (else the adapter's default)")
     batch_size: int = Field(1, ge=1, description="lmms-eval's batch size (requests are answered one by one)")
+    device: str | None = Field(
+        None, description="lmms-eval's --device (the HF families: cuda when available, else cpu)"
+    )
+    max_batch_size: int | None = Field(None, description="lmms-eval's --max_batch_size (not used)")
+
+    def base_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``NaruModel.__init__``."""
+        return {k: getattr(self, k) for k in self.BASE}
 
 
 class HFArgs(SamplingArgs):
     """Args of the transformers families (``model_adapters.hf_base.HFVideoModel``)."""
 
     pretrained: str = Field(description="hub id or checkpoint directory")
-    device: str | None = Field(None, description="cuda when available, else cpu")
     dtype: str = Field("auto", description="auto (the checkpoint's), bfloat16, float16, float32")
     device_map: str | None = Field(None, description="e.g. auto: shard a large checkpoint over the visible GPUs")
     attn_implementation: str | None = Field(None, description="e.g. flash_attention_2, sdpa")
@@ -103,6 +126,7 @@ class ReplayArgs(SamplingArgs):
     """Args of ``naru_replay``."""
 
     predictions: str = Field(description='a JSONL of {"question_id", "response"}')
+    pretrained: str | None = Field(None, description="the model that made the predictions (the leaderboard's label)")
 
 
 class ArgParser:
