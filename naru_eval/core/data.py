@@ -101,7 +101,7 @@ class NaruQuestion:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> NaruQuestion:
-        kwargs = {k: doc.get(k) for k in _REQUIRED + _OPTIONAL}
+        kwargs: dict[str, Any] = {k: doc.get(k) for k in _REQUIRED + _OPTIONAL}
         kwargs["options"] = tuple(doc["options"])
         return cls(**kwargs)
 
@@ -223,12 +223,12 @@ def parse_rows(rows: Iterable[Mapping[str, Any]], source: str) -> tuple[list[Nar
             continue
         questions.append(
             NaruQuestion(
-                question_id=qid,
+                question_id=row["question_id"],  # validated above: a non-empty string
                 video_id=row["video_id"],
-                category=cat,
+                category=row["category"],
                 question=row["question"],
                 options=tuple(opts),  # type: ignore[arg-type]
-                answer=ans,
+                answer=row["answer"],
                 subset_500=sub,
                 duration_s=float(dur) if dur is not None else None,
                 video_path=row.get("video_path"),

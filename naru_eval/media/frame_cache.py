@@ -59,7 +59,7 @@ class FrameCache:
         max_pixels: int | None = DEFAULT_MAX_PIXELS,
         approximate: bool = False,
     ) -> SampledFrames:
-        params = {
+        params: dict[str, Any] = {
             "num_frames": num_frames,
             "fps": fps,
             "max_frames": max_frames,
@@ -80,7 +80,15 @@ class FrameCache:
             if sampled is not None:
                 self.stats.disk_hits += 1
             else:
-                sampled = sample_frames(path, **params, index_dir=self.disk_dir)
+                sampled = sample_frames(
+                    path,
+                    num_frames=num_frames,
+                    fps=fps,
+                    max_frames=max_frames,
+                    max_pixels=max_pixels,
+                    approximate=approximate,
+                    index_dir=self.disk_dir,
+                )
                 self.stats.decodes += 1
                 self._save_disk(key, sampled)
             self._remember(key, sampled)
