@@ -31,7 +31,7 @@ from loguru import logger
 from tqdm import tqdm
 
 from naru_eval.api.retry import ConfigErrorBreaker
-from naru_eval.settings import settings
+from naru_eval.settings import parse_flag, settings
 from naru_eval.store.responses import ResponseStore, redact, run_key
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
@@ -79,9 +79,8 @@ def failed(reason: str) -> str:
 
 
 def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
+    """A flag arg: strings through ``naru_eval.settings.parse_flag`` (``maybe`` is an error)."""
+    return parse_flag(value, "flag model arg") if isinstance(value, str) else bool(value)
 
 
 def _opt_int(value: Any) -> int | None:

@@ -171,3 +171,11 @@ def test_replay_args(tmp_path):
     assert model.predictions == {"q1": "A"} and model.num_frames == 8 and model.args.pretrained == "model-a"
     with pytest.raises(ValueError, match=r"naru_replay: unknown model_args \['api_key'\]; valid: .*predictions"):
         NaruReplay(predictions=str(preds), api_key="TOPSECRET")
+
+
+def test_a_family_flag_is_parsed_the_same_way():
+    """``enable_thinking=maybe`` used to mean false."""
+    from model_adapters.qwen import Qwen3_5
+
+    with pytest.raises(ValueError, match="must be one of 1/true/yes/on"):
+        Qwen3_5(pretrained="Qwen/Qwen3.5-9B", enable_thinking="maybe")
