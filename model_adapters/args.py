@@ -1,23 +1,132 @@
 """Parsing lmms-eval ``--model_args`` values the same way in every adapter.
 
-lmms-eval hands model args over as strings; these helpers convert them with errors that name
-the adapter and the argument, and refuse secrets: lmms-eval records ``model_args`` in
-``results.json``, so an API key must come from the environment only.
+lmms-eval hands model args over as strings. An adapter declares its args as a pydantic model
+(a subclass of :class:`AdapterArgs`: ``extra="forbid"``) and :func:`parse_model_args` turns the
+keyword arguments into it, with one error that names the adapter, every bad argument and, for an
+unknown one, the valid names. Values that mean "unset" (``none``, ``null``, empty) fall back to the
+field's default; flags take ``1/true/yes/on`` / ``0/false/no/off`` (``naru_eval.settings.parse_flag``,
+the same parser as the environment's). :class:`ArgParser` converts single values the same way, and
+refuses secrets: lmms-eval records ``model_args`` in ``results.json``, so an API key must come
+from the environment only.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Annotated, Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from naru_eval.api.retry import RetryPolicy
+from naru_eval.settings import parse_flag
 from naru_eval.store.responses import is_secret
 
 
 def is_none(value: Any) -> bool:
     """None, or a string lmms-eval users write for "unset"."""
     return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
+
+
+def _flag(value: Any) -> bool:
+    try:
+        return parse_flag(value, "value")
+    except ValueError:
+        raise ValueError(f"must be true or false (1/true/yes/on, 0/false/no/off), got {value!r}") from None
+
+
+#: a boolean model arg (``enable_thinking=true``), parsed with ``naru_eval.settings.parse_flag``
+Flag = Annotated[bool, BeforeValidator(_flag)]
+
+
+class AdapterArgs(BaseModel):
+    """Base of every adapter's model args: unknown args are refused, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+A = TypeVar("A", bound=AdapterArgs)
+
+
+def parse_model_args(
+    model: type[A], kwargs: Mapping[str, Any], adapter: str | None = None, also_valid: Iterable[str] = ()
+) -> A:
+    """``kwargs`` (lmms-eval's ``--model_args``, strings or typed values) as ``model``.
+
+    Unset-looking values (``none``, ``null``, empty) are dropped so the default applies. A bad
+    value or an unknown name raises one ValueError naming ``adapter`` and every problem; an
+    unknown name lists the valid ones (``model``'s fields and ``also_valid``: args a subclass
+    took before ``kwargs`` reached here)."""
+    who = adapter or model.__name__
+    data = {k: v for k, v in kwargs.items() if not is_none(v)}
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        problems, unknown = [], []
+        for err in e.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "model_args"
+            if err["type"] == "extra_forbidden":
+                unknown.append(name)
+                continue
+            value = "<hidden>" if is_secret(name) else repr(data.get(name.split(".")[0]))
+            problems.append(f"{name}={value}: {str(err['msg']).removeprefix('Value error, ')}")
+        if unknown:
+            valid = ", ".join(sorted({*model.model_fields, *also_valid}))
+            problems.insert(0, f"unknown model_args {sorted(unknown)}; valid: {valid}")
+        raise ValueError(f"{who}: " + "; ".join(problems)) from None
+
+
+class SamplingArgs(AdapterArgs):
+    """The base's args (``model_adapters.base.NaruModel``): frames, store, batch size; and the two
+    lmms-eval passes to every model from its own flags (``--device``, ``--max_batch_size``)."""
+
+    #: the fields handed to ``NaruModel.__init__`` (the rest are the adapter's)
+    BASE: ClassVar[tuple[str, ...]] = (
+        "num_frames",
+        "fps",
+        "max_frames",
+        "max_pixels",
+        "response_store",
+        "store",
+        "batch_size",
+    )
+
+    num_frames: int | None = Field(None, ge=1, description="frames per video (else the adapter's default)")
+    fps: float | None = Field(None, gt=0, description="sample by rate instead of a frame count")
+    max_frames: int | None = Field(None, ge=1, description="cap on the frames an fps sampling takes")
+    max_pixels: int | None = Field(None, ge=1, description="pixels per frame (frames are resized below it)")
+    response_store: str | None = Field(None, description="the response store (else NARU_RESPONSE_STORE)")
+    store: Flag | None = Field(None, description="use the response store (else the adapter's default)")
+    batch_size: int = Field(1, ge=1, description="lmms-eval's batch size (requests are answered one by one)")
+    device: str | None = Field(
+        None, description="lmms-eval's --device (the HF families: cuda when available, else cpu)"
+    )
+    max_batch_size: int | None = Field(None, description="lmms-eval's --max_batch_size (not used)")
+
+    def base_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``NaruModel.__init__``."""
+        return {k: getattr(self, k) for k in self.BASE}
+
+
+class HFArgs(SamplingArgs):
+    """Args of the transformers families (``model_adapters.hf_base.HFVideoModel``)."""
+
+    pretrained: str = Field(description="hub id or checkpoint directory")
+    dtype: str = Field("auto", description="auto (the checkpoint's), bfloat16, float16, float32")
+    device_map: str | None = Field(None, description="e.g. auto: shard a large checkpoint over the visible GPUs")
+    attn_implementation: str | None = Field(None, description="e.g. flash_attention_2, sdpa")
+    max_new_tokens: int | None = Field(None, ge=1, description="else a reasoning budget, else the task's, else 16")
+    system_prompt: str | None = Field(None, description="a system message before the video and prompt")
+    trust_remote_code: Flag = Field(False, description="run the checkpoint's own code")
+    revision: str | None = Field(None, description="the hub revision")
+    cap_pixels_per_frame: Flag = Field(True, description="cap each frame's pixels at the family's official size")
+
+
+class ReplayArgs(SamplingArgs):
+    """Args of ``naru_replay``."""
+
+    predictions: str = Field(description='a JSONL of {"question_id", "response"}')
+    pretrained: str | None = Field(None, description="the model that made the predictions (the leaderboard's label)")
 
 
 class ArgParser:
@@ -45,14 +154,10 @@ class ArgParser:
         return out
 
     def flag(self, name: str, value: Any) -> bool:
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"{self.adapter}: {name} must be true or false, got {value!r}")
+        try:
+            return parse_flag(value, name)
+        except ValueError:
+            raise ValueError(f"{self.adapter}: {name} must be true or false, got {value!r}") from None
 
     def retry_policy(self, max_retries: Any, base_delay: Any, max_delay: Any) -> RetryPolicy:
         """The bounded retry policy of an API adapter: ``max_retries`` retries after the first try."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -32,6 +31,7 @@ from loguru import logger
 from tqdm import tqdm
 
 from naru_eval.api.retry import ConfigErrorBreaker
+from naru_eval.settings import parse_flag, settings
 from naru_eval.store.responses import ResponseStore, redact, run_key
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
@@ -79,9 +79,8 @@ def failed(reason: str) -> str:
 
 
 def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
+    """A flag arg: strings through ``naru_eval.settings.parse_flag`` (``maybe`` is an error)."""
+    return parse_flag(value, "flag model arg") if isinstance(value, str) else bool(value)
 
 
 def _opt_int(value: Any) -> int | None:
@@ -130,7 +129,7 @@ class NaruModel(lmms):
         self.max_pixels = _opt_int(max_pixels)
         self.extra_args = kwargs
         use_store = self.uses_store if store is None else _as_bool(store)
-        self._store_path = response_store or os.environ.get("NARU_RESPONSE_STORE")
+        self._store_path = response_store or settings().response_store
         self._store: ResponseStore | None = None
         self._use_store = use_store
         self.failures: dict[str, str] = {}

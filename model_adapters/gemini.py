@@ -85,6 +85,7 @@ from naru_eval.providers.gemini.cost import (
     usage_from_store,
 )
 from naru_eval.providers.gemini.video import Prepared, PrepSpec, prepare_video
+from naru_eval.settings import settings
 from naru_eval.store.uploads import UploadRecord, UploadRegistry, account_id, default_registry_path
 
 DEFAULT_MODEL = "gemini-3-flash-preview"
@@ -977,8 +978,8 @@ class Gemini(NaruModel):
     def _usage_path(self) -> Path:
         if self.usage_dir is not None:
             base = self.usage_dir
-        elif os.environ.get("NARU_CACHE_DIR"):
-            base = Path(os.environ["NARU_CACHE_DIR"])
+        elif settings().cache_dir:
+            base = Path(str(settings().cache_dir))
         else:
             base = self.store.path.parent if self.store is not None else default_registry_path().parent
         stamp = datetime.now().strftime("%Y%m%d_%H%M%S_%f")

@@ -15,34 +15,32 @@ enters the chat and the processor. Per request the base:
 Nothing is loaded at import or in ``__init__``: the processor and weights are built on first use,
 so a run whose answers are all in the response store never loads a model.
 
-Model args (strings from ``--model_args``): ``pretrained`` (hub id or directory), ``device``
-(default ``cuda`` when available, else ``cpu``), ``dtype`` (``auto``: the checkpoint's),
-``device_map`` (e.g. ``auto`` to shard a large checkpoint over the visible GPUs),
-``attn_implementation``, ``max_new_tokens`` (else a reasoning family's budget, else the task's,
-else 16), ``system_prompt``,
-``trust_remote_code``, ``revision``, plus the base's ``num_frames`` / ``fps`` / ``max_frames`` /
-``max_pixels`` (their default: the model's official setting, ``model_adapters.budgets.
-default_sampling``). Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
+Model args (strings from ``--model_args``) are :class:`model_adapters.args.HFArgs`, parsed by
+``parse_model_args`` (an unknown arg is refused, listing the valid ones): ``pretrained`` (hub id
+or directory), ``device`` (default ``cuda`` when available, else ``cpu``), ``dtype`` (``auto``:
+the checkpoint's), ``device_map`` (e.g. ``auto`` to shard a large checkpoint over the visible
+GPUs), ``attn_implementation``, ``max_new_tokens`` (else a reasoning family's budget, else the
+task's, else 16), ``system_prompt``, ``trust_remote_code``, ``revision``, plus the base's
+``num_frames`` / ``fps`` / ``max_frames`` / ``max_pixels`` (their default: the model's official
+setting, ``model_adapters.budgets.default_sampling``) and a family's own args. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
 on ``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from loguru import logger
 
+from model_adapters.args import HFArgs, parse_model_args
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed, _as_bool, _opt_int
 from model_adapters.budgets import default_sampling
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
 DEFAULT_MAX_NEW_TOKENS = 16
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value in (None, "", "none", "None") else str(value)
 
 
 class HFVideoModel(NaruModel):
@@ -63,43 +61,48 @@ class HFVideoModel(NaruModel):
     #: replaces the task's max_new_tokens, which budgets an answer, not the reasoning before it
     reasoning_max_new_tokens: int | None = None
 
-    def __init__(
-        self,
-        pretrained: str,
-        device: str | None = None,
-        dtype: str | None = "auto",
-        device_map: str | None = None,
-        attn_implementation: str | None = None,
-        max_new_tokens: int | str | None = None,
-        system_prompt: str | None = None,
-        trust_remote_code: bool | str = False,
-        revision: str | None = None,
-        cap_pixels_per_frame: bool | str = True,
-        **kwargs: Any,
-    ) -> None:
-        if not pretrained:
-            raise ValueError(f"{self.model_id}: pretrained=<hub id or checkpoint directory> is required")
-        if _opt_str(kwargs.get("num_frames")) is None and _opt_str(kwargs.get("fps")) is None:
+    #: this adapter's model args (``model_adapters.args``); a family with args of its own takes
+    #: them as named ``__init__`` parameters before this base sees the rest
+    Args: ClassVar[type[HFArgs]] = HFArgs
+
+    def __init__(self, **model_args: Any) -> None:
+        args = parse_model_args(self.Args, model_args, self.model_id, also_valid=self._family_arg_names())
+        self.args = args
+        base = args.base_kwargs()
+        if args.num_frames is None and args.fps is None:
             # the default: the official leaderboard's setting for this model (one place: budgets.py)
-            official = default_sampling(self.model_id, str(pretrained))
+            official = default_sampling(self.model_id, args.pretrained)
             if official is None:
                 raise ValueError(f"{self.model_id}: no default sampling in model_adapters.budgets.DEFAULT_SAMPLING")
             if official.fps is not None:
-                kwargs["fps"] = official.fps
+                base["fps"] = official.fps
             else:
-                kwargs["num_frames"] = official.frames
-        super().__init__(**kwargs)
-        self.pretrained = str(pretrained)
-        self.dtype_name = _opt_str(dtype) or "auto"
-        self.attn_implementation = _opt_str(attn_implementation)
-        self.max_new_tokens = _opt_int(max_new_tokens)
-        self.system_prompt = _opt_str(system_prompt)
-        self.trust_remote_code = _as_bool(trust_remote_code)
-        self.revision = _opt_str(revision)
-        self.cap_pixels_per_frame = _as_bool(cap_pixels_per_frame)
-        self._setup_devices(_opt_str(device), _opt_str(device_map))
+                base["num_frames"] = official.frames
+        super().__init__(**base)
+        self.pretrained = args.pretrained
+        self.dtype_name = args.dtype
+        self.attn_implementation = args.attn_implementation
+        self.max_new_tokens = args.max_new_tokens
+        self.system_prompt = args.system_prompt
+        self.trust_remote_code = args.trust_remote_code
+        self.revision = args.revision
+        self.cap_pixels_per_frame = args.cap_pixels_per_frame
+        self._setup_devices(args.device, args.device_map)
         self.model: Any = None
         self.processor: Any = None
+
+    @classmethod
+    def _family_arg_names(cls) -> tuple[str, ...]:
+        """The named ``__init__`` parameters of the family classes above this base (valid args too)."""
+        names: list[str] = []
+        for klass in cls.__mro__:
+            if klass is HFVideoModel:
+                break
+            init = klass.__dict__.get("__init__")
+            if init is not None:
+                params = inspect.signature(init).parameters.values()
+                names += [p.name for p in params if p.name != "self" and p.kind is p.POSITIONAL_OR_KEYWORD]
+        return tuple(names)
 
     # -- placement --------------------------------------------------------------------------
     def _setup_devices(self, device: str | None, device_map: str | None) -> None:

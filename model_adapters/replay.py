@@ -3,6 +3,9 @@
 Scores predictions from any source through the same extractor and metrics. Every question id
 the run needs must be in the file: missing ids are one error, listing them all, raised before
 any answer is given. ``"response": null`` marks a failed request (scored invalid).
+
+Model args: :class:`model_adapters.args.ReplayArgs` (``predictions``, an optional ``pretrained``
+label, the base's sampling and store args); any other arg is refused.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from model_adapters.args import ReplayArgs, parse_model_args
 from model_adapters.base import NaruModel, NaruRequest, failed
 
 
@@ -54,10 +58,12 @@ class NaruReplay(NaruModel):
     uses_store = False  # the predictions file is the store
     default_num_frames = None
 
-    def __init__(self, predictions: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.predictions_path = predictions
-        self.predictions = load_predictions(predictions)
+    def __init__(self, **model_args: Any) -> None:
+        args = parse_model_args(ReplayArgs, model_args, self.model_id)
+        self.args = args
+        super().__init__(**args.base_kwargs())
+        self.predictions_path = args.predictions
+        self.predictions = load_predictions(args.predictions)
 
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         missing = sorted({r.question_id for r in requests} - self.predictions.keys())

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from naru_eval.settings import settings
+
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
@@ -286,15 +288,8 @@ def api_message(exc: BaseException) -> str:
 
 
 def config_error_after_from_env() -> int:
-    import os
-
-    raw = os.environ.get("NARU_CONFIG_ERROR_AFTER", "").strip()
-    if not raw:
-        return DEFAULT_CONFIG_ERROR_AFTER
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        raise ValueError(f"NARU_CONFIG_ERROR_AFTER must be an integer, got {raw!r}") from None
+    after = settings().config_error_after
+    return DEFAULT_CONFIG_ERROR_AFTER if after is None else max(0, after)
 
 
 class ConfigErrorBreaker:

@@ -34,6 +34,7 @@ from naru_eval.providers.gemini.cost import (
     load_prices,
     paper_questions,
 )
+from naru_eval.settings import settings
 
 #: the naru_gemini prompt variant's instruction (tasks/naru/_default_template_yaml)
 GEMINI_POST_PROMPT = "Answer with only the letter (A, B, C or D) of the correct option."
@@ -102,7 +103,7 @@ def data_questions(data_dir: str | os.PathLike[str], task: str) -> tuple[list[Qu
 
 def estimate(args: argparse.Namespace) -> RunEstimate:
     prices = load_prices(args.prices)
-    data_dir = args.data_dir or os.environ.get("NARU_DATA_DIR")
+    data_dir = args.data_dir or settings().data_dir
     longest = None
     if data_dir:
         questions, source = data_questions(data_dir, args.task)

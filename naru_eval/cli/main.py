@@ -16,18 +16,17 @@ from pathlib import Path
 from naru_eval.cli import diagnose, gemini, judge, results
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
+from naru_eval.settings import settings
 
 #: the metrics ``naru-eval score`` prints a bootstrap interval beside
 CI_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural", "accuracy")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    import os
-
     from naru_eval.core.validate import validate
 
-    data_dir = args.data_dir or os.environ.get("NARU_DATA_DIR")
-    if data_dir is None and not os.environ.get("NARU_HF_DATASET"):
+    data_dir = args.data_dir or settings().data_dir
+    if data_dir is None and not settings().hf_dataset:
         print("naru-eval validate-data: give DIR or set NARU_DATA_DIR / NARU_HF_DATASET", file=sys.stderr)
         return 2
     report = validate(data_dir, videos=not args.no_videos)

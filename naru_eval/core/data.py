@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from naru_eval.settings import settings
+
 CATEGORIES: tuple[str, ...] = ("N.1", "N.2", "N.3", "N.4", "C.1", "C.2", "C.3", "C.4", "C.5")
 NARRATIVE: tuple[str, ...] = CATEGORIES[:4]
 CULTURAL: tuple[str, ...] = CATEGORIES[4:]
@@ -99,7 +101,7 @@ class NaruQuestion:
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> NaruQuestion:
-        kwargs = {k: doc.get(k) for k in _REQUIRED + _OPTIONAL}
+        kwargs: dict[str, Any] = {k: doc.get(k) for k in _REQUIRED + _OPTIONAL}
         kwargs["options"] = tuple(doc["options"])
         return cls(**kwargs)
 
@@ -221,12 +223,12 @@ def parse_rows(rows: Iterable[Mapping[str, Any]], source: str) -> tuple[list[Nar
             continue
         questions.append(
             NaruQuestion(
-                question_id=qid,
+                question_id=row["question_id"],  # validated above: a non-empty string
                 video_id=row["video_id"],
-                category=cat,
+                category=row["category"],
                 question=row["question"],
                 options=tuple(opts),  # type: ignore[arg-type]
-                answer=ans,
+                answer=row["answer"],
                 subset_500=sub,
                 duration_s=float(dur) if dur is not None else None,
                 video_path=row.get("video_path"),
@@ -280,7 +282,7 @@ def load_local(data_dir: str | os.PathLike[str], strict: bool = True) -> Dataset
 def hf_column_map() -> dict[str, str]:
     """``HF_COLUMN_MAP`` updated by ``NARU_HF_COLUMNS`` (JSON: hf column -> NARU field)."""
     mapping = {v: v for v in HF_COLUMN_MAP.values()}
-    override = os.environ.get("NARU_HF_COLUMNS")
+    override = settings().hf_columns
     if override:
         extra = json.loads(override)
         mapping = {k: v for k, v in mapping.items() if k not in extra.values()}
@@ -351,15 +353,14 @@ def load_hf(
 
 def load_dataset_from_env(strict: bool = True) -> Dataset:
     """The dataset named by the environment: ``NARU_DATA_DIR`` or ``NARU_HF_DATASET``."""
-    data_dir = os.environ.get("NARU_DATA_DIR")
-    if data_dir:
-        return load_local(data_dir, strict=strict)
-    hf_id = os.environ.get("NARU_HF_DATASET")
-    if hf_id:
+    s = settings()
+    if s.data_dir:
+        return load_local(s.data_dir, strict=strict)
+    if s.hf_dataset:
         return load_hf(
-            hf_id,
-            split=os.environ.get("NARU_HF_SPLIT", "test"),
-            video_root=os.environ.get("NARU_VIDEO_DIR"),
+            s.hf_dataset,
+            split=s.hf_split,
+            video_root=s.video_dir,
             strict=strict,
         )
     raise DataError(

@@ -42,6 +42,7 @@ from naru_eval.api.retry import (
 )
 from naru_eval.judge.config import JudgeConfig, cost_usd
 from naru_eval.judge.schemas import schema_hash
+from naru_eval.settings import settings
 from naru_eval.store.judge_cache import JudgeStore
 
 #: the structured output a call was asked for
@@ -222,7 +223,7 @@ class JudgeClient:
                 if self._client is None:
                     from openai import OpenAI
 
-                    key = os.environ.get("NARU_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY")
+                    key = settings().judge_key() or os.environ.get("OPENAI_API_KEY")
                     if not key:
                         log.info("naru judge: no NARU_JUDGE_API_KEY / OPENAI_API_KEY; sending the placeholder 'EMPTY'")
                     self._client = OpenAI(

@@ -2,32 +2,9 @@
 
 Everything is read from the environment (``JudgeConfig.from_env``) so that the same judge runs
 inside ``lmms-eval --tasks naru_open`` (``process_results`` has no other channel) and in
-``naru-eval judge ...`` (where flags override the environment):
-
-=============================== ============================================================
-``NARU_JUDGE_BACKEND``          ``openai`` (default), ``offline`` (MiniLM when installed,
-                                else lexical), ``offline-minilm``, ``offline-lexical``
-``NARU_JUDGE_MODEL``            judge model, default ``gpt-5.5``
-``NARU_JUDGE_FACTS_MODEL``      model whose frozen facts are used (default: the judge model)
-``NARU_JUDGE_BASE_URL``         any OpenAI-compatible ``/v1`` URL (else ``OPENAI_BASE_URL``,
-                                else the OpenAI API)
-``NARU_JUDGE_API_KEY``          the key (else ``OPENAI_API_KEY``); never logged or cached
-``NARU_JUDGE_TEMPERATURE``      sent only to models that accept it (never to gpt-5 / o-series)
-``NARU_JUDGE_REASONING_EFFORT`` one the model takes (the SDK's values; gpt-5.1+ refuse
-                                ``minimal``, ``-pro`` models take ``high`` only); default
-                                ``medium`` (``high`` for ``-pro``) for the gpt-5 and o-series
-                                families, not sent otherwise
-``NARU_JUDGE_MAX_TOKENS``       ``max_completion_tokens`` (default 8192)
-``NARU_JUDGE_SEED``             optional ``seed`` (best effort on the server)
-``NARU_JUDGE_CONCURRENCY``      requests in flight per process (default 16)
-``NARU_JUDGE_MAX_RETRIES``      transport retries (429, 5xx, timeouts), default 5
-``NARU_JUDGE_PARSE_ATTEMPTS``   attempts for an unparseable / mismatched output (default 3)
-``NARU_JUDGE_TIMEOUT``          seconds per request (default 180)
-``NARU_JUDGE_CACHE``            the SQLite cache (default ``$NARU_CACHE_DIR/judge.sqlite``)
-``NARU_JUDGE_PRICES``           JSON (or a path to JSON): ``{"model": {"input": $, "cached_input":
-                                $, "output": $}}`` in USD per 1M tokens, merged over the built-in
-                                table (naru_eval/data_files/prices.json, dated, with sources)
-=============================== ============================================================
+``naru-eval judge ...`` (where flags override the environment). The ``NARU_JUDGE_*`` variables
+are fields of ``naru_eval.settings.Settings``, read and validated there; their table, with the
+defaults applied here, is docs/settings.md (generated from those fields).
 """
 
 from __future__ import annotations
@@ -40,6 +17,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from naru_eval.settings import Settings, settings
 
 DEFAULT_MODEL = "gpt-5.5"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -141,16 +120,6 @@ def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
     return prices
 
 
-def _env_num(env: Mapping[str, str], name: str, kind: type, default: Any) -> Any:
-    raw = env.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
-
-
 @dataclass(frozen=True)
 class JudgeConfig:
     """One judge. ``settings()`` is exactly what is sent besides the messages."""
@@ -241,26 +210,30 @@ class JudgeConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> JudgeConfig:
-        env = os.environ if env is None else env
-        model = env.get("NARU_JUDGE_MODEL") or DEFAULT_MODEL
-        temperature = _env_num(env, "NARU_JUDGE_TEMPERATURE", float, None)
+        """The judge of ``env`` (default: the process's), read through ``naru_eval.settings``."""
+        s = settings() if env is None else Settings.from_env(env)
+        openai_url = (os.environ if env is None else env).get("OPENAI_BASE_URL")
+
+        def pick(value: Any, default: Any) -> Any:
+            return default if value is None else value
+
         kw: dict[str, Any] = dict(
-            backend=env.get("NARU_JUDGE_BACKEND") or "openai",
-            model=model,
-            facts_model=env.get("NARU_JUDGE_FACTS_MODEL") or None,
-            base_url=(env.get("NARU_JUDGE_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/"),
-            temperature=temperature,
-            reasoning_effort=env.get("NARU_JUDGE_REASONING_EFFORT") or None,
-            max_completion_tokens=_env_num(env, "NARU_JUDGE_MAX_TOKENS", int, 8192),
-            seed=_env_num(env, "NARU_JUDGE_SEED", int, None),
-            concurrency=_env_num(env, "NARU_JUDGE_CONCURRENCY", int, 16),
-            max_retries=_env_num(env, "NARU_JUDGE_MAX_RETRIES", int, 5),
-            retry_base_delay=_env_num(env, "NARU_JUDGE_RETRY_BASE_DELAY", float, 1.0),
-            retry_max_delay=_env_num(env, "NARU_JUDGE_RETRY_MAX_DELAY", float, 60.0),
-            parse_attempts=_env_num(env, "NARU_JUDGE_PARSE_ATTEMPTS", int, 3),
-            timeout=_env_num(env, "NARU_JUDGE_TIMEOUT", float, 180.0),
-            cache_path=env.get("NARU_JUDGE_CACHE") or None,
-            prices=load_prices(env.get("NARU_JUDGE_PRICES")),
+            backend=s.judge_backend or "openai",
+            model=s.judge_model or DEFAULT_MODEL,
+            facts_model=s.judge_facts_model,
+            base_url=(s.judge_base_url or openai_url or DEFAULT_BASE_URL).rstrip("/"),
+            temperature=s.judge_temperature,
+            reasoning_effort=s.judge_reasoning_effort,
+            max_completion_tokens=pick(s.judge_max_tokens, 8192),
+            seed=s.judge_seed,
+            concurrency=pick(s.judge_concurrency, 16),
+            max_retries=pick(s.judge_max_retries, 5),
+            retry_base_delay=pick(s.judge_retry_base_delay, 1.0),
+            retry_max_delay=pick(s.judge_retry_max_delay, 60.0),
+            parse_attempts=pick(s.judge_parse_attempts, 3),
+            timeout=pick(s.judge_timeout, 180.0),
+            cache_path=s.judge_cache,
+            prices=load_prices(s.judge_prices),
         )
         kw.update({k: v for k, v in overrides.items() if v is not None})
         if isinstance(kw.get("base_url"), str):

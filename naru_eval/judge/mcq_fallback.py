@@ -17,7 +17,6 @@ accuracy depends on the judge model, so report it with the results (the fallback
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from naru_eval.core.scoring import Fallback
 from naru_eval.judge.client import JudgeUnavailable
 from naru_eval.judge.prompts import MCQ_FALLBACK_PROMPT_VERSION, mcq_fallback_messages, retry_note
 from naru_eval.judge.schemas import McqChoice
+from naru_eval.settings import settings
 
 if TYPE_CHECKING:
     from naru_eval.judge.pipeline import Judge
@@ -38,7 +38,7 @@ DEFAULT_KINDS = ("no_letter", "ambiguous")
 
 
 def fallback_kinds() -> frozenset[str]:
-    raw = os.environ.get("NARU_MCQ_LLM_FALLBACK_KINDS")
+    raw = settings().mcq_llm_fallback_kinds
     return frozenset(k.strip() for k in raw.split(",") if k.strip()) if raw else frozenset(DEFAULT_KINDS)
 
 

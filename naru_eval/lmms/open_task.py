@@ -22,7 +22,6 @@ Judging runs inside ``process_results``, which lmms-eval calls from a thread poo
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import traceback
 from collections.abc import Mapping, Sequence
@@ -34,6 +33,7 @@ from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem, open_prompt_question
 from naru_eval.judge.pipeline import Judge
 from naru_eval.judge.score import JudgedSample, open_payloads
+from naru_eval.settings import settings
 
 log = logging.getLogger("naru_eval.judge")
 
@@ -85,7 +85,7 @@ def get_judge() -> Judge:
 def prefetch_enabled() -> bool:
     """Batch decomposition of the questions this process evaluates, unless ``NARU_JUDGE_PREFETCH=0``
     (then facts come one by one). A ``--limit`` run prefetches its N questions only."""
-    return os.environ.get("NARU_JUDGE_PREFETCH", "1").strip().lower() not in ("0", "false", "no", "off")
+    return settings().judge_prefetch
 
 
 def _ensure_prefetch(judge: Any) -> None:

@@ -9,7 +9,6 @@ before any inference.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,18 +19,19 @@ from naru_eval.core.scoring import aggregate_macro as _aggregate_macro
 from naru_eval.core.sharding import order_for_ranks, world_size_from_env
 from naru_eval.core.subset import select_subset
 from naru_eval.core.validate import ValidationReport, validate
+from naru_eval.settings import settings
 
 
 @functools.lru_cache(maxsize=4)
 def _preflight(env_key: tuple[str | None, ...]) -> ValidationReport:
     """Load and preflight once per process and data source. The report is cached even when it
     failed: lmms-eval retries a failing dataset load five times, and the answer will not change."""
-    return validate(videos=os.environ.get("NARU_SKIP_VIDEO_CHECK", "") not in ("1", "true"))
+    return validate(videos=not settings().skip_video_check)
 
 
 def _preflight_report() -> ValidationReport:
-    keys = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_HF_SPLIT", "NARU_VIDEO_DIR", "NARU_SKIP_VIDEO_CHECK")
-    report = _preflight(tuple(os.environ.get(k) for k in keys))
+    s = settings()
+    report = _preflight((s.data_dir, s.hf_dataset, s.hf_split, s.video_dir, str(s.skip_video_check)))
     report.raise_for_problems()
     assert report.dataset is not None
     return report
@@ -109,7 +109,7 @@ def mcq_fallback() -> Fallback | None:
     """The opt-in LLM fallback of MCQ extraction over the process's judge when
     ``NARU_MCQ_LLM_FALLBACK=1`` (docs/judge.md), else None: then nothing judge-side is imported
     (lmms-eval imports this bridge at start-up)."""
-    if os.environ.get("NARU_MCQ_LLM_FALLBACK", "").strip().lower() not in ("1", "true", "yes", "on"):
+    if not settings().mcq_llm_fallback:
         return None
     from naru_eval.judge.mcq_fallback import fallback_for
     from naru_eval.lmms.open_task import get_judge
@@ -139,8 +139,8 @@ def _preflight_text(env_key: tuple[str | None, ...]) -> ValidationReport:
 
 def load_preflighted_text() -> Dataset:
     """The schema-checked dataset, videos not probed (blind tasks need none)."""
-    keys = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_HF_SPLIT", "NARU_VIDEO_DIR")
-    report = _preflight_text(tuple(os.environ.get(k) for k in keys))
+    s = settings()
+    report = _preflight_text((s.data_dir, s.hf_dataset, s.hf_split, s.video_dir))
     report.raise_for_problems()
     assert report.dataset is not None
     return report.dataset

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.media.video import DEFAULT_MAX_PIXELS, SampledFrames, VideoInfo, file_identity, sample_frames
+from naru_eval.settings import settings
 
 #: 2: frames as displayed (rotation, sample aspect ratio), frame numbers from the frame index.
 CACHE_FORMAT = 2
@@ -41,7 +42,7 @@ class FrameCache:
 
     def __init__(self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None) -> None:
         self.max_bytes = max_bytes
-        env_dir = os.environ.get("NARU_FRAME_CACHE")
+        env_dir = settings().frame_cache
         self.disk_dir = Path(disk_dir) if disk_dir else (Path(env_dir) if env_dir else None)
         self._items: OrderedDict[str, SampledFrames] = OrderedDict()
         self._bytes = 0
@@ -58,7 +59,7 @@ class FrameCache:
         max_pixels: int | None = DEFAULT_MAX_PIXELS,
         approximate: bool = False,
     ) -> SampledFrames:
-        params = {
+        params: dict[str, Any] = {
             "num_frames": num_frames,
             "fps": fps,
             "max_frames": max_frames,
@@ -79,7 +80,15 @@ class FrameCache:
             if sampled is not None:
                 self.stats.disk_hits += 1
             else:
-                sampled = sample_frames(path, **params, index_dir=self.disk_dir)
+                sampled = sample_frames(
+                    path,
+                    num_frames=num_frames,
+                    fps=fps,
+                    max_frames=max_frames,
+                    max_pixels=max_pixels,
+                    approximate=approximate,
+                    index_dir=self.disk_dir,
+                )
                 self.stats.decodes += 1
                 self._save_disk(key, sampled)
             self._remember(key, sampled)

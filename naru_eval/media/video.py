@@ -17,6 +17,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from naru_eval.settings import settings
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -214,7 +216,7 @@ def _index_key(path: str | os.PathLike[str]) -> str:
 
 def _index_disk_path(key: str, cache_dir: str | os.PathLike[str] | None) -> Path | None:
     """Beside the frame cache (``cache_dir``, else ``NARU_FRAME_CACHE``), under ``index/``."""
-    root = cache_dir or os.environ.get("NARU_FRAME_CACHE")
+    root = cache_dir or settings().frame_cache
     return Path(root) / "index" / key[:2] / f"{key}.npz" if root else None
 
 
@@ -366,9 +368,10 @@ def frame_index(
 
     p = Path(path)
     key = _index_key(p)
-    index = _load_index(key, cache_dir)
-    if index is not None:
-        return index
+    known = _load_index(key, cache_dir)
+    if known is not None:
+        return known
+    index: FrameIndex
     if container is None:
         with av.open(str(p)) as c:
             index = _build_index(p, c, _video_stream(p, c))
@@ -476,6 +479,7 @@ def sample_frames(
             if num_frames is not None:
                 n = min(num_frames, max_frames) if max_frames else num_frames
             else:
+                assert fps is not None  # exactly one of num_frames / fps (checked above)
                 n = frames_for_fps(duration, float(fps), max_frames)
             targets = uniform_indices(total, n)
             run = _Decoder(p, container, stream, index, max_pixels, len(targets))

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, close, compute_metrics, macro_levels, samples_from_log
+from naru_eval.settings import settings
 from naru_eval.store.responses import is_secret, redact
 
 if TYPE_CHECKING:
@@ -1207,7 +1208,7 @@ def sweep_manifest(
             updates["seconds"] = seconds
         if message:
             updates["message"] = message
-        store = os.environ.get("NARU_RESPONSE_STORE")
+        store = settings().response_store
         usage = usage_from_store(store, model, budget) if store else None
         if usage:
             updates["usage"] = usage

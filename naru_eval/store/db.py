@@ -6,10 +6,12 @@ import os
 import sqlite3
 from pathlib import Path
 
+from naru_eval.settings import settings
+
 
 def cache_dir() -> Path:
     """Where the stores live by default: ``$NARU_CACHE_DIR``, else ``~/.cache/naru-eval``."""
-    return Path(os.environ.get("NARU_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "naru-eval"))
+    return Path(settings().cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "naru-eval"))
 
 
 def open_db(path: Path, schema: str) -> sqlite3.Connection:

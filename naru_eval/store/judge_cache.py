@@ -21,12 +21,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from naru_eval.settings import settings
 from naru_eval.store.db import cache_dir, open_db
 
 
 def default_cache_path() -> Path:
     """``$NARU_JUDGE_CACHE``, else ``judge.sqlite`` in the stores' directory."""
-    explicit = os.environ.get("NARU_JUDGE_CACHE")
+    explicit = settings().judge_cache
     return Path(explicit) if explicit else cache_dir() / "judge.sqlite"
 
 

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from naru_eval.settings import settings
 from naru_eval.store.db import open_db
 
 SCHEMA = """
@@ -91,10 +92,10 @@ class UploadRecord:
 
 def default_registry_path(response_store: str | os.PathLike[str] | None = None) -> Path:
     """Next to the response store when one is named, else under ``$NARU_CACHE_DIR``."""
-    explicit = os.environ.get("NARU_GEMINI_UPLOAD_REGISTRY")
+    explicit = settings().gemini_upload_registry
     if explicit:
         return Path(explicit)
-    store = response_store or os.environ.get("NARU_RESPONSE_STORE")
+    store = response_store or settings().response_store
     if store:
         return Path(store).parent / "gemini_uploads.sqlite"
     from naru_eval.store.responses import default_store_path

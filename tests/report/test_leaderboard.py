@@ -202,9 +202,14 @@ def runs(tmp_path_factory):
     for name, seed, frames, tasks in (("a", 11, 8, ["naru_mcq", "naru_mcq_500"]), ("b", 12, 32, ["naru_mcq"])):
         preds = base / f"preds_{name}.jsonl"
         intended = make_predictions(data / "annotations.jsonl", preds, seed=seed)
-        args = f"predictions={preds},pretrained=model-{name},num_frames={frames},api_key=SECRET-{name}"
+        args = f"predictions={preds},pretrained=model-{name},num_frames={frames}"
         run = run_lmms_eval("naru_replay", args, tasks, base / "runs" / name, env={"NARU_DATA_DIR": str(data)})
         assert run.ok, run.stderr[-4000:]
+        # a key in the logged model_args (naru_replay refuses unknown args, so it is written in):
+        # the leaderboard must not show it
+        res = run.results()
+        res["config"]["model_args"] += f",api_key=SECRET-{name}"
+        run.results_file.write_text(json.dumps(res), encoding="utf-8")
         out[name] = {"dir": base / "runs" / name, "run": run, "intended": intended}
     return out
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.api.prices import expand, match, price_table, provenance
+from naru_eval.settings import settings
 
 # ----------------------------------------------------------------------------- the constants
 
@@ -294,7 +295,7 @@ def load_prices(path: str | os.PathLike[str] | None = None) -> PriceTable:
     """The price table: ``path``, else ``$NARU_GEMINI_PRICES``, else the ``gemini`` entries of
     naru_eval/data_files/prices.json. An override file is ``{"as_of": ..., "source": ...,
     "models": {name: {field: USD per 1M tokens, "aliases": [...]}}}``."""
-    path = path or os.environ.get("NARU_GEMINI_PRICES")
+    path = path or settings().gemini_prices
     if path:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
         models = {k.lower(): v for k, v in expand(raw["models"]).items()}

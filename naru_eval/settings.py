@@ -1,0 +1,203 @@
+"""Every ``NARU_*`` environment variable in one typed object, and one truthy-string parser.
+
+``settings()`` is the accessor every module uses instead of ``os.environ``. It is read at use
+time, never at import: the object is cached per snapshot of the process's ``NARU_*`` variables
+(a tuple of their names and values, rebuilt on each call, a few microseconds), so a test's
+``monkeypatch.setenv`` or a late ``os.environ[...] = ...`` is seen on the next call, and the
+values are validated once per distinct environment. ``Settings.from_env(env)`` builds one from
+any mapping (a test's dict, a subprocess's environment).
+
+A value is refused with an error naming the variable. An empty value means unset. Flags
+(:func:`env_flag`, :func:`parse_flag`) take ``1/true/yes/on`` and ``0/false/no/off`` in any case;
+anything else is an error, never a silent ``False``. The table in docs/settings.md is generated
+from the field descriptions below (:func:`settings_table`; ``python -m naru_eval.settings``);
+a test checks that the two agree.
+
+This module imports nothing of ours: every layer may read it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import typing
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+
+PREFIX = "NARU_"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_FLAG_HELP = f"must be one of {'/'.join(_TRUE)} or {'/'.join(_FALSE)} (any case)"
+
+
+def parse_flag(value: Any, name: str) -> bool:
+    """``value`` as a boolean: a bool, or one of ``1/true/yes/on`` / ``0/false/no/off`` (any case).
+    Anything else raises a ValueError naming ``name`` (a variable or an adapter's model arg)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"{name} {_FLAG_HELP}, got {value!r}")
+
+
+def env_flag(name: str, default: bool = False, env: Mapping[str, str] | None = None) -> bool:
+    """The flag variable ``name``; ``default`` when it is unset or empty."""
+    raw = (os.environ if env is None else env).get(name)
+    return default if raw is None or not raw.strip() else parse_flag(raw, name)
+
+
+def _flag(value: Any) -> bool:
+    try:
+        return parse_flag(value, "")
+    except ValueError:
+        raise ValueError(f"{_FLAG_HELP}, got {value!r}") from None
+
+
+#: a boolean field read with :func:`parse_flag`
+Flag = Annotated[bool, BeforeValidator(_flag)]
+
+
+def _var(default: Any, text: str, default_doc: str | None = None) -> Any:
+    """A field: its default, its description (one line of the docs table) and, where the default
+    is applied by the reader (None here), the default the docs state."""
+    return Field(default, description=text, json_schema_extra={"default_doc": default_doc} if default_doc else None)
+
+
+class Settings(BaseModel):
+    """The ``NARU_*`` variables; field ``x`` is variable ``NARU_X``. None: unset."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # -- data
+    data_dir: str | None = _var(
+        None, "the local NARU directory (annotations and videos; docs/data.md); wins over NARU_HF_DATASET"
+    )
+    hf_dataset: str | None = _var(None, "a Hugging Face dataset id to load instead of a local directory")
+    hf_split: str = _var("test", "the split of NARU_HF_DATASET")
+    hf_columns: str | None = _var(None, "JSON: dataset column -> NARU field, merged over the built-in map")
+    video_dir: str | None = _var(None, "where the videos of NARU_HF_DATASET are (`<video_id>.<ext>`)")
+    skip_video_check: Flag = _var(False, "flag: the lmms-eval tasks' preflight checks the schema only")
+    # -- stores and caches
+    cache_dir: str | None = _var(
+        None, "the stores' directory (responses, judge cache, upload registry)", "~/.cache/naru-eval"
+    )
+    response_store: str | None = _var(
+        None, "the write-through response store (SQLite file)", "NARU_CACHE_DIR/responses.sqlite"
+    )
+    frame_cache: str | None = _var(None, "directory of the on-disk frame cache and frame indexes", "in memory only")
+    # -- API runs
+    config_error_after: int | None = _var(
+        None,
+        "stop a run when its first N answered requests all fail with one client error (0: never)",
+        "3",
+    )
+    gemini_prices: str | None = _var(None, "a Gemini price file over the built-in table (docs/gemini.md)")
+    gemini_upload_registry: str | None = _var(
+        None, "the Gemini upload registry (SQLite file)", "beside the response store, else in NARU_CACHE_DIR"
+    )
+    # -- MCQ extraction
+    mcq_llm_fallback: Flag = _var(
+        False, "flag: ask the judge model for the letter of an unparseable MCQ answer (docs/judge.md)"
+    )
+    mcq_llm_fallback_kinds: str | None = _var(
+        None, "comma-separated extraction failures the fallback handles", "no_letter,ambiguous"
+    )
+    # -- the judge (naru_eval.judge.config.JudgeConfig.from_env reads these)
+    judge_backend: str | None = _var(
+        None, "`openai`, `offline` (MiniLM if installed, else lexical), `offline-minilm`, `offline-lexical`", "openai"
+    )
+    judge_model: str | None = _var(None, "the judge model", "gpt-5.5")
+    judge_facts_model: str | None = _var(None, "the model whose frozen facts are used", "the judge model")
+    judge_base_url: str | None = _var(None, "an OpenAI-compatible `/v1` URL", "OPENAI_BASE_URL, else the OpenAI API")
+    judge_api_key: SecretStr | None = _var(None, "the judge's key; never logged or cached", "OPENAI_API_KEY")
+    judge_temperature: float | None = _var(None, "sent only to models that take one (never to gpt-5 / o-series)", "0")
+    judge_reasoning_effort: str | None = _var(
+        None, "a reasoning effort the model takes", "medium (high for -pro) for gpt-5 / o-series"
+    )
+    judge_max_tokens: int | None = _var(None, "`max_completion_tokens` per judge call", "8192")
+    judge_seed: int | None = _var(None, "an optional `seed` (best effort on the server)")
+    judge_concurrency: int | None = _var(None, "judge requests in flight per process", "16")
+    judge_max_retries: int | None = _var(None, "transport retries (429, 5xx, timeouts)", "5")
+    judge_retry_base_delay: float | None = _var(None, "first retry delay, seconds", "1")
+    judge_retry_max_delay: float | None = _var(None, "longest retry delay, seconds", "60")
+    judge_parse_attempts: int | None = _var(None, "attempts for an unparseable or mismatched judge output", "3")
+    judge_timeout: float | None = _var(None, "seconds per judge request", "180")
+    judge_cache: str | None = _var(None, "the judge's SQLite cache", "NARU_CACHE_DIR/judge.sqlite")
+    judge_prices: str | None = _var(
+        None, "JSON or a JSON file: judge prices (USD per 1M tokens) over the built-in table"
+    )
+    judge_prefetch: Flag = _var(True, "flag: decompose the run's questions in one batch before judging (0: one by one)")
+    # -- shell only
+    eval_repo: str | None = _var(
+        None, "scripts/frame_sweep.slurm only: the checkout to run from", "the sbatch directory"
+    )
+
+    def judge_key(self) -> str | None:
+        """NARU_JUDGE_API_KEY's value (a SecretStr elsewhere, so no repr or log shows it)."""
+        return self.judge_api_key.get_secret_value() if self.judge_api_key is not None else None
+
+    @classmethod
+    def variable(cls, field: str) -> str:
+        """The environment variable of ``field``."""
+        return PREFIX + field.upper()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """The settings of ``env`` (default: the process's); one error lists every bad variable."""
+        env = os.environ if env is None else env
+        raw = {f: env.get(cls.variable(f)) for f in cls.model_fields}
+        data = {f: v.strip() for f, v in raw.items() if v is not None and v.strip()}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            problems = []
+            for err in e.errors():
+                field = str(err["loc"][0])
+                shown = "<hidden>" if "key" in field else repr(data.get(field))
+                msg = str(err["msg"]).removeprefix("Value error, ")
+                problems.append(f"{cls.variable(field)}={shown}: {msg}")
+            raise ValueError("invalid NARU_* environment: " + "; ".join(problems)) from None
+
+
+@functools.lru_cache(maxsize=8)
+def _cached(snapshot: tuple[tuple[str, str], ...]) -> Settings:
+    return Settings.from_env(dict(snapshot))
+
+
+def settings() -> Settings:
+    """The process's settings now (cached per distinct ``NARU_*`` environment)."""
+    return _cached(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(PREFIX))))
+
+
+def _kind(annotation: Any) -> str:
+    """The docs' type of a field: flag, integer, number, secret or text."""
+    types = set(typing.get_args(annotation)) - {type(None)} or {annotation}
+    for t, name in ((bool, "flag"), (int, "integer"), (float, "number"), (SecretStr, "secret")):
+        if t in types:
+            return name
+    return "text"
+
+
+def settings_table() -> str:
+    """The Markdown table of every variable (docs/settings.md), from the field descriptions."""
+    rows = ["| Variable | Type | Default | Meaning |", "|---|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if extra.get("default_doc"):
+            default = str(extra["default_doc"])
+        elif field.default is None:
+            default = "unset"
+        else:
+            default = str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
+        kind = _kind(field.annotation)
+        rows.append(f"| `{Settings.variable(name)}` | {kind} | {default} | {field.description} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_table(), end="")
