@@ -65,7 +65,9 @@ from loguru import logger
 from model_adapters.args import ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from model_adapters.budgets import default_sampling
-from naru_eval.api.retry import RetryError, RetryPolicy, call_with_retry, describe_error, status_of
+from naru_eval.api.caller import ApiCaller
+from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
+from naru_eval.api.retry import RetryError, RetryPolicy
 from naru_eval.providers.gemini.cost import (
     FRAME_OVERHEAD_TOKENS,
     FRAME_TOKENS,
@@ -127,57 +129,6 @@ def api_key_from_env() -> str | None:
 
 _ARGS = ArgParser("naru_gemini")
 _flag, _int, _float, _none = _ARGS.flag, _ARGS.int, _ARGS.float, is_none
-
-
-# ------------------------------------------------------------------------ adaptive concurrency
-
-
-class AdaptiveLimiter:
-    """An AIMD limit on requests in flight: halve on a 429, +1 per ``limit`` successes.
-
-    ``cap`` is the ceiling (the adapter's ``max_concurrency``). A burst of 429s from requests
-    that all started before the last cut counts once: each slot remembers the epoch it was
-    taken in, and only a 429 from the current epoch halves the limit again.
-    """
-
-    def __init__(self, cap: int, initial: int | None = None) -> None:
-        self.cap = max(1, int(cap))
-        self.limit = float(min(self.cap, max(1, int(initial or cap))))
-        self.in_flight = 0
-        self.epoch = 0
-        self.cuts = 0
-        self.history: list[tuple[str, float]] = []
-        self._cond = threading.Condition()
-
-    def acquire(self) -> int:
-        with self._cond:
-            while self.in_flight >= int(self.limit):
-                self._cond.wait()
-            self.in_flight += 1
-            return self.epoch
-
-    def release(self) -> None:
-        with self._cond:
-            self.in_flight -= 1
-            self._cond.notify_all()
-
-    def throttled(self, epoch: int) -> None:
-        with self._cond:
-            if epoch != self.epoch:
-                return
-            self.limit = max(1.0, float(int(self.limit) // 2 or 1))
-            self.epoch += 1
-            self.cuts += 1
-            self.history.append(("429", self.limit))
-
-    def succeeded(self) -> None:
-        with self._cond:
-            if self.limit < self.cap:
-                before = int(self.limit)
-                self.limit = min(float(self.cap), self.limit + 1.0 / max(1.0, self.limit))
-                if int(self.limit) > before:
-                    self.history.append(("grow", self.limit))
-                    self._cond.notify_all()
 
 
 # --------------------------------------------------------------------------------- run state
@@ -358,7 +309,26 @@ class Gemini(NaruModel):
         self.sleep: Callable[[float], None] = time.sleep
         self.poll_sleep: Callable[[float], None] = time.sleep
         self.clock: Callable[[], float] = time.monotonic
-        self.limiter = AdaptiveLimiter(self.max_concurrency, self.initial_concurrency)
+        #: the endpoint+model's adaptive limit on generateContent (halved on a 429, grown on successes)
+        self.limiter: AdaptiveLimiter = limiter_for(
+            f"{self.endpoint.rstrip('/')}/{self.api_version}",
+            self.model,
+            self.max_concurrency,
+            self.initial_concurrency,
+        )
+        #: the one API path (naru_eval.api.caller): uploads, polls and countTokens retry unthrottled,
+        #: questions through the limiter
+        self.caller = ApiCaller(
+            self.model_id, self.retry_policy, catch=self._catch, warn=logger.warning, sleep=lambda s: self.sleep(s)
+        )
+        self.question_caller = ApiCaller(
+            self.model_id,
+            self.retry_policy,
+            catch=self._catch,
+            limiter=self.limiter,
+            warn=logger.warning,
+            sleep=lambda s: self.sleep(s),
+        )
         self._client: Any = None
         self._account: str | None = None
         self._client_lock = threading.Lock()
@@ -449,15 +419,7 @@ class Gemini(NaruModel):
         return tuple(out)
 
     def _call(self, fn: Callable[[], Any], what: str, policy: RetryPolicy | None = None) -> Any:
-        policy = policy or self.retry_policy
-
-        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
-            logger.warning(
-                f"naru_gemini: {what}: attempt {attempt}/{policy.max_attempts} failed "
-                f"({describe_error(exc)}); retrying in {delay:.1f}s"
-            )
-
-        return call_with_retry(fn, policy, sleep=self.sleep, on_retry=on_retry, catch=self._catch())
+        return self.caller.call(fn, what, policy=policy).value
 
     # -- the request ----------------------------------------------------------------------------
     @property
@@ -869,29 +831,17 @@ class Gemini(NaruModel):
                 raise RequestFailed(f"gemini: upload of {name} failed: {e}", {"stage": "upload"}) from e
         contents = self.contents(uploaded, request.prompt)
         config = self.generation_config()
-        attempts = 0
 
         def generate() -> Any:
-            nonlocal attempts
-            attempts += 1
-            epoch = self.limiter.acquire()
-            try:
-                response = self.client.models.generate_content(model=self.model, contents=contents, config=config)
-            except BaseException as e:
-                if status_of(e) == 429:
-                    self.limiter.throttled(epoch)
-                raise
-            finally:
-                self.limiter.release()
-            self.limiter.succeeded()
-            return response
+            return self.client.models.generate_content(model=self.model, contents=contents, config=config)
 
         try:
-            response = self._call(generate, f"question {request.question_id}")
+            called = self.question_caller.call(generate, f"question {request.question_id}")
         except RetryError as e:
             raise RequestFailed(
                 f"gemini: {e}", {"attempts": e.attempts, "status": e.status, "error": type(e.last_error).__name__}
             ) from e
+        response, attempts = called.value, called.attempts
         estimated = self._run.estimates.get((request.task, request.question_id)) if self._run is not None else None
         answer = self.answer_from(response, attempts, price=self.price, estimated=estimated)
         if self._run is not None:
@@ -1010,7 +960,7 @@ class Gemini(NaruModel):
             "upload_registry": str(self.registry.path) if self._registry is not None else None,
             "preflight": run.preflight,
             "calibration": run.calibration,
-            "adaptive_concurrency": {"cap": self.limiter.cap, "final": self.limiter.limit, "cuts": self.limiter.cuts},
+            "adaptive_concurrency": self.limiter.stats(),
             "prices": {"as_of": self.prices.as_of, "source": self.prices.source, "model": self.price},
         }
 

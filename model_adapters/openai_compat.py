@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import inspect
 import io
-import json
 import os
 import threading
 import time
@@ -41,7 +40,10 @@ from loguru import logger
 
 from model_adapters.args import ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
-from naru_eval.api.retry import RetryError, call_with_retry, describe_error, is_connection_error, is_timeout
+from naru_eval.api.caller import ApiCaller
+from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
+from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
+from naru_eval.api.retry import RetryError, is_connection_error, is_timeout
 from naru_eval.judge.config import is_reasoning_family
 
 VIDEO_MODES = ("frames", "video_url")
@@ -184,6 +186,17 @@ class OpenAICompat(NaruModel):
             )
         #: the wait between retries; tests replace it
         self.sleep: Callable[[float], None] = time.sleep
+        #: the endpoint+model's adaptive limit: at most ``max_concurrency`` in flight, halved on a 429
+        self.limiter: AdaptiveLimiter = limiter_for(self.base_url, self.model, self.max_concurrency)
+        #: the one API path (naru_eval.api.caller): retries, the limiter, logging
+        self.caller = ApiCaller(
+            self.model_id,
+            self.retry_policy,
+            catch=openai_errors,
+            limiter=self.limiter,
+            warn=logger.warning,
+            sleep=lambda s: self.sleep(s),
+        )
         self._client: Any = None
         self._client_lock = threading.Lock()
         self._parts: OrderedDict[str, _Parts] = OrderedDict()
@@ -214,32 +227,13 @@ class OpenAICompat(NaruModel):
         if self._client is None:
             with self._client_lock:
                 if self._client is None:
-                    from openai import OpenAI
-
-                    key = os.environ.get("OPENAI_API_KEY")
-                    if not key:
-                        logger.info("naru_openai_compat: OPENAI_API_KEY is not set; sending the placeholder 'EMPTY'")
-                    self._client = OpenAI(
-                        api_key=key or "EMPTY", base_url=self.base_url, max_retries=0, timeout=self.timeout
+                    self._client = make_openai_client(
+                        self.base_url, timeout=self.timeout, who=self.model_id, info=logger.info
                     )
         return self._client
 
     def _call(self, fn: Callable[[], Any], what: str) -> Any:
-        import openai
-
-        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
-            logger.warning(
-                f"naru_openai_compat: {what}: attempt {attempt}/{self.retry_policy.max_attempts} failed "
-                f"({describe_error(exc)}); retrying in {delay:.1f}s"
-            )
-
-        return call_with_retry(
-            fn,
-            self.retry_policy,
-            sleep=self.sleep,
-            on_retry=on_retry,
-            catch=(openai.OpenAIError, json.JSONDecodeError),
-        )
+        return self.caller.call(fn, what).value
 
     def frames_per_question(self, requests: Sequence[NaruRequest]) -> tuple[int, NaruRequest] | None:
         """The most images one question sends (frames mode), and the request that sends them.
@@ -371,15 +365,12 @@ class OpenAICompat(NaruModel):
     def respond(self, request: NaruRequest) -> Answer:
         messages = self.messages(request)
         settings = self.settings(request.gen_kwargs)
-        attempts = 0
 
         def create() -> Any:
-            nonlocal attempts
-            attempts += 1
             return self.client.chat.completions.create(model=self.model, messages=messages, **settings)
 
         try:
-            completion = self._call(create, f"question {request.question_id}")
+            called = self.caller.call(create, f"question {request.question_id}")
         except RetryError as e:
             self._note_unreachable(e)
             raise RequestFailed(
@@ -388,7 +379,7 @@ class OpenAICompat(NaruModel):
             ) from e
         with self._unreachable_lock:
             self._unreachable = 0
-        return self.answer_from(completion, attempts)
+        return self.answer_from(called.value, called.attempts)
 
     def _note_unreachable(self, e: RetryError) -> None:
         if not (is_connection_error(e.last_error) and not is_timeout(e.last_error)):
@@ -410,13 +401,7 @@ class OpenAICompat(NaruModel):
         usage: dict[str, Any] = {"attempts": attempts}
         u = getattr(completion, "usage", None)
         if u is not None:
-            usage.update(
-                prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens
-            )
-            details = getattr(u, "prompt_tokens_details", None)
-            cached = getattr(details, "cached_tokens", None) if details is not None else None
-            if cached is not None:
-                usage["cached_tokens"] = cached
+            usage.update(usage_of(u))
         usage["system_fingerprint"] = getattr(completion, "system_fingerprint", None)
         usage["response_model"] = getattr(completion, "model", None)
         choices = getattr(completion, "choices", None) or []
