@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from naru_eval.api.retry import RetryPolicy
 from naru_eval.store.responses import is_secret
+
+ArgsT = TypeVar("ArgsT", bound="AdapterArgs")
 
 
 def is_none(value: Any) -> bool:
@@ -74,3 +78,51 @@ class ArgParser:
                 f"{self.adapter}: refusing model_args {bad}: an API key must not be passed in model_args "
                 f"(lmms-eval records model_args in results.json). Set {' or '.join(key_env)} in the environment."
             )
+
+
+# ----------------------------------------------------------------- typed model args (pydantic)
+# The API adapters (naru_gemini, naru_openai_compat) declare their arguments as one pydantic
+# model each, parsed here: unknown names are refused naming the valid ones, "none"/"" mean unset,
+# and every error names the adapter and the argument.
+
+
+class AdapterArgs(BaseModel):
+    """The typed ``--model_args`` of one adapter (subclass it; ``extra="forbid"``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unset(cls, data: Any) -> Any:
+        """lmms-eval hands every value over as a string: ``none``, ``null`` and ``""`` mean unset."""
+        if isinstance(data, Mapping):
+            return {k: (None if is_none(v) else v) for k, v in data.items()}
+        return data
+
+    @classmethod
+    def parse(
+        cls: type[ArgsT], adapter: str, args: Mapping[str, Any], passthrough: Iterable[str] = ()
+    ) -> tuple[ArgsT, dict[str, Any]]:
+        """``(typed args, the passthrough ones)``: ``passthrough`` names go on to the base
+        (frame budget, store); any other unknown name is refused, listing the valid ones."""
+        through = set(passthrough)
+        own = {k: v for k, v in args.items() if k in cls.model_fields}
+        rest = {k: v for k, v in args.items() if k not in cls.model_fields and k in through}
+        unknown = sorted(set(args) - set(own) - set(rest))
+        if unknown:
+            known = [*cls.model_fields, *sorted(through - set(cls.model_fields))]
+            raise ValueError(f"{adapter}: unknown model_args {unknown}; known: {', '.join(known)}")
+        try:
+            return cls.model_validate(own), rest
+        except ValidationError as e:
+            first = e.errors()[0]
+            name = ".".join(str(x) for x in first.get("loc", ())) or "model_args"
+            msg = str(first.get("msg", e)).removeprefix("Value error, ")
+            if first.get("type") == "value_error":  # our validators' messages name the argument and value
+                raise ValueError(f"{adapter}: {msg}") from None
+            got = f", got {first['input']!r}" if "input" in first else ""
+            raise ValueError(f"{adapter}: {name}: {msg}{got}") from None
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return list(cls.model_fields)

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import inspect
 import json
 import os
 import threading
@@ -57,12 +56,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from loguru import logger
+from pydantic import Field, field_validator, model_validator
 
-from model_adapters.args import ArgParser, is_none
+from model_adapters.args import AdapterArgs, ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from model_adapters.budgets import default_sampling
 from naru_eval.api.caller import ApiCaller
@@ -128,7 +128,114 @@ def api_key_from_env() -> str | None:
 
 
 _ARGS = ArgParser("naru_gemini")
-_flag, _int, _float, _none = _ARGS.flag, _ARGS.int, _ARGS.float, is_none
+#: the base's arguments (response store, batch size) passed through; the frame budget is fps= only
+_BASE_ARGS = ("response_store", "store", "batch_size")
+
+
+def check_base_url(url: str) -> str:
+    """An http(s) URL without credentials or a query (lmms-eval writes model_args into results.json)."""
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL, got {url!r}")
+    if parts.username or parts.password or parts.query:
+        raise ValueError(
+            "base_url must not carry credentials or a query (lmms-eval writes model_args "
+            "into results.json); the key comes from GOOGLE_API_KEY / GEMINI_API_KEY"
+        )
+    return str(url)
+
+
+class GeminiArgs(AdapterArgs):
+    """``naru_gemini``'s ``--model_args`` (docs/gemini.md has the protocol behind each)."""
+
+    model: str = Field(DEFAULT_MODEL, description="Gemini model id, e.g. gemini-3-flash-preview")
+    fps: float | None = Field(None, description="videoMetadata.fps, in (0, 24]; unset: the leaderboard's sampling")
+    media_resolution: str = Field("default", description="low, medium, high or default (mediaResolution)")
+    audio: bool = Field(True, description="send the audio track (false: contentLayers=[FRAMES])")
+    strip_audio: bool = Field(False, description="audio=false by stripping the track locally instead")
+    thinking_budget: int | None = Field(None, ge=-1, description="Gemini 2.5 thinkingBudget (-1: dynamic)")
+    thinking_level: str | None = Field(None, description="Gemini 3 thinkingLevel (minimal, low, medium, high)")
+    temperature: float | Literal["auto"] | None = Field(
+        "auto", description="auto: the API's default for Gemini 3, 0 for earlier models"
+    )
+    seed: int | None = Field(None, description="generationConfig.seed")
+    max_output_tokens: int | None = Field(None, ge=1, description="generationConfig.maxOutputTokens")
+    base_url: str | None = Field(None, description="another endpoint (else $GOOGLE_GEMINI_BASE_URL, else Google's)")
+    api_version: str = Field("v1beta", description="the API version in the URL")
+    max_concurrency: int = Field(8, ge=1, description="the ceiling of questions in flight (AIMD below it)")
+    initial_concurrency: int | None = Field(None, ge=1, description="questions in flight at the start")
+    upload_concurrency: int = Field(4, ge=1, description="uploads at a time")
+    max_retries: int = Field(5, ge=0, description="retries after the first try (429, 5xx, timeouts)")
+    retry_base_delay: float = Field(2.0, ge=0, description="full-jitter backoff base, seconds")
+    retry_max_delay: float = Field(60.0, ge=0, description="backoff ceiling, seconds")
+    timeout: float = Field(600.0, ge=0, description="seconds per HTTP request")
+    active_timeout: float = Field(1800.0, ge=0, description="seconds an upload may take to become ACTIVE")
+    poll_interval: float = Field(5.0, ge=0, description="seconds between files.get polls")
+    upload_registry: str | None = Field(None, description="the upload registry's SQLite file")
+    reuse_uploads: bool = Field(True, description="reuse live uploads of earlier runs")
+    reuse_margin_s: float = Field(6 * 3600.0, ge=0, description="an upload expiring sooner is not reused")
+    downsample: bool = Field(False, description="re-encode before upload (fps x downsample_factor, downsample_height)")
+    downsample_factor: float = Field(4.0, description="re-encode at fps x this (>= 1)")
+    downsample_height: int | None = Field(360, ge=2, description="re-encoded height in pixels (none: keep)")
+    video_cache: str | None = Field(None, description="where re-encoded videos are kept")
+    calibrate: bool = Field(True, description="countTokens on the longest video before the questions")
+    max_input_tokens: int | None = Field(None, ge=1, description="the context limit, for a model not in the table")
+    max_file_gb: float = Field(2.0, ge=0, description="the Files API's per-file limit")
+    storage_limit_gb: float = Field(20.0, ge=0, description="the Files API's per-project limit")
+    usage_dir: str | None = Field(None, description="where gemini_usage_<timestamp>.json goes")
+    prices: str | None = Field(None, description="a prices JSON file instead of the packaged one")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model(cls, v: Any) -> Any:
+        if v is None or not str(v).strip():
+            raise ValueError("model=<Gemini model id> is required, e.g. gemini-3-flash-preview")
+        return str(v).strip()
+
+    @field_validator("fps")
+    @classmethod
+    def _fps(cls, v: float | None) -> float | None:
+        if v is not None and not 0 < v <= 24:
+            raise ValueError(f"fps must be in (0, 24] (videoMetadata.fps), got {v}")
+        return v
+
+    @field_validator("media_resolution", mode="before")
+    @classmethod
+    def _resolution(cls, v: Any) -> str:
+        return normalise_resolution(v)
+
+    @field_validator("thinking_level")
+    @classmethod
+    def _level(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        level = v.strip().lower()
+        if level not in THINKING_LEVELS:
+            raise ValueError(f"thinking_level must be one of {THINKING_LEVELS}, got {v!r}")
+        return level
+
+    @field_validator("temperature", mode="before")
+    @classmethod
+    def _auto(cls, v: Any) -> Any:
+        return "auto" if isinstance(v, str) and v.strip().lower() == "auto" else v
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return None if v is None else check_base_url(v)
+
+    @field_validator("downsample_factor")
+    @classmethod
+    def _factor(cls, v: float) -> float:
+        if v < 1:
+            raise ValueError(f"downsample_factor must be >= 1 (re-encode at >= the sampling fps), got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _thinking(self) -> GeminiArgs:
+        if self.thinking_level is not None and self.thinking_budget is not None:
+            raise ValueError("give thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both")
+        return self
 
 
 # --------------------------------------------------------------------------------- run state
@@ -169,49 +276,11 @@ class Gemini(NaruModel):
     default_num_frames = None
     max_concurrency = 8
 
-    def __init__(
-        self,
-        model: str = DEFAULT_MODEL,
-        fps: float | str | None = None,
-        media_resolution: str | None = "default",
-        audio: bool | str = True,
-        strip_audio: bool | str = False,
-        thinking_budget: int | str | None = None,
-        thinking_level: str | None = None,
-        temperature: float | str | None = "auto",
-        seed: int | str | None = None,
-        max_output_tokens: int | str | None = None,
-        base_url: str | None = None,
-        api_version: str = "v1beta",
-        max_concurrency: int | str = 8,
-        initial_concurrency: int | str | None = None,
-        upload_concurrency: int | str = 4,
-        max_retries: int | str = 5,
-        retry_base_delay: float | str = 2.0,
-        retry_max_delay: float | str = 60.0,
-        timeout: float | str = 600.0,
-        active_timeout: float | str = 1800.0,
-        poll_interval: float | str = 5.0,
-        upload_registry: str | None = None,
-        reuse_uploads: bool | str = True,
-        reuse_margin_s: float | str = 6 * 3600.0,
-        downsample: bool | str = False,
-        downsample_factor: float | str = 4.0,
-        downsample_height: int | str | None = 360,
-        video_cache: str | None = None,
-        calibrate: bool | str = True,
-        max_input_tokens: int | str | None = None,
-        max_file_gb: float | str = 2.0,
-        storage_limit_gb: float | str = 20.0,
-        usage_dir: str | None = None,
-        prices: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        local = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "__class__")}
-        self._refuse_secrets({**local, **kwargs})
+    def __init__(self, **kwargs: Any) -> None:
+        self._refuse_secrets(kwargs)
         for extra in _LMMS_EVAL_EXTRAS:
             kwargs.pop(extra, None)
-        wrong = [n for n in _NOT_FOR_GEMINI if not _none(kwargs.get(n))]
+        wrong = [n for n in _NOT_FOR_GEMINI if not is_none(kwargs.get(n))]
         if wrong:
             raise ValueError(
                 f"naru_gemini: {wrong} do not apply: Gemini samples the uploaded video itself at fps= "
@@ -219,91 +288,67 @@ class Gemini(NaruModel):
             )
         for n in _NOT_FOR_GEMINI:
             kwargs.pop(n, None)
-        base_args = [n for n in inspect.signature(NaruModel.__init__).parameters if n not in ("self", "kwargs")]
-        unknown = sorted(set(kwargs) - set(base_args))
-        if unknown:
-            own = [n for n in inspect.signature(Gemini.__init__).parameters if n not in ("self", "kwargs")]
-            raise ValueError(f"naru_gemini: unknown model_args {unknown}; known: {', '.join(own)}")
-        if not model or not str(model).strip():
-            raise ValueError("naru_gemini: model=<Gemini model id> is required, e.g. gemini-3-flash-preview")
-        if _none(fps):  # unset: the official leaderboard's sampling, from the one table of defaults
+        args, base = GeminiArgs.parse(self.model_id, kwargs, passthrough=_BASE_ARGS)
+        #: the typed model args, as given (``fps`` None: the default sampling below)
+        self.args = args
+        fps_value = args.fps
+        if fps_value is None:  # unset: the official leaderboard's sampling, from the one table of defaults
             official = default_sampling(self.model_id)
             assert official is not None and official.fps is not None, "budgets.DEFAULT_SAMPLING: naru_gemini"
-            fps = official.fps
-        fps_value = _float("fps", fps)
-        if not 0 < fps_value <= 24:
-            raise ValueError(f"naru_gemini: fps must be in (0, 24] (videoMetadata.fps), got {fps_value}")
-        super().__init__(fps=fps_value, **kwargs)
-        self.model = str(model).strip()
-        self.media_resolution = normalise_resolution(media_resolution)
-        self.audio = _flag("audio", audio)
+            fps_value = official.fps
+        super().__init__(fps=fps_value, **base)
+        self.model = args.model
+        self.media_resolution = args.media_resolution
+        self.audio = args.audio
         #: audio=false: by default the API drops the audio (videoMetadata.contentLayers=[FRAMES]);
         #: strip_audio=true strips the track locally instead, should the API refuse content layers
-        self.strip_audio = _flag("strip_audio", strip_audio)
-        self.thinking_budget = None if _none(thinking_budget) else _int("thinking_budget", thinking_budget, -1)
-        self.thinking_level = None if _none(thinking_level) else str(thinking_level).strip().lower()
-        if self.thinking_level is not None and self.thinking_level not in THINKING_LEVELS:
-            raise ValueError(f"naru_gemini: thinking_level must be one of {THINKING_LEVELS}, got {thinking_level!r}")
-        if self.thinking_level is not None and self.thinking_budget is not None:
-            raise ValueError("naru_gemini: give thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both")
+        self.strip_audio = args.strip_audio
+        self.thinking_budget = args.thinking_budget
+        self.thinking_level = args.thinking_level
         warning = check_thinking(self.model, self.thinking_budget, self.thinking_level)
         if warning:
             logger.warning(warning)
-        if isinstance(temperature, str) and temperature.strip().lower() == "auto":
+        if args.temperature == "auto":
             # Google advises leaving Gemini 3 at its default temperature (1.0): lower values can
             # loop or degrade reasoning. Earlier models: 0, as the task asks.
-            self.temperature = None if family(self.model) == "gemini-3" else 0.0
+            self.temperature: float | None = None if family(self.model) == "gemini-3" else 0.0
         else:
-            self.temperature = None if _none(temperature) else _float("temperature", temperature)
-        self.seed = None if _none(seed) else _int("seed", seed)
-        self.max_output_tokens = None if _none(max_output_tokens) else _int("max_output_tokens", max_output_tokens, 1)
-        self.api_version = str(api_version)
-        resolved = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL")
-        if resolved:
-            parts = urlsplit(str(resolved))
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"naru_gemini: base_url must be an http(s) URL, got {resolved!r}")
-            if parts.username or parts.password or parts.query:
-                raise ValueError(
-                    "naru_gemini: base_url must not carry credentials or a query (lmms-eval writes model_args "
-                    "into results.json); the key comes from GOOGLE_API_KEY / GEMINI_API_KEY"
-                )
-        self.base_url = str(base_url) if base_url else None
-        self.endpoint = str(resolved) if resolved else DEFAULT_BASE_URL
-        self.max_concurrency = _int("max_concurrency", max_concurrency, 1)
-        self.initial_concurrency = (
-            None if _none(initial_concurrency) else _int("initial_concurrency", initial_concurrency, 1)
+            self.temperature = args.temperature
+        self.seed = args.seed
+        self.max_output_tokens = args.max_output_tokens
+        self.api_version = args.api_version
+        env_url = os.environ.get("GOOGLE_GEMINI_BASE_URL")
+        resolved = args.base_url or (check_base_url(env_url) if env_url else None)
+        self.base_url = args.base_url
+        self.endpoint = resolved or DEFAULT_BASE_URL
+        self.max_concurrency = args.max_concurrency
+        self.initial_concurrency = args.initial_concurrency
+        self.upload_concurrency = args.upload_concurrency
+        self.retry_policy = RetryPolicy(
+            max_attempts=args.max_retries + 1, base_delay=args.retry_base_delay, max_delay=args.retry_max_delay
         )
-        self.upload_concurrency = _int("upload_concurrency", upload_concurrency, 1)
-        self.retry_policy = _ARGS.retry_policy(max_retries, retry_base_delay, retry_max_delay)
-        self.max_retries = self.retry_policy.max_attempts - 1
-        self.timeout = _float("timeout", timeout)
-        self.active_timeout = _float("active_timeout", active_timeout)
-        self.poll_interval = _float("poll_interval", poll_interval)
-        self.registry_path = Path(upload_registry) if upload_registry else None
-        self.reuse_uploads = _flag("reuse_uploads", reuse_uploads)
-        self.reuse_margin_s = _float("reuse_margin_s", reuse_margin_s)
-        self.downsample = _flag("downsample", downsample)
-        factor = _float("downsample_factor", downsample_factor)
-        if factor < 1:
-            raise ValueError(
-                f"naru_gemini: downsample_factor must be >= 1 (re-encode at >= the sampling fps), got {factor}"
-            )
-        height = None if _none(downsample_height) else _int("downsample_height", downsample_height, 2)
+        self.max_retries = args.max_retries
+        self.timeout = args.timeout
+        self.active_timeout = args.active_timeout
+        self.poll_interval = args.poll_interval
+        self.registry_path = Path(args.upload_registry) if args.upload_registry else None
+        self.reuse_uploads = args.reuse_uploads
+        self.reuse_margin_s = args.reuse_margin_s
+        self.downsample = args.downsample
         self.prep_spec = PrepSpec(
             # re-encoding anyway (downsample) drops the track too: fewer bytes to send
             audio=self.audio or not (self.strip_audio or self.downsample),
-            fps=fps_value * factor if self.downsample else None,
-            max_height=height if self.downsample else None,
+            fps=fps_value * args.downsample_factor if self.downsample else None,
+            max_height=args.downsample_height if self.downsample else None,
         )
-        self.video_cache = Path(video_cache) if video_cache else None
-        self.calibrate = _flag("calibrate", calibrate)
-        self.max_input_tokens = None if _none(max_input_tokens) else _int("max_input_tokens", max_input_tokens, 1)
+        self.video_cache = Path(args.video_cache) if args.video_cache else None
+        self.calibrate = args.calibrate
+        self.max_input_tokens = args.max_input_tokens
         #: the Files API's limits: 2 GB per file, 20 GB per project (files live 48 h)
-        self.max_file_gb = _float("max_file_gb", max_file_gb)
-        self.storage_limit_gb = _float("storage_limit_gb", storage_limit_gb)
-        self.usage_dir = Path(usage_dir) if usage_dir else None
-        self.prices = load_prices(prices)
+        self.max_file_gb = args.max_file_gb
+        self.storage_limit_gb = args.storage_limit_gb
+        self.usage_dir = Path(args.usage_dir) if args.usage_dir else None
+        self.prices = load_prices(args.prices)
         self.price = self.prices.for_model(self.model)
         #: waits: between retries (backoff), and between files.get polls; tests replace them
         self.sleep: Callable[[float], None] = time.sleep
