@@ -25,7 +25,8 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    after it (a blind question: the text alone), ``mediaResolution`` / ``thinkingConfig`` /
    ``temperature`` / ``seed`` in ``generationConfig``. At most ``max_concurrency`` in flight,
    adaptively (AIMD: halved on a 429, grown by one per window of successes). Bounded retries
-   with full-jitter backoff on 429/5xx/timeouts through naru_eval.api.retry (the SDK's are off).
+   with full-jitter backoff on 429/5xx/timeouts: every call goes through naru_eval.api.caller
+   (retries by naru_eval.api.retry, the limit by naru_eval.api.limiter; the SDK's retries are off).
    A request that still fails, a blocked prompt (``promptFeedback.blockReason``), a SAFETY (or
    other non-answer) finish and an empty answer raise :class:`RequestFailed`: stored as a
    failure, scored invalid, listed, retried on the next run.
@@ -33,6 +34,10 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    each request are stored with its answer (the store's ``usage`` column); the run's sums are
    logged and written to ``gemini_usage_<timestamp>.json`` (``usage_dir``, else
    ``$NARU_CACHE_DIR``, else next to the response store).
+
+This module is the lmms-eval class and its typed arguments (:class:`GeminiArgs`); the work is in
+naru_eval.providers.gemini: ``client`` (the SDK client), ``request`` (parts, generationConfig, the
+reply's answer and usage), ``uploads``, ``preflight`` and ``cost``.
 
 Thinking settings are checked against the model's family when the adapter starts
 (naru_eval.providers.gemini.cost.check_thinking): a pairing the API would answer 400 on every request is
