@@ -40,11 +40,44 @@ Flag = Annotated[bool, BeforeValidator(_flag)]
 
 
 class AdapterArgs(BaseModel):
-    """Base of every adapter's model args: unknown args are refused, values are frozen."""
+    """Base of every adapter's model args: unknown args are refused, values are frozen.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    The HF families and replay go through :func:`parse_model_args`; the API adapters, whose
+    frame/store args pass on to the base untyped, through :meth:`parse`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+
+    @classmethod
+    def parse(
+        cls: type[ArgsT], adapter: str, args: Mapping[str, Any], passthrough: Iterable[str] = ()
+    ) -> tuple[ArgsT, dict[str, Any]]:
+        """``(typed args, the passthrough ones)``: ``passthrough`` names go on to the base
+        (frame budget, store); any other unknown name is refused, listing the valid ones;
+        ``none``/``null``/``""`` mean unset (None)."""
+        through = set(passthrough)
+        own = {k: (None if is_none(v) else v) for k, v in args.items() if k in cls.model_fields}
+        rest = {k: v for k, v in args.items() if k not in cls.model_fields and k in through}
+        unknown = sorted(set(args) - set(own) - set(rest))
+        if unknown:
+            known = [*cls.model_fields, *sorted(through - set(cls.model_fields))]
+            raise ValueError(f"{adapter}: unknown model_args {unknown}; known: {', '.join(known)}")
+        try:
+            return cls.model_validate(own), rest
+        except ValidationError as e:
+            first = e.errors()[0]
+            name = ".".join(str(x) for x in first.get("loc", ())) or "model_args"
+            msg = str(first.get("msg", e)).removeprefix("Value error, ")
+            if first.get("type") == "value_error":  # our validators' messages name the argument and value
+                raise ValueError(f"{adapter}: {msg}") from None
+            got = f", got {first['input']!r}" if "input" in first else ""
+            raise ValueError(f"{adapter}: {name}: {msg}{got}") from None
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return list(cls.model_fields)
 
 
+ArgsT = TypeVar("ArgsT", bound=AdapterArgs)
 A = TypeVar("A", bound=AdapterArgs)
 
 

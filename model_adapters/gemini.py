@@ -25,7 +25,8 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    after it (a blind question: the text alone), ``mediaResolution`` / ``thinkingConfig`` /
    ``temperature`` / ``seed`` in ``generationConfig``. At most ``max_concurrency`` in flight,
    adaptively (AIMD: halved on a 429, grown by one per window of successes). Bounded retries
-   with full-jitter backoff on 429/5xx/timeouts through naru_eval.api.retry (the SDK's are off).
+   with full-jitter backoff on 429/5xx/timeouts: every call goes through naru_eval.api.caller
+   (retries by naru_eval.api.retry, the limit by naru_eval.api.limiter; the SDK's retries are off).
    A request that still fails, a blocked prompt (``promptFeedback.blockReason``), a SAFETY (or
    other non-answer) finish and an empty answer raise :class:`RequestFailed`: stored as a
    failure, scored invalid, listed, retried on the next run.
@@ -33,6 +34,10 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    each request are stored with its answer (the store's ``usage`` column); the run's sums are
    logged and written to ``gemini_usage_<timestamp>.json`` (``usage_dir``, else
    ``$NARU_CACHE_DIR``, else next to the response store).
+
+This module is the lmms-eval class and its typed arguments (:class:`GeminiArgs`); the work is in
+naru_eval.providers.gemini: ``client`` (the SDK client), ``request`` (parts, generationConfig, the
+reply's answer and usage), ``uploads``, ``preflight`` and ``cost``.
 
 Thinking settings are checked against the model's family when the adapter starts
 (naru_eval.providers.gemini.cost.check_thinking): a pairing the API would answer 400 on every request is
@@ -46,155 +51,166 @@ reaches a log, the store, the usage file or the upload registry (which keeps a t
 from __future__ import annotations
 
 import atexit
-import dataclasses
-import inspect
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from loguru import logger
+from pydantic import Field, field_validator, model_validator
 
-from model_adapters.args import ArgParser, is_none
+from model_adapters.args import AdapterArgs, ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from model_adapters.budgets import default_sampling
-from naru_eval.api.retry import RetryError, RetryPolicy, call_with_retry, describe_error, status_of
+from naru_eval.api.caller import ApiCaller
+from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
+from naru_eval.api.retry import RetryError, RetryPolicy
+from naru_eval.providers.gemini import request as request_
+from naru_eval.providers.gemini.client import DEFAULT_BASE_URL, KEY_ENV, api_key_from_env, genai_errors, make_client
 from naru_eval.providers.gemini.cost import (
-    FRAME_OVERHEAD_TOKENS,
-    FRAME_TOKENS,
-    MEDIA_RESOLUTION_ENUM,
     THINKING_LEVELS,
     TokenEstimate,
     UsageTotals,
     check_thinking,
-    context_window,
-    estimate_request,
     family,
     load_prices,
-    max_fps_that_fits,
     normalise_resolution,
-    request_cost,
     text_tokens,
     usage_from_store,
 )
-from naru_eval.providers.gemini.video import Prepared, PrepSpec, prepare_video
+from naru_eval.providers.gemini.preflight import ConfigurationRefused, ContextOverflow, TokenPlan, check_sizes
+from naru_eval.providers.gemini.uploads import Uploaded, Uploader, UploadFailed, UploadPolicy
+from naru_eval.providers.gemini.video import PrepSpec
 from naru_eval.settings import settings
-from naru_eval.store.uploads import UploadRecord, UploadRegistry, account_id, default_registry_path
+from naru_eval.store.uploads import UploadRegistry, account_id, default_registry_path
+
+__all__ = ["ConfigurationRefused", "ContextOverflow", "Gemini", "GeminiArgs", "UploadFailed"]
 
 DEFAULT_MODEL = "gemini-3-flash-preview"
-DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/"
-#: finish reasons that carry an answer; every other one is a failure (SAFETY, RECITATION, ...)
-ANSWER_FINISH_REASONS = frozenset({"STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED", ""})
-#: environment variables the key is read from, in order (as the SDK does)
-KEY_ENV = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
 
 _LMMS_EVAL_EXTRAS = ("device", "max_batch_size")
 _NOT_SECRET = frozenset({"max_output_tokens", "max_input_tokens"})
 _NOT_FOR_GEMINI = ("num_frames", "max_frames", "max_pixels")
 
 
-class ConfigurationRefused(ValueError):
-    """A configuration refused by the preflight, before any request is spent."""
-
-
-class ContextOverflow(ConfigurationRefused):
-    """The configuration would overflow the model's context: refused before any request."""
-
-
-class UploadFailed(RuntimeError):
-    """A video could not be uploaded or never became ACTIVE."""
-
-
-class _TransientUpload(RuntimeError):
-    """The SDK's upload broke off without an HTTP status (no upload URL, not finalized)."""
-
-    retryable = True
-
-
-def api_key_from_env() -> str | None:
-    for name in KEY_ENV:
-        value = (os.environ.get(name) or "").strip()
-        if value:
-            return value
-    return None
-
-
 _ARGS = ArgParser("naru_gemini")
-_flag, _int, _float, _none = _ARGS.flag, _ARGS.int, _ARGS.float, is_none
+#: the base's arguments (response store, batch size) passed through; the frame budget is fps= only
+_BASE_ARGS = ("response_store", "store", "batch_size")
 
 
-# ------------------------------------------------------------------------ adaptive concurrency
+def check_base_url(url: str) -> str:
+    """An http(s) URL without credentials or a query (lmms-eval writes model_args into results.json)."""
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url must be an http(s) URL, got {url!r}")
+    if parts.username or parts.password or parts.query:
+        raise ValueError(
+            "base_url must not carry credentials or a query (lmms-eval writes model_args "
+            "into results.json); the key comes from GOOGLE_API_KEY / GEMINI_API_KEY"
+        )
+    return str(url)
 
 
-class AdaptiveLimiter:
-    """An AIMD limit on requests in flight: halve on a 429, +1 per ``limit`` successes.
+class GeminiArgs(AdapterArgs):
+    """``naru_gemini``'s ``--model_args`` (docs/gemini.md has the protocol behind each)."""
 
-    ``cap`` is the ceiling (the adapter's ``max_concurrency``). A burst of 429s from requests
-    that all started before the last cut counts once: each slot remembers the epoch it was
-    taken in, and only a 429 from the current epoch halves the limit again.
-    """
+    model: str = Field(DEFAULT_MODEL, description="Gemini model id, e.g. gemini-3-flash-preview")
+    fps: float | None = Field(None, description="videoMetadata.fps, in (0, 24]; unset: the leaderboard's sampling")
+    media_resolution: str = Field("default", description="low, medium, high or default (mediaResolution)")
+    audio: bool = Field(True, description="send the audio track (false: contentLayers=[FRAMES])")
+    strip_audio: bool = Field(False, description="audio=false by stripping the track locally instead")
+    thinking_budget: int | None = Field(None, ge=-1, description="Gemini 2.5 thinkingBudget (-1: dynamic)")
+    thinking_level: str | None = Field(None, description="Gemini 3 thinkingLevel (minimal, low, medium, high)")
+    temperature: float | Literal["auto"] | None = Field(
+        "auto", description="auto: the API's default for Gemini 3, 0 for earlier models"
+    )
+    seed: int | None = Field(None, description="generationConfig.seed")
+    max_output_tokens: int | None = Field(None, ge=1, description="generationConfig.maxOutputTokens")
+    base_url: str | None = Field(None, description="another endpoint (else $GOOGLE_GEMINI_BASE_URL, else Google's)")
+    api_version: str = Field("v1beta", description="the API version in the URL")
+    max_concurrency: int = Field(8, ge=1, description="the ceiling of questions in flight (AIMD below it)")
+    initial_concurrency: int | None = Field(None, ge=1, description="questions in flight at the start")
+    upload_concurrency: int = Field(4, ge=1, description="uploads at a time")
+    max_retries: int = Field(5, ge=0, description="retries after the first try (429, 5xx, timeouts)")
+    retry_base_delay: float = Field(2.0, ge=0, description="full-jitter backoff base, seconds")
+    retry_max_delay: float = Field(60.0, ge=0, description="backoff ceiling, seconds")
+    timeout: float = Field(600.0, ge=0, description="seconds per HTTP request")
+    active_timeout: float = Field(1800.0, ge=0, description="seconds an upload may take to become ACTIVE")
+    poll_interval: float = Field(5.0, ge=0, description="seconds between files.get polls")
+    upload_registry: str | None = Field(None, description="the upload registry's SQLite file")
+    reuse_uploads: bool = Field(True, description="reuse live uploads of earlier runs")
+    reuse_margin_s: float = Field(6 * 3600.0, ge=0, description="an upload expiring sooner is not reused")
+    downsample: bool = Field(False, description="re-encode before upload (fps x downsample_factor, downsample_height)")
+    downsample_factor: float = Field(4.0, description="re-encode at fps x this (>= 1)")
+    downsample_height: int | None = Field(360, ge=2, description="re-encoded height in pixels (none: keep)")
+    video_cache: str | None = Field(None, description="where re-encoded videos are kept")
+    calibrate: bool = Field(True, description="countTokens on the longest video before the questions")
+    max_input_tokens: int | None = Field(None, ge=1, description="the context limit, for a model not in the table")
+    max_file_gb: float = Field(2.0, ge=0, description="the Files API's per-file limit")
+    storage_limit_gb: float = Field(20.0, ge=0, description="the Files API's per-project limit")
+    usage_dir: str | None = Field(None, description="where gemini_usage_<timestamp>.json goes")
+    prices: str | None = Field(None, description="a prices JSON file instead of the packaged one")
 
-    def __init__(self, cap: int, initial: int | None = None) -> None:
-        self.cap = max(1, int(cap))
-        self.limit = float(min(self.cap, max(1, int(initial or cap))))
-        self.in_flight = 0
-        self.epoch = 0
-        self.cuts = 0
-        self.history: list[tuple[str, float]] = []
-        self._cond = threading.Condition()
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model(cls, v: Any) -> Any:
+        if v is None or not str(v).strip():
+            raise ValueError("model=<Gemini model id> is required, e.g. gemini-3-flash-preview")
+        return str(v).strip()
 
-    def acquire(self) -> int:
-        with self._cond:
-            while self.in_flight >= int(self.limit):
-                self._cond.wait()
-            self.in_flight += 1
-            return self.epoch
+    @field_validator("fps")
+    @classmethod
+    def _fps(cls, v: float | None) -> float | None:
+        if v is not None and not 0 < v <= 24:
+            raise ValueError(f"fps must be in (0, 24] (videoMetadata.fps), got {v}")
+        return v
 
-    def release(self) -> None:
-        with self._cond:
-            self.in_flight -= 1
-            self._cond.notify_all()
+    @field_validator("media_resolution", mode="before")
+    @classmethod
+    def _resolution(cls, v: Any) -> str:
+        return normalise_resolution(v)
 
-    def throttled(self, epoch: int) -> None:
-        with self._cond:
-            if epoch != self.epoch:
-                return
-            self.limit = max(1.0, float(int(self.limit) // 2 or 1))
-            self.epoch += 1
-            self.cuts += 1
-            self.history.append(("429", self.limit))
+    @field_validator("thinking_level")
+    @classmethod
+    def _level(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        level = v.strip().lower()
+        if level not in THINKING_LEVELS:
+            raise ValueError(f"thinking_level must be one of {THINKING_LEVELS}, got {v!r}")
+        return level
 
-    def succeeded(self) -> None:
-        with self._cond:
-            if self.limit < self.cap:
-                before = int(self.limit)
-                self.limit = min(float(self.cap), self.limit + 1.0 / max(1.0, self.limit))
-                if int(self.limit) > before:
-                    self.history.append(("grow", self.limit))
-                    self._cond.notify_all()
+    @field_validator("temperature", mode="before")
+    @classmethod
+    def _auto(cls, v: Any) -> Any:
+        return "auto" if isinstance(v, str) and v.strip().lower() == "auto" else v
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return None if v is None else check_base_url(v)
+
+    @field_validator("downsample_factor")
+    @classmethod
+    def _factor(cls, v: float) -> float:
+        if v < 1:
+            raise ValueError(f"downsample_factor must be >= 1 (re-encode at >= the sampling fps), got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _thinking(self) -> GeminiArgs:
+        if self.thinking_level is not None and self.thinking_budget is not None:
+            raise ValueError("give thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both")
+        return self
 
 
 # --------------------------------------------------------------------------------- run state
-
-
-@dataclass(frozen=True)
-class Uploaded:
-    """A video ready to be asked about."""
-
-    video: str
-    name: str
-    uri: str
-    mime_type: str
-    sha256: str
-    reused: bool
-    prepared: Prepared
 
 
 @dataclass
@@ -219,49 +235,11 @@ class Gemini(NaruModel):
     default_num_frames = None
     max_concurrency = 8
 
-    def __init__(
-        self,
-        model: str = DEFAULT_MODEL,
-        fps: float | str | None = None,
-        media_resolution: str | None = "default",
-        audio: bool | str = True,
-        strip_audio: bool | str = False,
-        thinking_budget: int | str | None = None,
-        thinking_level: str | None = None,
-        temperature: float | str | None = "auto",
-        seed: int | str | None = None,
-        max_output_tokens: int | str | None = None,
-        base_url: str | None = None,
-        api_version: str = "v1beta",
-        max_concurrency: int | str = 8,
-        initial_concurrency: int | str | None = None,
-        upload_concurrency: int | str = 4,
-        max_retries: int | str = 5,
-        retry_base_delay: float | str = 2.0,
-        retry_max_delay: float | str = 60.0,
-        timeout: float | str = 600.0,
-        active_timeout: float | str = 1800.0,
-        poll_interval: float | str = 5.0,
-        upload_registry: str | None = None,
-        reuse_uploads: bool | str = True,
-        reuse_margin_s: float | str = 6 * 3600.0,
-        downsample: bool | str = False,
-        downsample_factor: float | str = 4.0,
-        downsample_height: int | str | None = 360,
-        video_cache: str | None = None,
-        calibrate: bool | str = True,
-        max_input_tokens: int | str | None = None,
-        max_file_gb: float | str = 2.0,
-        storage_limit_gb: float | str = 20.0,
-        usage_dir: str | None = None,
-        prices: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        local = {k: v for k, v in locals().items() if k not in ("self", "kwargs", "__class__")}
-        self._refuse_secrets({**local, **kwargs})
+    def __init__(self, **kwargs: Any) -> None:
+        self._refuse_secrets(kwargs)
         for extra in _LMMS_EVAL_EXTRAS:
             kwargs.pop(extra, None)
-        wrong = [n for n in _NOT_FOR_GEMINI if not _none(kwargs.get(n))]
+        wrong = [n for n in _NOT_FOR_GEMINI if not is_none(kwargs.get(n))]
         if wrong:
             raise ValueError(
                 f"naru_gemini: {wrong} do not apply: Gemini samples the uploaded video itself at fps= "
@@ -269,106 +247,114 @@ class Gemini(NaruModel):
             )
         for n in _NOT_FOR_GEMINI:
             kwargs.pop(n, None)
-        base_args = [n for n in inspect.signature(NaruModel.__init__).parameters if n not in ("self", "kwargs")]
-        unknown = sorted(set(kwargs) - set(base_args))
-        if unknown:
-            own = [n for n in inspect.signature(Gemini.__init__).parameters if n not in ("self", "kwargs")]
-            raise ValueError(f"naru_gemini: unknown model_args {unknown}; known: {', '.join(own)}")
-        if not model or not str(model).strip():
-            raise ValueError("naru_gemini: model=<Gemini model id> is required, e.g. gemini-3-flash-preview")
-        if _none(fps):  # unset: the official leaderboard's sampling, from the one table of defaults
+        args, base = GeminiArgs.parse(self.model_id, kwargs, passthrough=_BASE_ARGS)
+        #: the typed model args, as given (``fps`` None: the default sampling below)
+        self.args = args
+        fps_value = args.fps
+        if fps_value is None:  # unset: the official leaderboard's sampling, from the one table of defaults
             official = default_sampling(self.model_id)
             assert official is not None and official.fps is not None, "budgets.DEFAULT_SAMPLING: naru_gemini"
-            fps = official.fps
-        fps_value = _float("fps", fps)
-        if not 0 < fps_value <= 24:
-            raise ValueError(f"naru_gemini: fps must be in (0, 24] (videoMetadata.fps), got {fps_value}")
-        super().__init__(fps=fps_value, **kwargs)
-        self.model = str(model).strip()
-        self.media_resolution = normalise_resolution(media_resolution)
-        self.audio = _flag("audio", audio)
+            fps_value = official.fps
+        super().__init__(fps=fps_value, **base)
+        self.model = args.model
+        self.media_resolution = args.media_resolution
+        self.audio = args.audio
         #: audio=false: by default the API drops the audio (videoMetadata.contentLayers=[FRAMES]);
         #: strip_audio=true strips the track locally instead, should the API refuse content layers
-        self.strip_audio = _flag("strip_audio", strip_audio)
-        self.thinking_budget = None if _none(thinking_budget) else _int("thinking_budget", thinking_budget, -1)
-        self.thinking_level = None if _none(thinking_level) else str(thinking_level).strip().lower()
-        if self.thinking_level is not None and self.thinking_level not in THINKING_LEVELS:
-            raise ValueError(f"naru_gemini: thinking_level must be one of {THINKING_LEVELS}, got {thinking_level!r}")
-        if self.thinking_level is not None and self.thinking_budget is not None:
-            raise ValueError("naru_gemini: give thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both")
+        self.strip_audio = args.strip_audio
+        self.thinking_budget = args.thinking_budget
+        self.thinking_level = args.thinking_level
         warning = check_thinking(self.model, self.thinking_budget, self.thinking_level)
         if warning:
             logger.warning(warning)
-        if isinstance(temperature, str) and temperature.strip().lower() == "auto":
+        if args.temperature == "auto":
             # Google advises leaving Gemini 3 at its default temperature (1.0): lower values can
             # loop or degrade reasoning. Earlier models: 0, as the task asks.
-            self.temperature = None if family(self.model) == "gemini-3" else 0.0
+            self.temperature: float | None = None if family(self.model) == "gemini-3" else 0.0
         else:
-            self.temperature = None if _none(temperature) else _float("temperature", temperature)
-        self.seed = None if _none(seed) else _int("seed", seed)
-        self.max_output_tokens = None if _none(max_output_tokens) else _int("max_output_tokens", max_output_tokens, 1)
-        self.api_version = str(api_version)
-        resolved = base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL")
-        if resolved:
-            parts = urlsplit(str(resolved))
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"naru_gemini: base_url must be an http(s) URL, got {resolved!r}")
-            if parts.username or parts.password or parts.query:
-                raise ValueError(
-                    "naru_gemini: base_url must not carry credentials or a query (lmms-eval writes model_args "
-                    "into results.json); the key comes from GOOGLE_API_KEY / GEMINI_API_KEY"
-                )
-        self.base_url = str(base_url) if base_url else None
-        self.endpoint = str(resolved) if resolved else DEFAULT_BASE_URL
-        self.max_concurrency = _int("max_concurrency", max_concurrency, 1)
-        self.initial_concurrency = (
-            None if _none(initial_concurrency) else _int("initial_concurrency", initial_concurrency, 1)
+            self.temperature = args.temperature
+        self.seed = args.seed
+        self.max_output_tokens = args.max_output_tokens
+        self.api_version = args.api_version
+        env_url = os.environ.get("GOOGLE_GEMINI_BASE_URL")
+        resolved = args.base_url or (check_base_url(env_url) if env_url else None)
+        self.base_url = args.base_url
+        self.endpoint = resolved or DEFAULT_BASE_URL
+        self.max_concurrency = args.max_concurrency
+        self.initial_concurrency = args.initial_concurrency
+        self.upload_concurrency = args.upload_concurrency
+        self.retry_policy = RetryPolicy(
+            max_attempts=args.max_retries + 1, base_delay=args.retry_base_delay, max_delay=args.retry_max_delay
         )
-        self.upload_concurrency = _int("upload_concurrency", upload_concurrency, 1)
-        self.retry_policy = _ARGS.retry_policy(max_retries, retry_base_delay, retry_max_delay)
-        self.max_retries = self.retry_policy.max_attempts - 1
-        self.timeout = _float("timeout", timeout)
-        self.active_timeout = _float("active_timeout", active_timeout)
-        self.poll_interval = _float("poll_interval", poll_interval)
-        self.registry_path = Path(upload_registry) if upload_registry else None
-        self.reuse_uploads = _flag("reuse_uploads", reuse_uploads)
-        self.reuse_margin_s = _float("reuse_margin_s", reuse_margin_s)
-        self.downsample = _flag("downsample", downsample)
-        factor = _float("downsample_factor", downsample_factor)
-        if factor < 1:
-            raise ValueError(
-                f"naru_gemini: downsample_factor must be >= 1 (re-encode at >= the sampling fps), got {factor}"
-            )
-        height = None if _none(downsample_height) else _int("downsample_height", downsample_height, 2)
+        self.max_retries = args.max_retries
+        self.timeout = args.timeout
+        self.active_timeout = args.active_timeout
+        self.poll_interval = args.poll_interval
+        self.registry_path = Path(args.upload_registry) if args.upload_registry else None
+        self.reuse_uploads = args.reuse_uploads
+        self.reuse_margin_s = args.reuse_margin_s
+        self.downsample = args.downsample
         self.prep_spec = PrepSpec(
             # re-encoding anyway (downsample) drops the track too: fewer bytes to send
             audio=self.audio or not (self.strip_audio or self.downsample),
-            fps=fps_value * factor if self.downsample else None,
-            max_height=height if self.downsample else None,
+            fps=fps_value * args.downsample_factor if self.downsample else None,
+            max_height=args.downsample_height if self.downsample else None,
         )
-        self.video_cache = Path(video_cache) if video_cache else None
-        self.calibrate = _flag("calibrate", calibrate)
-        self.max_input_tokens = None if _none(max_input_tokens) else _int("max_input_tokens", max_input_tokens, 1)
+        self.video_cache = Path(args.video_cache) if args.video_cache else None
+        self.calibrate = args.calibrate
+        self.max_input_tokens = args.max_input_tokens
         #: the Files API's limits: 2 GB per file, 20 GB per project (files live 48 h)
-        self.max_file_gb = _float("max_file_gb", max_file_gb)
-        self.storage_limit_gb = _float("storage_limit_gb", storage_limit_gb)
-        self.usage_dir = Path(usage_dir) if usage_dir else None
-        self.prices = load_prices(prices)
+        self.max_file_gb = args.max_file_gb
+        self.storage_limit_gb = args.storage_limit_gb
+        self.usage_dir = Path(args.usage_dir) if args.usage_dir else None
+        self.prices = load_prices(args.prices)
         self.price = self.prices.for_model(self.model)
         #: waits: between retries (backoff), and between files.get polls; tests replace them
         self.sleep: Callable[[float], None] = time.sleep
         self.poll_sleep: Callable[[float], None] = time.sleep
         self.clock: Callable[[], float] = time.monotonic
-        self.limiter = AdaptiveLimiter(self.max_concurrency, self.initial_concurrency)
+        #: the endpoint+model's adaptive limit on generateContent (halved on a 429, grown on successes)
+        self.limiter: AdaptiveLimiter = limiter_for(
+            f"{self.endpoint.rstrip('/')}/{self.api_version}",
+            self.model,
+            self.max_concurrency,
+            self.initial_concurrency,
+        )
+        #: the one API path (naru_eval.api.caller): uploads, polls and countTokens retry unthrottled,
+        #: questions through the limiter
+        self.caller = ApiCaller(
+            self.model_id, self.retry_policy, catch=genai_errors, warn=logger.warning, sleep=lambda s: self.sleep(s)
+        )
+        self.question_caller = ApiCaller(
+            self.model_id,
+            self.retry_policy,
+            catch=genai_errors,
+            limiter=self.limiter,
+            warn=logger.warning,
+            sleep=lambda s: self.sleep(s),
+        )
         self._client: Any = None
         self._account: str | None = None
         self._client_lock = threading.Lock()
         self._registry: UploadRegistry | None = None
-        self._futures: dict[str, Future] = {}
-        self._futures_lock = threading.Lock()
-        self._upload_pool: ThreadPoolExecutor | None = None
         self._stats_lock = threading.Lock()
-        self.upload_stats = {"uploaded": 0, "reused": 0, "bytes_sent": 0, "bytes_saved": 0, "preprocessed": 0}
+        #: the Files API side (providers/gemini/uploads.py); client, registry and waits looked up at use
+        self.uploads = Uploader(
+            UploadPolicy(
+                self.prep_spec,
+                reuse=self.reuse_uploads,
+                reuse_margin_s=self.reuse_margin_s,
+                active_timeout=self.active_timeout,
+                poll_interval=self.poll_interval,
+            ),
+            client=lambda: self.client,
+            account=lambda: self.account,
+            registry=lambda: self.registry,
+            call=self._call,
+            cache_dir=self._cache_dir,
+            clock=lambda: self.clock(),
+            poll_sleep=lambda s: self.poll_sleep(s),
+        )
         self._run: _RunState | None = None
         atexit.register(self._write_usage_if_pending)
 
@@ -403,23 +389,15 @@ class Gemini(NaruModel):
         if self._client is None:
             with self._client_lock:
                 if self._client is None:
-                    from google import genai
-                    from google.genai import types
-
                     key = api_key_from_env()
                     if not key:
                         raise RuntimeError(
                             "naru_gemini: no API key: set GOOGLE_API_KEY (or GEMINI_API_KEY) in the environment"
                         )
-                    opts = types.HttpOptions(
-                        api_version=self.api_version,
-                        timeout=int(self.timeout * 1000),
-                        retry_options=types.HttpRetryOptions(attempts=1),
-                    )
-                    if self.base_url:
-                        opts.base_url = self.base_url
                     self._account = account_id(key, self.endpoint)
-                    self._client = genai.Client(vertexai=False, api_key=key, http_options=opts)
+                    self._client = make_client(
+                        key, api_version=self.api_version, timeout=self.timeout, base_url=self.base_url
+                    )
         return self._client
 
     @property
@@ -437,28 +415,8 @@ class Gemini(NaruModel):
                     self._registry = UploadRegistry(path)
         return self._registry
 
-    def _catch(self) -> tuple[type[BaseException], ...]:
-        from google.genai import errors
-
-        out: list[type[BaseException]] = [errors.APIError, json.JSONDecodeError, TimeoutError, ConnectionError]
-        out.append(_TransientUpload)
-        for mod in ("httpx", "httpx2"):
-            try:
-                out.append(__import__(mod).HTTPError)
-            except (ImportError, AttributeError):
-                pass
-        return tuple(out)
-
     def _call(self, fn: Callable[[], Any], what: str, policy: RetryPolicy | None = None) -> Any:
-        policy = policy or self.retry_policy
-
-        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
-            logger.warning(
-                f"naru_gemini: {what}: attempt {attempt}/{policy.max_attempts} failed "
-                f"({describe_error(exc)}); retrying in {delay:.1f}s"
-            )
-
-        return call_with_retry(fn, policy, sleep=self.sleep, on_retry=on_retry, catch=self._catch())
+        return self.caller.call(fn, what, policy=policy).value
 
     # -- the request ----------------------------------------------------------------------------
     @property
@@ -467,52 +425,19 @@ class Gemini(NaruModel):
         unless the track is stripped locally; None (the API's default: frames and audio) otherwise."""
         return None if self.audio or self.strip_audio else ["FRAMES"]
 
-    def video_part(self, uploaded: Uploaded, layers: list[str] | None = None, per_part_resolution: bool = False) -> Any:
-        """``fileData`` + ``videoMetadata`` (fps, content layers); optionally the part's own
-        ``mediaResolution`` (countTokens takes no generationConfig; Gemini 3 takes it per part)."""
-        from google.genai import types
-
-        layers = layers if layers is not None else self.content_layers
-        meta = types.VideoMetadata(
-            fps=self.fps, content_layers=[types.VideoMetadataContentLayer(x) for x in layers] if layers else None
+    def settings(self) -> request_.Settings:
+        """What each request carries besides its parts (providers/gemini/request.py builds them)."""
+        layers = self.content_layers
+        return request_.Settings(
+            fps=float(self.fps or 0.0),
+            media_resolution=self.media_resolution,
+            content_layers=tuple(layers) if layers else None,
+            thinking_budget=self.thinking_budget,
+            thinking_level=self.thinking_level,
+            temperature=self.temperature,
+            seed=self.seed,
+            max_output_tokens=self.max_output_tokens,
         )
-        extra: dict[str, Any] = {}
-        if per_part_resolution and self.media_resolution != "default":
-            level = types.PartMediaResolutionLevel(MEDIA_RESOLUTION_ENUM[self.media_resolution])
-            extra["media_resolution"] = types.PartMediaResolution(level=level)
-        return types.Part(
-            file_data=types.FileData(file_uri=uploaded.uri, mime_type=uploaded.mime_type),
-            video_metadata=meta,
-            **extra,
-        )
-
-    def contents(self, uploaded: Uploaded | None, prompt: str) -> list[Any]:
-        """The video part first (fileData + videoMetadata), then the question; the question alone
-        for a text-only (blind) request."""
-        from google.genai import types
-
-        parts = [self.video_part(uploaded)] if uploaded is not None else []
-        return [types.Content(role="user", parts=[*parts, types.Part(text=prompt)])]
-
-    def generation_config(self) -> Any:
-        from google.genai import types
-
-        cfg: dict[str, Any] = {}
-        if self.media_resolution != "default":
-            cfg["media_resolution"] = types.MediaResolution(MEDIA_RESOLUTION_ENUM[self.media_resolution])
-        if self.thinking_budget is not None:
-            cfg["thinking_config"] = types.ThinkingConfig(thinking_budget=self.thinking_budget)
-        elif self.thinking_level is not None:
-            cfg["thinking_config"] = types.ThinkingConfig(
-                thinking_level=types.ThinkingLevel(self.thinking_level.upper())
-            )
-        if self.temperature is not None:
-            cfg["temperature"] = self.temperature
-        if self.seed is not None:
-            cfg["seed"] = self.seed
-        if self.max_output_tokens is not None:
-            cfg["max_output_tokens"] = self.max_output_tokens
-        return types.GenerateContentConfig(**cfg)
 
     # -- preflight --------------------------------------------------------------------------------
     def _duration(self, request: NaruRequest) -> float:
@@ -523,43 +448,18 @@ class Gemini(NaruModel):
 
         return probe_video(request.video, check_end=False).duration_s  # type: ignore[arg-type]
 
-    def estimate(self, duration_s: float, prompt: str, media_resolution: str | None = None, audio: bool | None = None):
-        return estimate_request(
-            duration_s,
-            model=self.model,
-            fps=float(self.fps or 0.0),
-            media_resolution=media_resolution or self.media_resolution,
-            audio=self.audio if audio is None else audio,
-            prompt=prompt,
-        )
+    @property
+    def plan(self) -> TokenPlan:
+        return TokenPlan(self.model, float(self.fps or 0.0), self.media_resolution, self.audio, self.max_input_tokens)
+
+    def estimate(
+        self, duration_s: float, prompt: str, media_resolution: str | None = None, audio: bool | None = None
+    ) -> TokenEstimate:
+        return self.plan.estimate(duration_s, prompt, media_resolution, audio)
 
     @property
     def input_limit(self) -> int:
-        return self.max_input_tokens or context_window(self.model)[0]
-
-    def _overflow_message(self, video: str, est: TokenEstimate, total: int, how: str) -> str:
-        limit = self.input_limit
-        low = self.estimate(est.duration_s, "", media_resolution="low").total + est.text_tokens
-        mute = self.estimate(est.duration_s, "", audio=False).total + est.text_tokens
-        best_fps = max_fps_that_fits(
-            est.duration_s,
-            limit,
-            model=self.model,
-            media_resolution=self.media_resolution,
-            audio=self.audio,
-            text=est.text_tokens,
-        )
-        per = est.frame_tokens
-        audio = f"{est.audio_tokens:,} audio tokens (32/s)" if self.audio else "no audio"
-        return (
-            f"naru_gemini: refusing this configuration before any request: the longest video {video} "
-            f"({est.duration_s / 3600:.2f} h) needs {how} {total:,} input tokens per question, over {self.model}'s "
-            f"{limit:,}-token context: {est.frames:,} frames at fps={self.fps:g} x ({per} tokens at "
-            f"media_resolution={self.media_resolution} + {FRAME_OVERHEAD_TOKENS} overhead) = {est.video_tokens:,}, "
-            f"+ {audio}, + {est.text_tokens:,} text. Estimates that would fit or not: media_resolution=low -> "
-            f"{low:,}; audio=false -> {mute:,}; fps <= {best_fps:.3f} at this resolution and audio. "
-            "No request was spent."
-        )
+        return self.plan.input_limit
 
     def _preflight(self, requests: Sequence[NaruRequest]) -> tuple[str, NaruRequest, TokenEstimate] | None:
         durations: dict[str, float] = {}
@@ -579,7 +479,7 @@ class Gemini(NaruModel):
         if worst is None:
             return None  # text only: nothing to upload or calibrate
         total, video, request, est = worst
-        known = context_window(self.model)[1] or self.max_input_tokens is not None
+        known = self.plan.limit_known
         assert self._run is not None
         self._run.preflight = {
             "videos": len(durations),
@@ -597,106 +497,63 @@ class Gemini(NaruModel):
                 "tokens (set max_input_tokens= to be exact)"
             )
         if total > self.input_limit:
-            raise ContextOverflow(self._overflow_message(video, est, total, "an estimated"))
-        self._check_sizes(list(durations))
+            raise ContextOverflow(self.plan.overflow_message(video, est, total, "an estimated"))
+        check_sizes(list(durations), self.prep_spec, self.max_file_gb, self.storage_limit_gb)
         logger.info(
             f"naru_gemini: preflight: {len(requests)} question(s) over {len(durations)} video(s); longest "
             f"{Path(video).name} ({est.duration_s / 3600:.2f} h) ~{total:,} input tokens of {self.input_limit:,}"
         )
         return video, request, est
 
-    def _check_sizes(self, videos: Sequence[str]) -> None:
-        """Files sent as they are must fit the Files API: 2 GB a file, 20 GB a project."""
-        if self.prep_spec.fps is not None or self.prep_spec.max_height is not None:
-            return  # re-encoded sizes are known only after encoding (a few MB an hour at 360p, 1 fps)
-        gb = 1024**3
-        sizes = {v: os.path.getsize(v) for v in videos}
-        too_big = sorted((s, v) for v, s in sizes.items() if s > self.max_file_gb * gb)
-        hint = (
-            "set downsample=true (re-encodes at fps x downsample_factor and downsample_height pixels high, "
-            "a few MB per hour), or raise max_file_gb= / storage_limit_gb= if Google's limits changed. "
-            "No request was spent."
-        )
-        if too_big:
-            size, video = too_big[-1]
-            raise ConfigurationRefused(
-                f"naru_gemini: refusing before any request: {len(too_big)} video(s) exceed the Files API's "
-                f"{self.max_file_gb:g} GB per-file limit (largest: {video}, {size / gb:.2f} GB); {hint}"
-            )
-        total = sum(sizes.values())
-        if total > self.storage_limit_gb * gb:
-            raise ConfigurationRefused(
-                f"naru_gemini: refusing before any request: the {len(sizes)} video(s) total {total / gb:.1f} GB, "
-                f"over the Files API's {self.storage_limit_gb:g} GB per project (uploads are kept 48 h for reuse); "
-                f"{hint}"
-            )
-
     def _count(self, parts: list[Any]) -> int:
         """``countTokens`` of ``parts``: its ``totalTokens``, all the Gemini API reports (the SDK's
         ``CountTokensResponse`` has no per-modality details)."""
-        from google.genai import types
-
-        contents = [types.Content(role="user", parts=parts)]
+        contents = request_.text_contents(parts)
         counted = self._call(
             lambda: self.client.models.count_tokens(model=self.model, contents=contents), "countTokens"
         )
         return int(getattr(counted, "total_tokens", 0) or 0)
 
-    def _calibrate(self, video: str, request: NaruRequest, est: TokenEstimate) -> None:
+    def _calibrate(self, video: str, req: NaruRequest, est: TokenEstimate) -> None:
         """countTokens on the longest video: refuse if the counted configuration overflows.
 
         countTokens takes no generationConfig, so it counts at the default media resolution unless
         the video part carries its own ``mediaResolution`` (Gemini 3 only). The text and the video
-        are counted apart. For Gemini 2.x at a non-default resolution, the frames are counted alone
-        (``contentLayers=[FRAMES]``) and only they are rescaled: audio costs the same at every
-        resolution.
+        are counted apart; for Gemini 2.x at a non-default resolution the frames are counted alone
+        (``contentLayers=[FRAMES]``) and only they are rescaled (TokenPlan.calibration).
         """
-        from google.genai import types
-
         try:
-            uploaded = self._futures[video].result()
+            uploaded = self.uploads.result(video)
         except Exception as e:  # noqa: BLE001 - its questions fail on their own
             logger.warning(f"naru_gemini: calibration skipped: the upload of {Path(video).name} failed ({e})")
             return
-        fam_name = family(self.model)
-        in_count = self.media_resolution == "default" or fam_name == "gemini-3"
+        plan, settings = self.plan, self.settings()
+        in_count = plan.counted_in_resolution()
+        gemini3 = family(self.model) == "gemini-3"
         try:
-            text = self._count([types.Part(text=request.prompt)])
-            whole = self._count([self.video_part(uploaded, per_part_resolution=fam_name == "gemini-3")])
+            text = self._count([request_.text_part(req.prompt)])
+            whole = self._count(
+                [request_.video_part(settings, uploaded.uri, uploaded.mime_type, per_part_resolution=gemini3)]
+            )
             frames = whole
             if not in_count and self.audio:
-                frames = self._count([self.video_part(uploaded, layers=["FRAMES"])])
+                frames = self._count([request_.video_part(settings, uploaded.uri, uploaded.mime_type, ["FRAMES"])])
         except RetryError as e:
             logger.warning(f"naru_gemini: calibration skipped: countTokens failed ({e})")
             return
         if whole <= 0:
             return
-        audio = whole - frames
-        scale = 1.0
-        if not in_count:
-            fam = FRAME_TOKENS[fam_name]
-            scale = (fam[self.media_resolution] + FRAME_OVERHEAD_TOKENS) / (fam["default"] + FRAME_OVERHEAD_TOKENS)
-        calibrated = int(round(frames * scale)) + audio + text
-        info = {
-            "video": video,
-            "counted_text": text,
-            "counted_video": whole,
-            "counted_frames": frames if not in_count else None,
-            "resolution_counted": self.media_resolution if in_count else "default",
-            "frame_scale": round(scale, 4),
-            "calibrated": calibrated,
-            "estimated": est.total,
-            "ratio": round(calibrated / max(1, est.total), 4),
-        }
+        info = plan.calibration(video, est, text, whole, frames)
+        calibrated = info["calibrated"]
         assert self._run is not None
         self._run.calibration = info
-        how = "" if in_count else f" (frames counted at the default resolution, x{scale:.3f})"
+        how = "" if in_count else f" (frames counted at the default resolution, x{info['frame_scale']:.3f})"
         logger.info(
             f"naru_gemini: countTokens on {Path(video).name}: video {whole:,}{how}, text {text:,}; this "
             f"configuration: {calibrated:,} vs {est.total:,} estimated (x{info['ratio']}), of {self.input_limit:,}"
         )
         if calibrated > self.input_limit:
-            raise ContextOverflow(self._overflow_message(video, est, calibrated, "(counted by countTokens)"))
+            raise ContextOverflow(plan.overflow_message(video, est, calibrated, "(counted by countTokens)"))
 
     # -- uploads --------------------------------------------------------------------------------
     def _cache_dir(self) -> Path:
@@ -704,117 +561,13 @@ class Gemini(NaruModel):
             return self.video_cache
         return self.registry.path.parent / "gemini_videos"
 
-    def _wait_active(self, name: str, video: str) -> Any:
-        from google.genai import types
-
-        deadline = self.clock() + self.active_timeout
-        while True:
-            f = self._call(lambda: self.client.files.get(name=name), f"files.get {name}")
-            state = _enum(getattr(f, "state", None))
-            if state == types.FileState.ACTIVE.value:
-                return f
-            if state == types.FileState.FAILED.value:
-                err = getattr(f, "error", None)
-                msg = getattr(err, "message", None) or err
-                raise UploadFailed(f"{Path(video).name}: Gemini could not process {name} (state FAILED: {msg})")
-            if self.clock() >= deadline:
-                raise UploadFailed(
-                    f"{Path(video).name}: {name} is still {state or 'unknown'} after {self.active_timeout:g} s "
-                    "(active_timeout); the file stays on the server for 48 h and a rerun reuses it once ACTIVE"
-                )
-            self.poll_sleep(self.poll_interval)
-
-    def _reuse(self, sha: str, video: str, prepared: Prepared) -> Uploaded | None:
-        rec = self.registry.get(sha, self.account)
-        if rec is None:
-            return None
-        if not rec.live(self.reuse_margin_s):
-            self.registry.forget(sha, self.account)
-            return None
-        try:
-            f = self._wait_active(rec.name, video)
-        except RetryError as e:
-            if e.status not in (403, 404):
-                logger.warning(f"naru_gemini: could not check upload {rec.name} ({e}); uploading again")
-            self.registry.forget(sha, self.account)
-            return None
-        except UploadFailed as e:
-            logger.warning(f"naru_gemini: upload {rec.name} is not usable ({e}); uploading again")
-            self.registry.forget(sha, self.account)
-            return None
-        expires = _epoch(getattr(f, "expiration_time", None)) or rec.expires
-        if expires is not None and expires <= time.time() + self.reuse_margin_s:
-            self.registry.forget(sha, self.account)
-            return None
-        self.registry.put(dataclasses.replace(rec, state="ACTIVE", expires=expires))
-        return Uploaded(video, rec.name, f.uri or rec.uri, rec.mime_type, sha, True, prepared)
-
-    def _upload(self, video: str) -> Uploaded:
-        """The video on the Files API and ACTIVE: reused from the registry, or uploaded now."""
-        from google.genai import types
-
-        source_sha = self.registry.sha256(video) if self.prep_spec.needed(video) else None
-        prepared = prepare_video(video, self.prep_spec, self._cache_dir(), source_sha)
-        if prepared.transformed and not prepared.cached:
-            logger.info(
-                f"naru_gemini: {Path(video).name}: pre-processed in {prepared.seconds:.1f}s, "
-                f"{prepared.source_bytes:,} -> {prepared.sent_bytes:,} bytes"
-            )
-        sha = self.registry.sha256(prepared.path)
-        if self.reuse_uploads:
-            reused = self._reuse(sha, video, prepared)
-            if reused is not None:
-                with self._stats_lock:
-                    self.upload_stats["reused"] += 1
-                return reused
-
-        def upload() -> Any:
-            try:
-                return self.client.files.upload(
-                    file=str(prepared.path),
-                    config=types.UploadFileConfig(mime_type=prepared.mime_type, display_name=f"naru-{sha[:16]}"),
-                )
-            except (KeyError, ValueError) as e:  # no upload URL / not finalized: no HTTP status
-                raise _TransientUpload(f"upload interrupted: {e}") from e
-
-        f = self._call(upload, f"upload {Path(video).name}")
-        record = UploadRecord(
-            sha256=sha,
-            account=self.account,
-            name=f.name,
-            uri=f.uri,
-            mime_type=prepared.mime_type,
-            size_bytes=prepared.sent_bytes,
-            state="PROCESSING",
-            expires=_epoch(getattr(f, "expiration_time", None)),
-            uploaded=time.time(),
-            source_path=str(video),
-        )
-        self.registry.put(record)  # at once: a crash while polling still leaves it reusable
-        with self._stats_lock:
-            self.upload_stats["uploaded"] += 1
-            self.upload_stats["bytes_sent"] += prepared.sent_bytes
-            self.upload_stats["bytes_saved"] += prepared.bytes_saved
-            self.upload_stats["preprocessed"] += int(prepared.transformed)
-        active = self._wait_active(f.name, video)
-        expires = _epoch(getattr(active, "expiration_time", None)) or record.expires
-        self.registry.put(dataclasses.replace(record, state="ACTIVE", expires=expires))
-        return Uploaded(video, f.name, active.uri or f.uri, prepared.mime_type, sha, False, prepared)
+    @property
+    def upload_stats(self) -> dict[str, int]:
+        return self.uploads.stats
 
     def uploaded(self, video: str) -> Uploaded:
-        """The upload of ``video``: started by :meth:`prepare`'s pool, or done here, once."""
-        with self._futures_lock:
-            fut = self._futures.get(video)
-            owner = fut is None
-            if owner:
-                fut = self._futures[video] = Future()
-        assert fut is not None
-        if owner:
-            try:
-                fut.set_result(self._upload(video))
-            except BaseException as e:  # noqa: BLE001 - handed to every waiter
-                fut.set_exception(e)
-        return fut.result()
+        """The upload of ``video`` (providers/gemini/uploads.py): started by :meth:`prepare`, or now."""
+        return self.uploads.uploaded(video)
 
     # -- the run --------------------------------------------------------------------------------
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
@@ -830,17 +583,8 @@ class Gemini(NaruModel):
         if plan is None:
             return
         longest, longest_request, longest_est = plan
-        with self._futures_lock:  # a failed upload of an earlier pass is tried again
-            for v in [v for v, f in self._futures.items() if f.done() and f.exception() is not None]:
-                del self._futures[v]
         order = [longest] + [v for v in dict.fromkeys(r.video for r in requests) if v and v != longest]
-        pool = ThreadPoolExecutor(max_workers=self.upload_concurrency, thread_name_prefix="naru_gemini_upload")
-        with self._futures_lock:
-            for video in order:
-                if video not in self._futures:
-                    self._futures[video] = pool.submit(self._upload, video)
-        pool.shutdown(wait=False)
-        self._upload_pool = pool
+        pool = self.uploads.start(order, self.upload_concurrency)
         if self.calibrate:
             try:
                 self._calibrate(longest, longest_request, longest_est)
@@ -868,31 +612,20 @@ class Gemini(NaruModel):
             except Exception as e:  # noqa: BLE001 - any upload problem fails this video's questions, not the run
                 name = Path(request.video).name
                 raise RequestFailed(f"gemini: upload of {name} failed: {e}", {"stage": "upload"}) from e
-        contents = self.contents(uploaded, request.prompt)
-        config = self.generation_config()
-        attempts = 0
+        settings = self.settings()
+        contents = request_.contents(settings, (uploaded.uri, uploaded.mime_type) if uploaded else None, request.prompt)
+        config = request_.generation_config(settings)
 
         def generate() -> Any:
-            nonlocal attempts
-            attempts += 1
-            epoch = self.limiter.acquire()
-            try:
-                response = self.client.models.generate_content(model=self.model, contents=contents, config=config)
-            except BaseException as e:
-                if status_of(e) == 429:
-                    self.limiter.throttled(epoch)
-                raise
-            finally:
-                self.limiter.release()
-            self.limiter.succeeded()
-            return response
+            return self.client.models.generate_content(model=self.model, contents=contents, config=config)
 
         try:
-            response = self._call(generate, f"question {request.question_id}")
+            called = self.question_caller.call(generate, f"question {request.question_id}")
         except RetryError as e:
             raise RequestFailed(
                 f"gemini: {e}", {"attempts": e.attempts, "status": e.status, "error": type(e.last_error).__name__}
             ) from e
+        response, attempts = called.value, called.attempts
         estimated = self._run.estimates.get((request.task, request.question_id)) if self._run is not None else None
         answer = self.answer_from(response, attempts, price=self.price, estimated=estimated)
         if self._run is not None:
@@ -901,67 +634,15 @@ class Gemini(NaruModel):
         return answer
 
     @staticmethod
-    def usage_of(response: Any, attempts: int, price: Mapping[str, float] | None, estimated: int | None) -> dict:
-        """Tokens, cost and provenance of a ``GenerateContentResponse`` (stored with the answer)."""
-        u = getattr(response, "usage_metadata", None)
-        prompt = int(getattr(u, "prompt_token_count", 0) or 0)
-        output = int(getattr(u, "candidates_token_count", 0) or 0)
-        thinking = int(getattr(u, "thoughts_token_count", 0) or 0)
-        cached = int(getattr(u, "cached_content_token_count", 0) or 0)
-        by = _modalities(getattr(u, "prompt_tokens_details", None))
-        usage: dict[str, Any] = {
-            "attempts": attempts,
-            "input_tokens": prompt,
-            "output_tokens": output,
-            "thinking_tokens": thinking,
-            "cached_tokens": cached,
-            "total_tokens": int(getattr(u, "total_token_count", 0) or (prompt + output + thinking)),
-            "input_by_modality": by,
-            "estimated_input_tokens": estimated,
-            "model_version": getattr(response, "model_version", None),
-            "response_id": getattr(response, "response_id", None),
-        }
-        usage["cost_usd"] = (
-            request_cost(
-                price,
-                prompt_tokens=prompt,
-                output_tokens=output,
-                thinking_tokens=thinking,
-                cached_tokens=cached,
-                audio_tokens=by.get("AUDIO", 0),
-            )
-            if u is not None
-            else None
-        )
-        return usage
-
-    @classmethod
     def answer_from(
-        cls, response: Any, attempts: int = 1, price: Mapping[str, float] | None = None, estimated: int | None = None
+        response: Any, attempts: int = 1, price: Mapping[str, float] | None = None, estimated: int | None = None
     ) -> Answer:
-        """The answer in a response, or RequestFailed: blocked prompt, no candidate, a non-answer
-        finish (SAFETY, RECITATION, ...), or no text."""
-        usage = cls.usage_of(response, attempts, price, estimated)
-        candidates = getattr(response, "candidates", None) or []
-        if not candidates:
-            feedback = getattr(response, "prompt_feedback", None)
-            reason = _enum(getattr(feedback, "block_reason", None)) if feedback is not None else None
-            usage["block_reason"] = reason
-            if reason:
-                msg = getattr(feedback, "block_reason_message", None)
-                raise RequestFailed(f"gemini: prompt blocked (block_reason={reason}{': ' + msg if msg else ''})", usage)
-            raise RequestFailed("gemini: the reply has no candidates (and no block reason)", usage)
-        cand = candidates[0]
-        finish = _enum(getattr(cand, "finish_reason", None)) or ""
-        usage["finish_reason"] = finish or None
-        if finish not in ANSWER_FINISH_REASONS:
-            raise RequestFailed(f"gemini: finish_reason={finish}: no answer", usage)
-        content = getattr(cand, "content", None)
-        parts = getattr(content, "parts", None) or []
-        text = "".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", False))
-        if not text.strip():
-            hint = " (thinking may have used the whole output budget)" if finish == "MAX_TOKENS" else ""
-            raise RequestFailed(f"gemini: empty answer (finish_reason={finish or 'none'}){hint}", usage)
+        """The answer in a response (providers/gemini/request.py), or RequestFailed: blocked prompt,
+        no candidate, a non-answer finish (SAFETY, RECITATION, ...), or no text."""
+        try:
+            text, usage = request_.answer_text(response, attempts, price, estimated)
+        except request_.NoAnswer as e:
+            raise RequestFailed(str(e), e.usage) from e
         return Answer(text, usage)
 
     # -- the usage summary ---------------------------------------------------------------------------
@@ -1011,7 +692,7 @@ class Gemini(NaruModel):
             "upload_registry": str(self.registry.path) if self._registry is not None else None,
             "preflight": run.preflight,
             "calibration": run.calibration,
-            "adaptive_concurrency": {"cap": self.limiter.cap, "final": self.limiter.limit, "cuts": self.limiter.cuts},
+            "adaptive_concurrency": self.limiter.stats(),
             "prices": {"as_of": self.prices.as_of, "source": self.prices.source, "model": self.price},
         }
 
@@ -1060,31 +741,3 @@ class Gemini(NaruModel):
             self.refresh_usage_summary()
         elif run.remaining < run.pending:
             self.write_usage_summary()
-
-
-# ---------------------------------------------------------------------------------- helpers
-
-
-def _enum(value: Any) -> str | None:
-    if value is None:
-        return None
-    return str(getattr(value, "value", value))
-
-
-def _modalities(details: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for d in details or []:
-        name = _enum(getattr(d, "modality", None)) or "UNKNOWN"
-        out[name] = out.get(name, 0) + int(getattr(d, "token_count", 0) or 0)
-    return out
-
-
-def _epoch(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value.timestamp()
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

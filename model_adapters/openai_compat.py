@@ -27,21 +27,24 @@ from __future__ import annotations
 import base64
 import inspect
 import io
-import json
 import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
 from loguru import logger
+from pydantic import Field, field_validator, model_validator
 
-from model_adapters.args import ArgParser, is_none
+from model_adapters.args import AdapterArgs, ArgParser
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
-from naru_eval.api.retry import RetryError, call_with_retry, describe_error, is_connection_error, is_timeout
+from naru_eval.api.caller import ApiCaller
+from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
+from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
+from naru_eval.api.retry import RetryError, RetryPolicy, is_connection_error, is_timeout
 from naru_eval.judge.config import is_reasoning_family
 
 VIDEO_MODES = ("frames", "video_url")
@@ -58,7 +61,74 @@ class ServerUnreachable(RuntimeError):
 
 
 _ARGS = ArgParser("naru_openai_compat")
-_int, _float = _ARGS.int, _ARGS.float
+#: the base's arguments (frame budget, response store, batch size) passed through
+_BASE_ARGS = tuple(n for n in inspect.signature(NaruModel.__init__).parameters if n not in ("self", "kwargs"))
+
+
+def check_server_url(url: str) -> str:
+    """An http(s) URL without credentials (lmms-eval writes model_args into results.json)."""
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"naru_openai_compat: base_url must be an http(s) URL, got {url!r}")
+    if parts.username or parts.password:
+        raise ValueError(
+            "naru_openai_compat: base_url must not carry credentials (user:password@); "
+            "lmms-eval writes model_args into results.json. Use OPENAI_API_KEY."
+        )
+    return str(url)
+
+
+class OpenAICompatArgs(AdapterArgs):
+    """``naru_openai_compat``'s own ``--model_args`` (the frame budget and store go to the base);
+    docs/openai_compat.md explains each."""
+
+    model: str | None = Field(None, validate_default=True, description="the served model name (required)")
+    base_url: str | None = Field(None, description="http(s)://HOST:PORT/v1 (else $OPENAI_BASE_URL)")
+    video_mode: Literal["frames", "video_url"] = Field("frames", description="frames: JPEG parts; video_url: one URL")
+    video_url_prefix: str | None = Field(None, description="video_url mode: an http(s) prefix + the file's name")
+    video_root: str | None = Field(None, description="video_url mode: URLs keep the path under this folder")
+    jpeg_quality: int = Field(85, ge=1, le=100, description="JPEG quality of the frames sent")
+    max_concurrency: int = Field(8, ge=1, description="the ceiling of requests in flight (AIMD below it)")
+    max_retries: int = Field(5, ge=0, description="retries after the first try (429, 5xx, timeouts)")
+    retry_base_delay: float = Field(1.0, ge=0, description="full-jitter backoff base, seconds")
+    retry_max_delay: float = Field(60.0, ge=0, description="backoff ceiling, seconds")
+    timeout: float = Field(300.0, ge=0, description="seconds per HTTP request")
+    abort_after: int | None = Field(None, ge=1, description="stop after this many unreachable requests in a row")
+    check_model: bool = Field(True, description="check GET /models serves model before asking")
+    max_images_per_prompt: int | None = Field(None, ge=1, description="the server's image limit (frames mode)")
+    reasoning: bool | Literal["auto"] = Field("auto", description="a reasoning model (auto: gpt-5*, o-series)")
+    max_completion_tokens: int | None = Field(None, ge=1, description="reasoning models' output budget")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model(cls, v: Any) -> Any:
+        if v is None or not str(v).strip():
+            raise ValueError("model=<served model name> is required")
+        return str(v)
+
+    @field_validator("video_mode", mode="before")
+    @classmethod
+    def _mode(cls, v: Any) -> Any:
+        if v is not None and v not in VIDEO_MODES:
+            raise ValueError(f"video_mode must be one of {VIDEO_MODES}, got {v!r}")
+        return v
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _auto(cls, v: Any) -> Any:
+        return "auto" if v is None or (isinstance(v, str) and v.strip().lower() == "auto") else v
+
+    @model_validator(mode="after")
+    def _modes(self) -> OpenAICompatArgs:
+        prefix = self.video_url_prefix
+        if self.video_mode == "video_url" and prefix and not prefix.startswith(("http://", "https://")):
+            raise ValueError(f"video_url_prefix must be an http(s) URL, got {prefix!r}")
+        if self.max_images_per_prompt is not None and self.video_mode != "frames":
+            raise ValueError(
+                "max_images_per_prompt applies to video_mode=frames only "
+                "(in video_url mode the server samples the frames itself)"
+            )
+        return self
 
 
 def encode_jpeg(frame: Any, quality: int) -> str:
@@ -82,101 +152,38 @@ class OpenAICompat(NaruModel):
     model_id = "naru_openai_compat"
     default_num_frames = 32
 
-    def __init__(
-        self,
-        model: str | None = None,
-        base_url: str | None = None,
-        video_mode: str = "frames",
-        video_url_prefix: str | None = None,
-        video_root: str | None = None,
-        jpeg_quality: int | str = 85,
-        max_concurrency: int | str = 8,
-        max_retries: int | str = 5,
-        retry_base_delay: float | str = 1.0,
-        retry_max_delay: float | str = 60.0,
-        timeout: float | str = 300.0,
-        abort_after: int | str | None = None,
-        check_model: bool | str = True,
-        max_images_per_prompt: int | str | None = None,
-        reasoning: bool | str = "auto",
-        max_completion_tokens: int | str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self._refuse_secrets(
-            {
-                "model": model,
-                "base_url": base_url,
-                "video_url_prefix": video_url_prefix,
-                "video_root": video_root,
-                **kwargs,
-            }
-        )
+    def __init__(self, **kwargs: Any) -> None:
+        self._refuse_secrets(kwargs)
         for extra in _LMMS_EVAL_EXTRAS:
             kwargs.pop(extra, None)
-        base_args = [n for n in inspect.signature(NaruModel.__init__).parameters if n not in ("self", "kwargs")]
-        unknown = sorted(set(kwargs) - set(base_args))
-        if unknown:
-            own = [n for n in inspect.signature(OpenAICompat.__init__).parameters if n not in ("self", "kwargs")]
-            raise ValueError(f"naru_openai_compat: unknown model_args {unknown}; known: {', '.join(own + base_args)}")
-        if not model:
-            raise ValueError("naru_openai_compat: model=<served model name> is required")
-        resolved_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        args, base = OpenAICompatArgs.parse(self.model_id, kwargs, passthrough=_BASE_ARGS)
+        #: the typed model args, as given
+        self.args = args
+        resolved_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
         if not resolved_url:
             raise ValueError("naru_openai_compat: give base_url=http://HOST:PORT/v1 or set OPENAI_BASE_URL")
-        parts = urlsplit(str(resolved_url))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"naru_openai_compat: base_url must be an http(s) URL, got {resolved_url!r}")
-        if parts.username or parts.password:
-            raise ValueError(
-                "naru_openai_compat: base_url must not carry credentials (user:password@); "
-                "lmms-eval writes model_args into results.json. Use OPENAI_API_KEY."
-            )
-        if video_mode not in VIDEO_MODES:
-            raise ValueError(f"naru_openai_compat: video_mode must be one of {VIDEO_MODES}, got {video_mode!r}")
-        if (
-            video_mode == "video_url"
-            and video_url_prefix
-            and not str(video_url_prefix).startswith(("http://", "https://"))
-        ):
-            raise ValueError(f"naru_openai_compat: video_url_prefix must be an http(s) URL, got {video_url_prefix!r}")
-        super().__init__(**kwargs)
-        self.model = str(model)
+        check_server_url(resolved_url)
+        super().__init__(**base)
+        assert args.model is not None
+        self.model = args.model
         self.base_url = str(resolved_url)
-        self.video_mode = video_mode
-        self.video_url_prefix = str(video_url_prefix) if video_url_prefix else None
-        self.video_root = Path(video_root) if video_root else None
-        self.jpeg_quality = _int("jpeg_quality", jpeg_quality, 1)
-        if self.jpeg_quality > 100:
-            raise ValueError(f"naru_openai_compat: jpeg_quality must be <= 100, got {self.jpeg_quality}")
-        self.max_concurrency = _int("max_concurrency", max_concurrency, 1)
-        self.retry_policy = _ARGS.retry_policy(max_retries, retry_base_delay, retry_max_delay)
-        self.max_retries = self.retry_policy.max_attempts - 1
-        self.timeout = _float("timeout", timeout)
-        self.abort_after = (
-            _int("abort_after", abort_after, 1)
-            if abort_after not in (None, "", "none", "None")
-            else max(10, 2 * self.max_concurrency)
+        self.video_mode = args.video_mode
+        self.video_url_prefix = args.video_url_prefix
+        self.video_root = Path(args.video_root) if args.video_root else None
+        self.jpeg_quality = args.jpeg_quality
+        self.max_concurrency = args.max_concurrency
+        self.retry_policy = RetryPolicy(
+            max_attempts=args.max_retries + 1, base_delay=args.retry_base_delay, max_delay=args.retry_max_delay
         )
-        self.check_model = (
-            check_model if isinstance(check_model, bool) else str(check_model).lower() in ("1", "true", "yes", "on")
-        )
-        if video_mode == "video_url":
+        self.max_retries = args.max_retries
+        self.timeout = args.timeout
+        self.abort_after = args.abort_after if args.abort_after is not None else max(10, 2 * self.max_concurrency)
+        self.check_model = args.check_model
+        if self.video_mode == "video_url":
             self.needs_frames = False  # the server decodes the video itself
-        self.max_images_per_prompt = (
-            None if is_none(max_images_per_prompt) else _int("max_images_per_prompt", max_images_per_prompt, 1)
-        )
-        if self.max_images_per_prompt is not None and video_mode != "frames":
-            raise ValueError(
-                "naru_openai_compat: max_images_per_prompt applies to video_mode=frames only "
-                "(in video_url mode the server samples the frames itself)"
-            )
-        if str(reasoning).strip().lower() == "auto":
-            self.reasoning = is_reasoning_family(self.model)
-        else:
-            self.reasoning = _ARGS.flag("reasoning", reasoning)
-        self.max_completion_tokens = (
-            None if is_none(max_completion_tokens) else _int("max_completion_tokens", max_completion_tokens, 1)
-        )
+        self.max_images_per_prompt = args.max_images_per_prompt
+        self.reasoning = is_reasoning_family(self.model) if args.reasoning == "auto" else bool(args.reasoning)
+        self.max_completion_tokens = args.max_completion_tokens
         if self.max_completion_tokens is not None and not self.reasoning:
             raise ValueError(
                 "naru_openai_compat: max_completion_tokens is for reasoning models (reasoning=true); "
@@ -184,6 +191,17 @@ class OpenAICompat(NaruModel):
             )
         #: the wait between retries; tests replace it
         self.sleep: Callable[[float], None] = time.sleep
+        #: the endpoint+model's adaptive limit: at most ``max_concurrency`` in flight, halved on a 429
+        self.limiter: AdaptiveLimiter = limiter_for(self.base_url, self.model, self.max_concurrency)
+        #: the one API path (naru_eval.api.caller): retries, the limiter, logging
+        self.caller = ApiCaller(
+            self.model_id,
+            self.retry_policy,
+            catch=openai_errors,
+            limiter=self.limiter,
+            warn=logger.warning,
+            sleep=lambda s: self.sleep(s),
+        )
         self._client: Any = None
         self._client_lock = threading.Lock()
         self._parts: OrderedDict[str, _Parts] = OrderedDict()
@@ -214,32 +232,13 @@ class OpenAICompat(NaruModel):
         if self._client is None:
             with self._client_lock:
                 if self._client is None:
-                    from openai import OpenAI
-
-                    key = os.environ.get("OPENAI_API_KEY")
-                    if not key:
-                        logger.info("naru_openai_compat: OPENAI_API_KEY is not set; sending the placeholder 'EMPTY'")
-                    self._client = OpenAI(
-                        api_key=key or "EMPTY", base_url=self.base_url, max_retries=0, timeout=self.timeout
+                    self._client = make_openai_client(
+                        self.base_url, timeout=self.timeout, who=self.model_id, info=logger.info
                     )
         return self._client
 
     def _call(self, fn: Callable[[], Any], what: str) -> Any:
-        import openai
-
-        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
-            logger.warning(
-                f"naru_openai_compat: {what}: attempt {attempt}/{self.retry_policy.max_attempts} failed "
-                f"({describe_error(exc)}); retrying in {delay:.1f}s"
-            )
-
-        return call_with_retry(
-            fn,
-            self.retry_policy,
-            sleep=self.sleep,
-            on_retry=on_retry,
-            catch=(openai.OpenAIError, json.JSONDecodeError),
-        )
+        return self.caller.call(fn, what).value
 
     def frames_per_question(self, requests: Sequence[NaruRequest]) -> tuple[int, NaruRequest] | None:
         """The most images one question sends (frames mode), and the request that sends them.
@@ -371,15 +370,12 @@ class OpenAICompat(NaruModel):
     def respond(self, request: NaruRequest) -> Answer:
         messages = self.messages(request)
         settings = self.settings(request.gen_kwargs)
-        attempts = 0
 
         def create() -> Any:
-            nonlocal attempts
-            attempts += 1
             return self.client.chat.completions.create(model=self.model, messages=messages, **settings)
 
         try:
-            completion = self._call(create, f"question {request.question_id}")
+            called = self.caller.call(create, f"question {request.question_id}")
         except RetryError as e:
             self._note_unreachable(e)
             raise RequestFailed(
@@ -388,7 +384,7 @@ class OpenAICompat(NaruModel):
             ) from e
         with self._unreachable_lock:
             self._unreachable = 0
-        return self.answer_from(completion, attempts)
+        return self.answer_from(called.value, called.attempts)
 
     def _note_unreachable(self, e: RetryError) -> None:
         if not (is_connection_error(e.last_error) and not is_timeout(e.last_error)):
@@ -410,13 +406,7 @@ class OpenAICompat(NaruModel):
         usage: dict[str, Any] = {"attempts": attempts}
         u = getattr(completion, "usage", None)
         if u is not None:
-            usage.update(
-                prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens
-            )
-            details = getattr(u, "prompt_tokens_details", None)
-            cached = getattr(details, "cached_tokens", None) if details is not None else None
-            if cached is not None:
-                usage["cached_tokens"] = cached
+            usage.update(usage_of(u))
         usage["system_fingerprint"] = getattr(completion, "system_fingerprint", None)
         usage["response_model"] = getattr(completion, "model", None)
         choices = getattr(completion, "choices", None) or []

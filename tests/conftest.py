@@ -35,3 +35,13 @@ def copy_data(tmp_path, small_data):
         return dst
 
     return _copy
+
+
+@pytest.fixture(autouse=True)
+def _fresh_api_limiters():
+    """Each test starts with fresh adaptive limits: a stub's port may be reused by a later test."""
+    from naru_eval.api.limiter import clear_limiters
+
+    clear_limiters()
+    yield
+    clear_limiters()

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from collections import Counter
@@ -32,17 +31,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from naru_eval.api.retry import (
-    ConfigErrorBreaker,
-    RetryError,
-    RetryPolicy,
-    call_with_retry,
-    describe_error,
-    is_retryable,
-)
+from naru_eval.api.caller import ApiCaller
+from naru_eval.api.limiter import limiter_for
+from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
+from naru_eval.api.retry import ConfigErrorBreaker, RetryError, RetryPolicy, is_retryable
 from naru_eval.judge.config import JudgeConfig, cost_usd
 from naru_eval.judge.schemas import schema_hash
-from naru_eval.settings import settings
 from naru_eval.store.judge_cache import JudgeStore
 
 #: the structured output a call was asked for
@@ -207,13 +201,23 @@ class JudgeClient:
         self.policy = RetryPolicy(
             max_attempts=config.max_retries + 1, base_delay=config.retry_base_delay, max_delay=config.retry_max_delay
         )
-        self._semaphore = threading.BoundedSemaphore(config.concurrency)
         self._client: Any = None
         self._client_lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}  # single flight: one request per key at a time
         self._inflight_lock = threading.Lock()
         #: a wrong key, model or setting stops the judging with the API's message (once)
         self.breaker = ConfigErrorBreaker(f"judge {config.model} at {config.base_url}")
+        #: the one API path: retries, the endpoint+model's adaptive limit (``concurrency`` its cap), the breaker
+        self.caller = ApiCaller(
+            "naru judge",
+            self.policy,
+            catch=openai_errors,
+            retryable=_retryable,
+            limiter=limiter_for(config.base_url, config.model, config.concurrency),
+            breaker=self.breaker,
+            warn=log.warning,
+            sleep=lambda s: self.sleep(s),
+        )
 
     @property
     def client(self) -> Any:
@@ -221,16 +225,12 @@ class JudgeClient:
         if self._client is None:
             with self._client_lock:
                 if self._client is None:
-                    from openai import OpenAI
-
-                    key = settings().judge_key() or os.environ.get("OPENAI_API_KEY")
-                    if not key:
-                        log.info("naru judge: no NARU_JUDGE_API_KEY / OPENAI_API_KEY; sending the placeholder 'EMPTY'")
-                    self._client = OpenAI(
-                        api_key=key or "EMPTY",
-                        base_url=self.config.base_url,
-                        max_retries=0,
+                    self._client = make_openai_client(
+                        self.config.base_url,
                         timeout=self.config.timeout,
+                        key_env=("NARU_JUDGE_API_KEY", "OPENAI_API_KEY"),
+                        who="naru judge",
+                        info=log.info,
                     )
         return self._client
 
@@ -295,39 +295,15 @@ class JudgeClient:
                 return result
 
         def attempt() -> dict[str, Any]:
-            with self._semaphore:
-                raw = self.client.chat.completions.with_raw_response.parse(
-                    model=self.config.model, messages=list(messages), response_format=schema, **settings
-                )
-                return raw.http_response.json()
-
-        def on_retry(n: int, exc: BaseException, delay: float) -> None:
-            log.warning(
-                "naru judge (%s): attempt %d/%d failed (%s); retrying in %.1fs",
-                purpose,
-                n,
-                self.policy.max_attempts,
-                describe_error(exc),
-                delay,
+            raw = self.client.chat.completions.with_raw_response.parse(
+                model=self.config.model, messages=list(messages), response_format=schema, **settings
             )
+            return raw.http_response.json()
 
-        import openai
-
-        self.breaker.check()  # tripped: nothing more is sent
         try:
-            body = call_with_retry(
-                attempt,
-                self.policy,
-                retryable=_retryable,
-                sleep=self.sleep,
-                on_retry=on_retry,
-                catch=(openai.OpenAIError, json.JSONDecodeError),
-            )
-        except RetryError as e:
-            self.ledger.add_failure(purpose)
-            self.breaker.failed(e)  # raises ConfigurationError: the configuration is wrong
+            body = self.caller.call(attempt, purpose, on_failure=lambda e: self.ledger.add_failure(purpose)).value
+        except RetryError as e:  # the caller's breaker raised ConfigurationError if the configuration is wrong
             raise JudgeUnavailable(f"judge {self.config.model} at {self.config.base_url}: {e}") from e
-        self.breaker.succeeded()
         record = self._record(body)
         self.store.put_call(key, purpose, self.config.model, record)
         result = self._result(purpose, key, record, cached=False)
@@ -340,18 +316,7 @@ class JudgeClient:
         choices = body.get("choices") or []
         choice = choices[0] if choices else {}
         message = choice.get("message") or {}
-        u = body.get("usage") or {}
-        usage = {
-            "prompt_tokens": u.get("prompt_tokens"),
-            "completion_tokens": u.get("completion_tokens"),
-            "total_tokens": u.get("total_tokens"),
-        }
-        cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens")
-        if cached is not None:
-            usage["cached_tokens"] = cached
-        reasoning = (u.get("completion_tokens_details") or {}).get("reasoning_tokens")
-        if reasoning is not None:
-            usage["reasoning_tokens"] = reasoning
+        usage = usage_of(body.get("usage"))
         return {
             "content": message.get("content"),
             "refusal": message.get("refusal"),

@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, close, compute_metrics, macro_levels, samples_from_log
 from naru_eval.settings import settings
-from naru_eval.store.responses import is_secret, redact
+from naru_eval.store.responses import is_secret, redact, usage_by_run
+from naru_eval.store.responses import runs as store_runs
 
 if TYPE_CHECKING:
     from naru_eval.report.plots import Plot  # matplotlib only when plots are drawn
@@ -1076,20 +1077,10 @@ def usage_from_store(store_path: str | Path, adapter: str, num_frames: int | Non
     if not p.is_file():
         return None
     try:
-        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=10)
-        try:
-            runs = con.execute("SELECT run_key, description FROM runs").fetchall()
-            keys = []
-            for key, desc in runs:
-                d = json.loads(desc)
-                if d.get("model") == adapter and d.get("num_frames") == num_frames:
-                    keys.append(key)
-            if not keys:
-                return None
-            marks = ",".join("?" * len(keys))
-            rows = con.execute(f"SELECT usage, status FROM responses WHERE run_key IN ({marks})", keys).fetchall()
-        finally:
-            con.close()
+        keys = [k for k, d in store_runs(p).items() if d.get("model") == adapter and d.get("num_frames") == num_frames]
+        if not keys:
+            return None
+        rows = [(r.usage, r.status) for rs in usage_by_run(p, keys).values() for r in rs]
     except (sqlite3.Error, json.JSONDecodeError):
         return None
     total: dict[str, float] = defaultdict(float)
@@ -1097,7 +1088,7 @@ def usage_from_store(store_path: str | Path, adapter: str, num_frames: int | Non
     for usage, status in rows:
         answered += status == "ok"
         failed += status == "failed"
-        for k, v in (json.loads(usage) if usage else {}).items():
+        for k, v in (usage or {}).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 total[k] += v
     return {

@@ -24,3 +24,8 @@ def open_db(path: Path, schema: str) -> sqlite3.Connection:
     conn.executescript(schema)
     conn.commit()
     return conn
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection to an existing store (reports, summaries): never creates or locks it."""
+    return sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True, timeout=10)

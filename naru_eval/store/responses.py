@@ -19,12 +19,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from naru_eval.store.db import cache_dir, open_db
+from naru_eval.store.db import cache_dir, open_db, open_readonly
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -69,6 +69,46 @@ class StoredResponse:
     error: str | None
     usage: dict[str, Any] | None
     attempts: int
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One stored answer's status and ``usage`` (tokens, cost), as :func:`usage_by_run` reads it."""
+
+    status: str  # "ok" or "failed"
+    usage: dict[str, Any] | None
+
+
+def runs(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """run key -> the description it hashes (secrets already dropped), read-only."""
+    conn = open_readonly(Path(path))
+    try:
+        rows = conn.execute("SELECT run_key, description FROM runs").fetchall()
+    finally:
+        conn.close()
+    return {key: json.loads(desc) for key, desc in rows}
+
+
+def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = None) -> dict[str, list[UsageRow]]:
+    """run key -> the status and usage of each of its stored answers (all run keys, or
+    ``run_keys``), read-only: a run's tokens and cost survive crashes and reruns."""
+    keys = None if run_keys is None else list(run_keys)
+    if keys is not None and not keys:
+        return {}
+    sql = "SELECT run_key, status, usage FROM responses"
+    params: tuple[str, ...] = ()
+    if keys is not None:
+        sql += f" WHERE run_key IN ({','.join('?' * len(keys))})"
+        params = tuple(keys)
+    conn = open_readonly(Path(path))
+    try:
+        rows = conn.execute(sql + " ORDER BY run_key, question_id", params).fetchall()
+    finally:
+        conn.close()
+    out: dict[str, list[UsageRow]] = {}
+    for rk, status, usage in rows:
+        out.setdefault(rk, []).append(UsageRow(status, json.loads(usage) if usage else None))
+    return out
 
 
 def default_store_path() -> Path:

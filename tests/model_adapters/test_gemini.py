@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from model_adapters.base import FAILED_MARKER
-from model_adapters.gemini import AdaptiveLimiter, ConfigurationRefused, ContextOverflow, Gemini
+from model_adapters.gemini import ConfigurationRefused, ContextOverflow, Gemini
 from naru_eval.cli import gemini as cli_gemini
 from naru_eval.cli.main import main as cli_main
 from naru_eval.core.data import NaruQuestion
@@ -225,27 +225,6 @@ def test_retry_after_is_honoured_and_client_errors_are_not_retried(tmp_path, doc
         out = model.generate_until(instances(docs[:1]))
         assert len(stub.generate_requests()) == 1 and sleeps == []
     assert "400" in out[0] and out[0].startswith(FAILED_MARKER)
-
-
-def test_adaptive_limiter_halves_on_429_and_grows_slowly():
-    lim = AdaptiveLimiter(cap=8)
-    epochs = [lim.acquire() for _ in range(8)]
-    assert lim.limit == 8 and lim.in_flight == 8
-    for e in epochs:  # a burst of 429s from requests of one epoch halves once
-        lim.throttled(e)
-        lim.release()
-    assert lim.limit == 4 and lim.cuts == 1 and lim.in_flight == 0
-    lim.throttled(lim.acquire())
-    lim.release()
-    assert lim.limit == 2 and lim.cuts == 2
-    grown = []
-    for _ in range(6):
-        lim.succeeded()
-        grown.append(int(lim.limit))
-    assert grown == [2, 2, 3, 3, 3, 4]  # +1 per window of successes
-    for _ in range(100):
-        lim.succeeded()
-    assert lim.limit == 8  # the cap
 
 
 # ------------------------------------------------------------------- safety and empty answers

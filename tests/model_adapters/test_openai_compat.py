@@ -394,6 +394,29 @@ def test_concurrency_is_bounded(tmp_path, docs, limit):
     assert out == [answer_for(doc_to_text(d)) for d in docs]
 
 
+def test_concurrency_backs_off_on_a_429_and_grows_again(tmp_path, docs):
+    """Adaptive concurrency (naru_eval.api.limiter through the caller): a 429 halves the requests
+    in flight (8 -> 4), successes grow it back one slot per window, and every question is answered."""
+    seen: list[int] = []  # requests in flight at the stub as each one arrived (itself included)
+
+    def responder(req):
+        seen.append(stub.in_flight)
+        return answer_for(req.text)
+
+    with OpenAIStub(responder=responder, statuses=[429], latency=0.15) as stub:
+        model, sleeps = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=8)
+        out = model.generate_until(instances(docs))
+        statuses = [r.status for r in sorted(stub.chat_requests(), key=lambda r: r.received)]
+    assert out == [answer_for(doc_to_text(d)) for d in docs]
+    assert statuses.count(429) == 1 and len(sleeps) == 1
+    lim = model.limiter
+    assert lim.cuts == 1 and lim.history[0] == ("429", 4.0)  # backed off to half
+    grown = [limit for what, limit in lim.history[1:] if what == "grow"]
+    assert grown and grown == sorted(grown) and int(grown[-1]) >= 6  # and grew again, one slot at a time
+    assert max(seen[:8]) == 8  # before the 429: the cap
+    assert max(seen[9:]) < 8  # after it: never the cap again in this run
+
+
 @pytest.mark.parametrize("limit", [1, 3])
 def test_requests_are_grouped_by_video(tmp_path, docs, limit):
     # lmms-eval hands the questions over interleaved across videos

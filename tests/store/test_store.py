@@ -1,6 +1,6 @@
 import sqlite3
 
-from naru_eval.store.responses import ResponseStore, redact, run_key
+from naru_eval.store.responses import ResponseStore, UsageRow, redact, run_key, runs, usage_by_run
 
 
 def test_write_through_survives_without_close(tmp_path):
@@ -43,3 +43,25 @@ def test_runs_table_holds_no_secret(tmp_path):
     blob = b"".join(p.read_bytes() for p in tmp_path.iterdir())  # the db and its WAL
     assert b"model-name-xyz" in blob  # the description was written
     assert b"sk-topsecret-123" not in blob
+
+
+def test_typed_queries_read_runs_and_usage_by_run(tmp_path):
+    path = tmp_path / "r.sqlite"
+    s = ResponseStore(path)
+    s.register_run("a", {"model": "naru_gemini", "num_frames": None})
+    s.register_run("b", {"model": "naru_openai_compat", "num_frames": 8})
+    s.put_ok("a", "q1", "A", {"input_tokens": 10, "cost_usd": 0.5})
+    s.put_failed("a", "q2", "HTTP 500", {"attempts": 3})
+    s.put_ok("b", "q1", "B")
+    assert runs(path) == {
+        "a": {"model": "naru_gemini", "num_frames": None},
+        "b": {"model": "naru_openai_compat", "num_frames": 8},
+    }
+    assert usage_by_run(path) == {
+        "a": [UsageRow("ok", {"input_tokens": 10, "cost_usd": 0.5}), UsageRow("failed", {"attempts": 3})],
+        "b": [UsageRow("ok", None)],
+    }
+    assert list(usage_by_run(path, ["b"])) == ["b"] and usage_by_run(path, []) == {}
+    before = path.stat().st_mtime_ns
+    usage_by_run(path)
+    assert path.stat().st_mtime_ns == before  # read-only

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 
 from naru_eval.api.prices import expand, match, price_table, provenance
 from naru_eval.settings import settings
+from naru_eval.store.responses import usage_by_run
 
 # ----------------------------------------------------------------------------- the constants
 
@@ -387,13 +387,11 @@ def usage_from_store(path: str | os.PathLike[str], run_key: str | None = None) -
     Every answer the adapter stored carries its tokens and cost in the ``usage`` JSON column, so
     a run's totals survive crashes and reruns: a resumed run's answers from earlier runs count.
     """
-    uri = f"file:{Path(path)}?mode=ro"
-    with sqlite3.connect(uri, uri=True, timeout=10) as conn:
-        sql = "SELECT run_key, status, usage FROM responses"
-        rows = conn.execute(sql + (" WHERE run_key=?" if run_key else ""), (run_key,) if run_key else ()).fetchall()
     out: dict[str, UsageTotals] = {}
-    for rk, status, usage in rows:
-        out.setdefault(rk, UsageTotals()).add(json.loads(usage) if usage else None, status == "ok")
+    for rk, rows in usage_by_run(path, None if run_key is None else [run_key]).items():
+        totals = out[rk] = UsageTotals()
+        for row in rows:
+            totals.add(row.usage, row.status == "ok")
     return out
 
 
