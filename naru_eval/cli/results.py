@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from naru_eval.core.numbers import fmt_ci, fmt_num
+
 
 def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
     out = {}
@@ -53,8 +55,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         ci = entry["ci95"]["overall"] if entry.get("ci95") else None
         ov = entry["metrics"].get("overall")
         d = 2 if entry["task"].startswith("naru_open") else 1  # open-ended recall is 0-1
-        ci_s = f" [{ci[0]:.{d}f}, {ci[1]:.{d}f}]" if ci else ""
-        ov_s = "N/A" if ov is None else f"{ov:.{d}f}"
+        ci_s = f" {fmt_ci(ci, d)}" if ci else ""
+        ov_s = fmt_num(ov, d)
         print(
             f"  {entry['id']}: overall {ov_s}{ci_s} (n={entry['n'].get('overall')})"
             + (" CONFLICT" if entry.get("conflict") else "")
@@ -62,7 +64,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for t in data["tables"]:
         print(f"  table {t['task']} (data {t['data'] or 'official, published only'}): {len(t['rows'])} rows")
     for r in data["paper"]["comparison"]:
-        diff = "N/A" if r["diff"] is None else f"{r['diff']:+.1f}"
+        diff = fmt_num(r["diff"], signed=True)
         print(f"  vs paper {r['paper_model']} ({r['source']}, {r['metric']}): paper {r['paper']:g}, diff {diff}")
     from naru_eval.report.paper import ConsistencyCheck
 

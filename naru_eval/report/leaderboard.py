@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from naru_eval.core.data import CATEGORIES
+from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, close, compute_metrics, macro_levels, samples_from_log
 from naru_eval.store.responses import is_secret, redact
 
@@ -751,15 +752,6 @@ def _version(dist: str) -> str | None:
 # --------------------------------------------------------------------------- rendering
 
 
-def _f(v: Any, digits: int = 1) -> str:
-    v = _num(v)
-    return "N/A" if v is None else f"{v:.{digits}f}"
-
-
-def _ci(ci: Sequence[float] | None, digits: int = 1) -> str:
-    return "" if not ci else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
-
-
 def _comparison_digits(r: Mapping[str, Any]) -> int:
     """Decimals of a paper-comparison row: 2 for table III recalls (0-1), 1 for percentages."""
     return 2 if r["source"] == "table_iii" else 1
@@ -825,7 +817,7 @@ def markdown(data: Mapping[str, Any]) -> str:
         for e in rows:
             m, ci = e["metrics"], e.get("ci95") or {}
             flag = " (CONFLICT)" if e.get("conflict") else ""
-            cells = [f"{_f(m.get(c), digits)} {_ci(ci.get(c), digits)}".strip() for c in cols]
+            cells = [f"{fmt_num(m.get(c), digits)} {fmt_ci(ci.get(c), digits)}".strip() for c in cols]
             lines.append(
                 f"| {e['model']}{flag} | {_who(e)} | {e.get('from') or '-'} | {e.get('sampling') or '-'} | "
                 f"{e.get('data') or 'unknown'} | " + " | ".join(cells) + f" | {e['n'].get('overall')} |"
@@ -842,10 +834,10 @@ def markdown(data: Mapping[str, Any]) -> str:
             src = r["source"] + (" (approx.)" if r["approximate"] else "")
             inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
             d = _comparison_digits(r)
-            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.{d}f}"
+            diff = fmt_num(r["diff"], d, signed=True)
             lines.append(
                 f"| {r['model']} | {r['paper_model']} | {src} | {r['task']} | {r['budget']} | {r['metric']} | "
-                f"{_f(r['ours'], d)} {_ci(r['ours_ci95'], d)} | {r['paper']:g} | {diff} | {inci} |"
+                f"{fmt_num(r['ours'], d)} {fmt_ci(r['ours_ci95'], d)} | {r['paper']:g} | {diff} | {inci} |"
             )
     else:
         lines.append("No run is mapped to a paper model (pass `--paper-name MODEL=PAPER_MODEL`).")
@@ -905,8 +897,8 @@ def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Seq
         for e in rows:
             ci = e.get("ci95") or {}
             cells = "".join(
-                f"<td>{_f(e['metrics'].get(c), digits)}"
-                + (f"<br><span class='ci'>{_ci(ci.get(c), digits)}</span>" if ci.get(c) else "")
+                f"<td>{fmt_num(e['metrics'].get(c), digits)}"
+                + (f"<br><span class='ci'>{fmt_ci(ci.get(c), digits)}</span>" if ci.get(c) else "")
                 + "</td>"
                 for c in cols
             )
@@ -939,11 +931,11 @@ def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Seq
             src = r["source"] + (" (approx.)" if r["approximate"] else "")
             inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
             d = _comparison_digits(r)
-            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.{d}f}"
+            diff = fmt_num(r["diff"], d, signed=True)
             out.append(
                 f"<tr><td class='l'>{e_(r['model'])}</td><td class='l'>{e_(r['paper_model'])}</td><td class='l'>{e_(src)}</td>"
                 f"<td class='l'>{e_(r['task'])}</td><td class='l'>{e_(r['budget'])}</td><td class='l'>{e_(r['metric'])}</td>"
-                f"<td>{_f(r['ours'], d)}</td><td>{_ci(r['ours_ci95'], d)}</td><td>{r['paper']:g}</td><td>{diff}</td><td>{inci}</td></tr>"
+                f"<td>{fmt_num(r['ours'], d)}</td><td>{fmt_ci(r['ours_ci95'], d)}</td><td>{r['paper']:g}</td><td>{diff}</td><td>{inci}</td></tr>"
             )
         out.append("</table>")
     else:
