@@ -93,6 +93,7 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
         find_results_files,
         model_label,
         parse_model_args,
+        read_manifest,
         sample_logs,
         sampling_label,
     )
@@ -117,7 +118,7 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
     cfg = res.get("config", {})
     margs = parse_model_args(cfg.get("model_args"))
     mpath = find_manifest(rf, p if p.is_dir() else rf.parent.parent)  # a sweep's OUT/fF/manifest.json
-    manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath else None
+    manifest = read_manifest(mpath) if mpath else None
     name = model_label(cfg, margs, manifest)
     return sample_logs(rf), f"{name} ({sampling_label(*budget_of(margs), cfg.get('model'))}) {rf}"
 

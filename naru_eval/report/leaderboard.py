@@ -42,6 +42,13 @@ from typing import TYPE_CHECKING, Any
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, close, compute_metrics, macro_levels, samples_from_log
+from naru_eval.report.models import (
+    LeaderboardDocument,
+    SweepManifest,
+    dump_json,
+    load_model,
+    validate_doc,
+)
 from naru_eval.store.responses import is_secret, redact
 
 if TYPE_CHECKING:
@@ -193,6 +200,12 @@ def find_manifest(results_file: Path, root: Path) -> Path | None:
         d = d.parent
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A ``manifest.json``, validated (:class:`SweepManifest`; a bad one is an error naming it),
+    as the dict of the fields it holds."""
+    return load_model(SweepManifest, path).model_dump(mode="json", exclude_unset=True)
+
+
 def _count_lines(path: Path) -> int:
     with open(path, encoding="utf-8") as f:
         return sum(1 for line in f if line.strip())
@@ -222,9 +235,15 @@ def run_completeness(results: Mapping[str, Any], results_file: Path, tasks: Sequ
 
 @dataclass
 class Leaderboard:
-    data: dict[str, Any]
+    """The built leaderboard: the typed document, and ``data``, the JSON it is written as."""
+
+    document: LeaderboardDocument
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data = self.document.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def _label_for(results_file: Path, labels: Mapping[str, str]) -> str | None:
@@ -317,7 +336,7 @@ def build_entries(
         config = results.get("config", {}) or {}
         args = parse_model_args(config.get("model_args"))
         mpath = find_manifest(rf, root)
-        manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath else None
+        manifest = read_manifest(mpath) if mpath else None
         label = _label_for(rf, labels or {}) or model_label(config, args, manifest)
         frames, fps = budget_of(args)
         logs = sample_logs(rf)
@@ -697,47 +716,49 @@ def build_leaderboard(
         warnings.append(f"--paper-name given for model(s) with no entry: {', '.join(unmatched)}")
     pub = published_rows() if published else []
     checks = paper.consistency_checks(ref)
-    data = {
-        "schema_version": SCHEMA_VERSION,
-        "generated_by": f"naru-eval {_version('naru-eval')}",
-        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "sources": [_rel(Path(p)) for p in paths],
-        "bootstrap": {
-            "method": "percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
-            "recomputed as means of category means on each resample",
-            "cluster": "video_id",
-            "reps": reps,
-            "seed": seed,
-            "level": 0.95,
-        },
-        "aggregation": {
-            "mcq": "category accuracy; narrative = mean of N.1-N.4, cultural = mean of C.1-C.5, "
-            "overall = (narrative + cultural) / 2; accuracy = over all questions (micro)",
-            "open": "category mean recall; narrative/cultural = means of their categories, overall = mean of "
-            "the nine categories; recall = over all scored responses (micro)",
-        },
-        "data_note": OFFICIAL_DATA_NOTE,
-        "metrics": list(METRICS),
-        "published": {
-            "paper": dict(paper.PAPER),
-            "note": "published figures of the NARU authors, not runs of ours",
-            "rows": pub,
-        },
-        "entries": entries,
-        "tables": leaderboard_tables(entries, pub),
-        "duplicates": duplicates,
-        "conflicts": conflicts,
-        "paper": {
-            **paper.PAPER,
-            "names": names,
-            "comparison": paper_comparison(entries, names, ref),
-            "consistency": [c.as_dict() for c in checks],
-            "consistent": all(c.ok is not False for c in checks),
-        },
-        "warnings": warnings,
-        "errors": errors,
-    }
-    return Leaderboard(data, warnings, errors)
+    document = LeaderboardDocument.model_validate(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "generated_by": f"naru-eval {_version('naru-eval')}",
+            "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "sources": [_rel(Path(p)) for p in paths],
+            "bootstrap": {
+                "method": "percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
+                "recomputed as means of category means on each resample",
+                "cluster": "video_id",
+                "reps": reps,
+                "seed": seed,
+                "level": 0.95,
+            },
+            "aggregation": {
+                "mcq": "category accuracy; narrative = mean of N.1-N.4, cultural = mean of C.1-C.5, "
+                "overall = (narrative + cultural) / 2; accuracy = over all questions (micro)",
+                "open": "category mean recall; narrative/cultural = means of their categories, overall = mean of "
+                "the nine categories; recall = over all scored responses (micro)",
+            },
+            "data_note": OFFICIAL_DATA_NOTE,
+            "metrics": list(METRICS),
+            "published": {
+                "paper": dict(paper.PAPER),
+                "note": "published figures of the NARU authors, not runs of ours",
+                "rows": pub,
+            },
+            "entries": entries,
+            "tables": leaderboard_tables(entries, pub),
+            "duplicates": duplicates,
+            "conflicts": conflicts,
+            "paper": {
+                **paper.PAPER,
+                "names": names,
+                "comparison": paper_comparison(entries, names, ref),
+                "consistency": [c.as_dict() for c in checks],
+                "consistent": all(c.ok is not False for c in checks),
+            },
+            "warnings": warnings,
+            "errors": errors,
+        }
+    )
+    return Leaderboard(document, warnings, errors)
 
 
 def _version(dist: str) -> str | None:
@@ -986,7 +1007,7 @@ def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) ->
         if lb.data["entries"]:
             figs, skipped = make_plots(lb.data["entries"], paper_points(lb.data["paper"]["names"], load_reference()))
     paths = {"json": json_path, "md": json_path.with_suffix(".md"), "html": json_path.with_suffix(".html")}
-    json_path.write_text(json.dumps(lb.data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    json_path.write_text(dump_json(lb.document), encoding="utf-8")
     paths["md"].write_text(markdown(lb.data), encoding="utf-8")
     paths["html"].write_text(render_html(lb.data, figs, skipped), encoding="utf-8")
     pdir = json_path.with_name(json_path.stem + "_plots")
@@ -1113,10 +1134,11 @@ def write_manifest(directory: str | Path, updates: Mapping[str, Any]) -> Path:
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     path = d / MANIFEST_NAME
-    current = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    current = read_manifest(path) if path.exists() else {}
     current.update(updates)
+    manifest = validate_doc(SweepManifest, current, path)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(current, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(dump_json(manifest), encoding="utf-8")
     os.replace(tmp, path)
     return path
 
@@ -1157,11 +1179,11 @@ def sweep_manifest(
     dropped before anything is written."""
     model, margs, tasks, budget = _sweep_env()
     mpath = Path(run_dir) / MANIFEST_NAME
-    if if_not_done and (not mpath.exists() or json.loads(mpath.read_text(encoding="utf-8")).get("status") == "done"):
+    if if_not_done and (not mpath.exists() or read_manifest(mpath).get("status") == "done"):
         return
     updates: dict[str, Any] = {"status": status, "updated_at": _now()}
     if status == "running":
-        prev = json.loads(mpath.read_text(encoding="utf-8")) if mpath.exists() else {}
+        prev = read_manifest(mpath) if mpath.exists() else {}
         updates.update(
             {
                 "manifest_version": MANIFEST_VERSION,

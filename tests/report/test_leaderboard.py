@@ -565,3 +565,34 @@ def test_a_reported_number_the_log_does_not_reproduce_is_named(tmp_path):
     assert e["metrics"]["overall"] == pytest.approx(compute_open_metrics(samples)["overall"])
     (w,) = [w for w in lb.warnings if "differ from the sample log" in w]
     assert "naru_open: overall reported by lmms-eval" in w
+
+
+def test_committed_leaderboard_json_is_a_valid_document_and_round_trips():
+    """results/leaderboard.json validates as the typed document, and writing the model gives the
+    same file back (the models are the schema; nothing is lost or reordered)."""
+    from naru_eval.report.models import LeaderboardDocument, dump_json, load_model
+
+    path = Path(__file__).resolve().parents[2] / "results" / "leaderboard.json"
+    doc = load_model(LeaderboardDocument, path)
+    assert dump_json(doc) == path.read_text(encoding="utf-8")
+    assert doc.published.rows[0].published and doc.published.rows[0].from_
+
+
+def test_a_malformed_leaderboard_or_manifest_is_an_error_naming_the_file(tmp_path):
+    from naru_eval.report.leaderboard import find_manifest, read_manifest, write_manifest
+    from naru_eval.report.models import LeaderboardDocument, load_model
+
+    bad = tmp_path / "leaderboard.json"
+    bad.write_text(json.dumps({"schema_version": 2, "entries": "nope"}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"leaderboard\.json: not a valid LeaderboardDocument.*entries"):
+        load_model(LeaderboardDocument, bad)
+    run = tmp_path / "f8"
+    (run / "manifest.json").parent.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"status": "finished?", "updated_at": "x"}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"f8/manifest\.json: not a valid SweepManifest.*status"):
+        read_manifest(find_manifest(run / "x_results.json", tmp_path))
+    (run / "manifest.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"manifest\.json: not JSON"):
+        write_manifest(run, {"status": "done"})
+    with pytest.raises(ValueError, match=r"not a valid SweepManifest.*labl"):
+        write_manifest(tmp_path / "f16", {"status": "running", "updated_at": "t", "labl": "typo"})

@@ -1,0 +1,306 @@
+"""The result documents as Pydantic models: the leaderboard, the sweep manifest, the diagnostics report.
+
+The models are the schema: the builders construct them, files are written with
+``model_dump(mode="json", by_alias=True, exclude_unset=True)`` (:func:`dump_json`: a field the
+builder did not set, such as an entry's ``conflict``, is left out, as the documents always did),
+and every reader validates what it reads (:func:`load_model`: a file that does not match names
+itself and the field). ``docs/leaderboard.md``'s schema section is generated from the field
+descriptions here (:func:`schema_markdown`; ``naru-eval leaderboard-schema --write``), so the
+schema is written once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+#: a metric value: None when no question is in scope; ints stay ints (counts, reported values)
+Number = int | float | None
+#: a 95% interval ``[low, high]``; None when there is none
+Interval = list[float] | None
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Doc(BaseModel):
+    """Every result model: unknown fields are an error (a typo or a newer schema is caught on read)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- the leaderboard
+
+
+class Bootstrap(Doc):
+    """How the leaderboard's intervals were computed."""
+
+    method: str = Field(description="the resampling, in words")
+    cluster: str = Field(description="the resampled unit: `video_id`")
+    reps: int = Field(description="bootstrap replicates (2000)")
+    seed: int = Field(description="the seed: the same seed reproduces every interval")
+    level: float = Field(description="the interval's level (0.95)")
+
+
+class Aggregation(Doc):
+    """How the metrics are aggregated: the authors' definition."""
+
+    mcq: str = Field(description="multiple choice: category accuracy, levels and overall as means of category means")
+    open: str = Field(description="open-ended: category mean recall, overall the mean of the nine categories")
+
+
+class PaperRef(Doc):
+    """The paper, by title and arXiv id."""
+
+    title: str = Field(description="the paper's title")
+    arxiv: str = Field(description="its arXiv id (2608.13210)")
+
+
+class NSamples(Doc):
+    original: int | None = Field(description="questions of the task")
+    effective: int | None = Field(description="questions lmms-eval ran (less with `--limit`)")
+
+
+class RunInfo(Doc):
+    """Where a run's numbers come from and how it was configured."""
+
+    results_file: str = Field(description="lmms-eval's `*_results.json`, relative to the working directory")
+    samples_file: str = Field(description="the sample log the metrics were recomputed from")
+    adapter: str | None = Field(description="lmms-eval `--model`")
+    model_args: dict[str, str] = Field(description="`--model_args` as a dict, secrets dropped")
+    num_frames: int | None = Field(description="`num_frames` of `model_args`")
+    fps: float | None = Field(description="`fps` of `model_args`")
+    task_version: JsonValue = Field(description="the task YAML's `metadata.version`")
+    task_hash: str | None = Field(description="lmms-eval's task hash")
+    lmms_eval_version: str | None = Field(description="lmms-eval's version")
+    date: JsonValue = Field(description="lmms-eval's stamp")
+    n_samples: NSamples = Field(description="`{original, effective}` question counts")
+
+
+class ManifestRef(Doc):
+    """What an entry takes from the nearest `manifest.json` (sweep runs)."""
+
+    path: str = Field(description="the manifest's path")
+    label: str | None = Field(description="the sweep's model label")
+    versions: dict[str, str | None] | None = Field(description="package versions of the run")
+    git_revision: str | None = Field(description="the checkout's revision (`-dirty` with local changes)")
+    data_fingerprint: str | None = Field(description="the data the sweep ran on")
+    launcher: str | None = Field(description="the launcher command (secrets masked)")
+    status: str | None = Field(description="`running`, `done` or `failed`")
+
+
+class Entry(Doc):
+    """One leaderboard row: a run of yours (`published: false`) or a published row of the authors
+    (`published: true`). Fields that apply to one kind only are absent from the other."""
+
+    id: str = Field(
+        description='`"<model> | <task> | <sampling> | judge=<judge or -> | data=<fingerprint or unknown>"`, '
+        'the key; `"published | <model> | <task>"` for published rows'
+    )
+    model: str = Field(description="model name (the `--label`, the manifest's label, or `model_args`)")
+    from_: str | None = Field(alias="from", description="who made the model (published rows); null for runs")
+    checkpoint: str | None = Field(None, description="published rows: the checkpoint the authors name")
+    published: bool = Field(description="true: the authors' figure, not a run of ours")
+    task: str = Field(description="the lmms-eval task")
+    frames: int | None = Field(description="`num_frames` from `model_args` (null when absent)")
+    fps: float | None = Field(description="`fps` from `model_args` (null when absent)")
+    budget: str | None = Field(description="the sampling label (kept for the figures)")
+    sampling: str | None = Field(description='the sampling label: "128 Frames", "0.25 FPS", "default"')
+    judge: str | None = Field(description="the judge of an open-ended task; null for MCQ")
+    data: str | None = Field(description="the annotations' fingerprint; `official` for published rows")
+    metrics: dict[str, Number] = Field(
+        description="metric → value (MCQ in %, open-ended 0–1), **recomputed from the sample log** "
+        "(null: no question in scope); lmms-eval's reported values for a log with neither payload (circular)"
+    )
+    ci95: dict[str, Interval] | None = Field(
+        description="metric → `[low, high]`, 95% percentile bootstrap, videos resampled; null for other tasks"
+    )
+    n: dict[str, int] = Field(description="metric → questions in scope (plus `videos` for MCQ); `overall` otherwise")
+    counts: dict[str, int] | None = Field(
+        None, description="published MCQ rows: correct answers per category (null for rows published as accuracies)"
+    )
+    figures: str | None = Field(None, description="published rows: what the authors printed")
+    metrics_source: Literal["sample_log", "sample_log_open", "results_json", "published"] = Field(
+        description="`sample_log` (MCQ), `sample_log_open` (naru_open), `results_json` or `published`"
+    )
+    reported_matches_log: bool | None = Field(
+        None, description="whether lmms-eval's `results.json` agrees with the recomputation (a mismatch also warns)"
+    )
+    complete: bool | None = Field(None, description="`n-samples` complete")
+    run: RunInfo | None = Field(None, description="runs: where the numbers come from (below)")
+    manifest: ManifestRef | None = Field(None, description="runs: from the nearest `manifest.json`; null otherwise")
+    cost: dict[str, JsonValue] | None = Field(
+        None,
+        description="`usage`/`cost` from the manifest, `lmms_eval_usage` (lmms-eval's `usage`); null when unknown",
+    )
+    duplicates: list[str] | None = Field(
+        None, description="present when identical duplicates were absorbed: their files"
+    )
+    conflict: bool | None = Field(None, description="present (true) when the entry is in a conflict")
+
+
+class Published(Doc):
+    """The authors' published leaderboard, aggregated as they do it."""
+
+    paper: PaperRef = Field(description="the paper")
+    note: str = Field(description="that these are the authors' figures")
+    rows: list[Entry] = Field(description="the published rows (entries with `published: true`)")
+
+
+class Table(Doc):
+    """One table of the page: one per (task, data)."""
+
+    task: str = Field(description="the task")
+    data: str | None = Field(description="the runs' data (null: a table of published rows only)")
+    rows: list[str] = Field(description="entry and published ids, sorted by overall")
+    kind: Literal["mcq", "open", "generic"] = Field(description="which columns the table shows")
+
+
+class Duplicate(Doc):
+    id: str = Field(description="the entry key")
+    kept: str = Field(description="the results file kept")
+    dropped: list[str] = Field(description="the files dropped")
+    note: str = Field(description="why")
+
+
+class Conflict(Doc):
+    id: str = Field(description="the entry key")
+    files: list[str] = Field(description="the results files")
+    differences: dict[str, list[Number]] = Field(
+        description="metric → the values, one per file; `n` when counts differ"
+    )
+
+
+class ComparisonRow(Doc):
+    """One of our entries beside one of the paper's numbers."""
+
+    model: str = Field(description="our model")
+    paper_model: str = Field(description="the paper's model (`--paper-name`)")
+    source: Literal["table_ii", "frame_sweep", "table_iii"] = Field(description="where the paper's number is")
+    task: str = Field(description="the task")
+    budget: str | None = Field(description="our sampling")
+    metric: str = Field(description="the metric")
+    ours: float | None = Field(description="our value")
+    ours_ci95: Interval = Field(description="our interval")
+    paper: float = Field(description="the paper's value")
+    diff: float | None = Field(description="ours − paper")
+    paper_in_ci: bool | None = Field(description="whether the paper's value is inside our interval")
+    approximate: bool = Field(description="true for the frame-sweep end points (read off Fig. 3)")
+
+
+class Consistency(Doc):
+    """One check of the paper against itself (`naru_eval.report.paper.ConsistencyCheck`)."""
+
+    name: str = Field(description="the check")
+    model: str | None = Field(description="the model row checked")
+    ok: bool | None = Field(description="null: not checkable")
+    stated: float | None = Field(description="what the paper prints")
+    implied: float | None = Field(description="what its other numbers imply")
+    detail: str = Field(description="the arithmetic")
+
+
+class PaperSection(Doc):
+    title: str = Field(description="the paper's title")
+    arxiv: str = Field(description="its arXiv id")
+    names: dict[str, str] = Field(description="the `--paper-name` mapping")
+    comparison: list[ComparisonRow] = Field(description="our entries beside the paper's rows")
+    consistency: list[Consistency] = Field(description="the paper's consistency check")
+    consistent: bool = Field(description="false if any check failed")
+
+
+class LeaderboardDocument(Doc):
+    """`leaderboard.json`."""
+
+    schema_version: int = Field(
+        description="`2` (1 had micro overall/narrative/cultural and no published rows). "
+        "Any change to a field's meaning bumps it"
+    )
+    generated_by: str = Field(description="`naru-eval <version>`")
+    generated_at: str = Field(description="UTC ISO time")
+    sources: list[str] = Field(description="the directories given")
+    bootstrap: Bootstrap = Field(description="how the intervals were computed")
+    aggregation: Aggregation = Field(description="how `mcq` and `open` metrics are aggregated")
+    data_note: str = Field(description="the sentence the page prints about data")
+    metrics: list[str] = Field(description="the metric names of MCQ entries")
+    published: Published = Field(description="the authors' published rows")
+    entries: list[Entry] = Field(description="your runs, one per (model, task, sampling, judge, data)")
+    tables: list[Table] = Field(description="the tables of the page")
+    duplicates: list[Duplicate] = Field(description="identical entries deduplicated")
+    conflicts: list[Conflict] = Field(description="entries with one key and different numbers (exit 1)")
+    paper: PaperSection = Field(description="the paper, the comparison with it, its consistency check")
+    warnings: list[str] = Field(description="what was skipped, deduplicated, unmatched, on different data")
+    errors: list[str] = Field(description="the conflicts and bad `--paper-name`s")
+
+
+# --------------------------------------------------------------------------- the sweep manifest
+
+
+class ManifestData(Doc):
+    """The data the sweep ran on (the loader's view when the sweep started)."""
+
+    fingerprint: str | None = Field(description="the annotations' fingerprint")
+    source: str | None = Field(None, description="where the annotations came from")
+    questions: int | None = Field(None, description="questions loaded")
+    error: str | None = Field(None, description="why the data could not be loaded (recorded, never fatal)")
+
+
+class SweepManifest(Doc):
+    """`manifest.json` of one budget's run directory, written by `scripts/frame_sweep.sh`."""
+
+    status: Literal["running", "done", "failed"] = Field(description="the run's state")
+    updated_at: str = Field(description="UTC ISO time of the last update")
+    manifest_version: int | None = Field(None, description="`1`")
+    tool: str | None = Field(None, description="`scripts/frame_sweep.sh`")
+    label: str | None = Field(None, description="the model label of the sweep")
+    model: str | None = Field(None, description="lmms-eval `--model`")
+    model_args: dict[str, str] | None = Field(None, description="`--model_args` as a dict, secrets dropped")
+    model_args_string: str | None = Field(None, description="the same as lmms-eval's `k=v,...` string")
+    budget: dict[str, int | None] | None = Field(None, description="`{num_frames}`")
+    sampling: str | None = Field(None, description="the sampling label")
+    tasks: list[str] | None = Field(None, description="the tasks")
+    launcher: str | None = Field(None, description="the launcher command (secrets masked)")
+    lmms_eval_extra_args: list[str] | None = Field(None, description="extra lmms-eval arguments (secrets masked)")
+    versions: dict[str, str | None] | None = Field(None, description="naru-eval, lmms-eval, torch, transformers")
+    python: str | None = Field(None, description="the Python version")
+    git_revision: str | None = Field(None, description="the checkout's revision (`-dirty` with local changes)")
+    data: ManifestData | None = Field(None, description="the data")
+    env: dict[str, str] | None = Field(None, description="the NARU_* data/store/cache variables that were set")
+    invocations: int | None = Field(None, description="how many times the sweep started this budget")
+    started_at: str | None = Field(None, description="UTC ISO time of the last start")
+    finished_at: str | None = Field(None, description="UTC ISO time of the last finish")
+    results_file: str | None = Field(None, description="the finished run's results file, relative to the directory")
+    seconds: float | None = Field(None, description="wall time of the last invocation")
+    message: str | None = Field(None, description="why it failed")
+    usage: dict[str, JsonValue] | None = Field(
+        None, description="summed response-store usage (answers, failed, tokens, cost) of this budget"
+    )
+
+
+# --------------------------------------------------------------------------- reading and writing
+
+
+def dump_json(model: BaseModel) -> str:
+    """The document as JSON text: the fields the builder set (or the file held), in schema order."""
+    data = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def validate_doc(cls: type[M], data: object, where: str | Path) -> M:
+    """``cls`` from ``data``; a mismatch is a ValueError naming ``where`` and the fields."""
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors()[:10])
+        raise ValueError(f"{where}: not a valid {cls.__name__} ({e.error_count()} problem(s): {problems})") from None
+
+
+def load_model(cls: type[M], path: str | Path) -> M:
+    """Read and validate a result file; unreadable JSON or a schema mismatch names the file."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not JSON ({e})") from None
+    return validate_doc(cls, data, p)
