@@ -206,6 +206,26 @@ def cmd_sweep_manifest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard_schema(args: argparse.Namespace) -> int:
+    """Print the result schema (Markdown, from the models), or write it into a doc between its markers."""
+    from naru_eval.report.models import schema_markdown, with_schema
+
+    if not args.write:
+        print(schema_markdown(), end="")
+        return 0
+    doc = Path(args.write)
+    old = doc.read_text(encoding="utf-8")
+    new = with_schema(old)
+    if args.check:
+        if new != old:
+            print(f"{doc}: the schema section is out of date; run naru-eval leaderboard-schema --write {doc}")
+            return 1
+        return 0
+    doc.write_text(new, encoding="utf-8")
+    print(f"wrote the schema into {doc}")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add the results subcommands to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
@@ -269,6 +289,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--source", help="a figures JSON (default: the package's naru_eval/data_files/naru_paper.json)")
     p.add_argument("-o", "--out", help="write the reference here (e.g. results/paper_reference.json)")
     p.set_defaults(func=cmd_paper_reference)
+
+    p = subparsers.add_parser(
+        "leaderboard-schema",
+        help="the leaderboard.json and manifest.json schema as Markdown, generated from the result models",
+    )
+    p.add_argument("--write", metavar="DOC", help="replace the schema section of DOC (e.g. docs/leaderboard.md)")
+    p.add_argument("--check", action="store_true", help="with --write: exit 1 if DOC's section is out of date")
+    p.set_defaults(func=cmd_leaderboard_schema)
 
     # The frame sweep's bookkeeping. Its configuration (SWEEP_MODEL, SWEEP_MODEL_ARGS, ...) comes
     # from the environment, not arguments: model args may hold a key, and arguments show in `ps`.

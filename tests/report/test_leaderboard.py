@@ -596,3 +596,34 @@ def test_a_malformed_leaderboard_or_manifest_is_an_error_naming_the_file(tmp_pat
         write_manifest(run, {"status": "done"})
     with pytest.raises(ValueError, match=r"not a valid SweepManifest.*labl"):
         write_manifest(tmp_path / "f16", {"status": "running", "updated_at": "t", "labl": "typo"})
+
+
+def test_docs_schema_section_is_generated_from_the_models(capsys):
+    """docs/leaderboard.md's schema section is the text the models generate (written once: edit the
+    models, then ``naru-eval leaderboard-schema --write docs/leaderboard.md``)."""
+    from naru_eval.report.models import SCHEMA_BEGIN, with_schema
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "leaderboard.md"
+    text = doc.read_text(encoding="utf-8")
+    assert SCHEMA_BEGIN in text and with_schema(text) == text
+    assert "| `conflict` (optional) | bool \\| null |" in text  # a field of the Entry model
+    assert "| `invocations` (optional) | int \\| null |" in text  # a field of the SweepManifest model
+    stale = text.replace("the annotations' fingerprint; `official` for published rows", "edited by hand")
+    assert with_schema(stale) == text
+
+
+def test_leaderboard_schema_command_checks_and_writes(tmp_path, capsys):
+    doc = tmp_path / "doc.md"
+    from naru_eval.report.models import SCHEMA_BEGIN, SCHEMA_END
+
+    doc.write_text(f"intro\n{SCHEMA_BEGIN}\nold\n{SCHEMA_END}\noutro\n", encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["leaderboard-schema", "--write", str(doc), "--check"])
+    assert args.func(args) == 1 and "out of date" in capsys.readouterr().out
+    args = parser.parse_args(["leaderboard-schema", "--write", str(doc)])
+    assert args.func(args) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert text.startswith("intro\n") and text.endswith(f"{SCHEMA_END}\noutro\n") and "#### `Entry`" in text
+    args = parser.parse_args(["leaderboard-schema", "--write", str(doc), "--check"])
+    assert args.func(args) == 0
