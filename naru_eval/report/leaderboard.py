@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 import json
 import math
 import os
@@ -870,128 +869,40 @@ def markdown(data: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em;color:#222;max-width:1400px}
-h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
-th{background:#f2f2f2}td.l,th.l{text-align:left}
-tr.conflict td{background:#fde2e2}tr.published td{background:#f6f8fb;color:#334}.ci{color:#666;font-size:.85em}
-.err{color:#a00}.warn{color:#8a5a00}.ok{color:#1a6b1a}.bad{color:#a00;font-weight:bold}
-.note{background:#fff8e0;border:1px solid #e8d8a0;padding:.5em .8em;max-width:1000px}
-figure{margin:1em 0}figcaption{font-size:.85em;color:#555;max-width:800px}
-img{max-width:100%;border:1px solid #eee}
-code{background:#f5f5f5;padding:0 3px}
-"""
+def _versions(man: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items() if v)
 
 
 def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Sequence[str] = ()) -> str:
-    """A self-contained page: inline CSS, figures as data: URIs, no external reference."""
-    e_ = html.escape
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8"><title>NARU leaderboard</title>',
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>NARU leaderboard</h1>",
-        f"<p>Paper: <cite>{e_(_paper_line(data))}</cite>.</p>",
-        f"<p>schema_version {data['schema_version']} &middot; generated {e_(data['generated_at'])} by "
-        f"{e_(data['generated_by'])}. Multiple choice in %, open-ended as recall (0-1). overall/narrative/cultural "
-        "follow the authors' aggregation (means of category means); <code>accuracy</code>/<code>recall</code> are over "
-        "all questions. Rows marked <em>published</em> are the authors' figures, not runs of ours; runs are recomputed "
-        "from their lmms-eval sample logs, grey brackets: 95% bootstrap CI clustered by video "
-        f"({data['bootstrap']['reps']} reps, seed {data['bootstrap']['seed']}).</p>",
-        f'<p class="note"><strong>Data.</strong> {e_(data["data_note"])}</p>',
-    ]
-    for err in data["errors"]:
-        out.append(f'<p class="err">Error: {e_(err)}</p>')
-    for w in data["warnings"]:
-        out.append(f'<p class="warn">Warning: {e_(w)}</p>')
+    """A self-contained page (inline CSS, figures as data: URIs, no external reference), from
+    ``templates/leaderboard.html.j2`` with autoescape: every value from a run is escaped."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("naru_eval.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.ChainableUndefined,
+    )
+    tables = []
     for table in data["tables"]:
         rows = _rows_of(data, table)
         cols, digits = _table_spec(table, rows)
-        out.append(f"<h2>{e_(_table_title(table))}</h2>")
-        head = "".join(f"<th>{e_(c)}</th>" for c in cols)
-        out.append(
-            '<table class="leaderboard"><tr><th class="l">model</th><th class="l"></th><th class="l">from</th>'
-            f'<th class="l">sampling</th><th class="l">data</th>{head}<th>n</th></tr>'
-        )
-        for e in rows:
-            ci = e.get("ci95") or {}
-            cells = "".join(
-                f"<td>{fmt_num(e['metrics'].get(c), digits)}"
-                + (f"<br><span class='ci'>{fmt_ci(ci.get(c), digits)}</span>" if ci.get(c) else "")
-                + "</td>"
-                for c in cols
-            )
-            cls = "conflict" if e.get("conflict") else ("published" if e.get("published") else "entry")
-            out.append(
-                f"<tr class='{cls}'><td class='l'>{e_(e['model'])}</td><td class='l'>{_who(e)}</td>"
-                f"<td class='l'>{e_(e.get('from') or '-')}</td><td class='l'>{e_(e.get('sampling') or '-')}</td>"
-                f"<td class='l'>{e_(str(e.get('data') or 'unknown'))}</td>{cells}<td>{e['n'].get('overall')}</td></tr>"
-            )
-        out.append("</table>")
-    if plots or skipped:
-        out.append("<h2>Figures</h2>")
-    for p in plots:
-        b64 = base64.b64encode(p.png).decode("ascii")
-        out.append(
-            f'<figure><img class="plot" alt="{e_(p.title)}" src="data:image/png;base64,{b64}">'
-            f"<figcaption>{e_(p.caption)}</figcaption></figure>"
-        )
-    for s in skipped:
-        out.append(f"<p class='warn'>Not drawn: {e_(s)}</p>")
-    out.append("<h2>Runs beside the paper's tables</h2>")
-    comp = data["paper"]["comparison"]
-    if comp:
-        out.append(
-            '<table class="paper"><tr><th class="l">our model</th><th class="l">paper model</th><th class="l">source</th>'
-            '<th class="l">task</th><th class="l">sampling</th><th class="l">metric</th><th>ours</th><th>95% CI</th>'
-            "<th>paper</th><th>diff</th><th>paper in CI</th></tr>"
-        )
-        for r in comp:
-            src = r["source"] + (" (approx.)" if r["approximate"] else "")
-            inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
-            d = _comparison_digits(r)
-            diff = fmt_num(r["diff"], d, signed=True)
-            out.append(
-                f"<tr><td class='l'>{e_(r['model'])}</td><td class='l'>{e_(r['paper_model'])}</td><td class='l'>{e_(src)}</td>"
-                f"<td class='l'>{e_(r['task'])}</td><td class='l'>{e_(r['budget'])}</td><td class='l'>{e_(r['metric'])}</td>"
-                f"<td>{fmt_num(r['ours'], d)}</td><td>{fmt_ci(r['ours_ci95'], d)}</td><td>{r['paper']:g}</td><td>{diff}</td><td>{inci}</td></tr>"
-            )
-        out.append("</table>")
-    else:
-        out.append("<p>No run is mapped to a paper model (pass <code>--paper-name MODEL=PAPER_MODEL</code>).</p>")
-    out.append("<h2>Paper consistency check</h2>")
-    out.append(
-        '<table class="consistency"><tr><th class="l">check</th><th class="l">model</th><th class="l">result</th><th class="l">detail</th></tr>'
+        tables.append({"title": _table_title(table), "cols": cols, "digits": digits, "rows": rows})
+    figures = [{"title": p.title, "caption": p.caption, "b64": base64.b64encode(p.png).decode("ascii")} for p in plots]
+    return env.get_template("leaderboard.html.j2").render(
+        d=data,
+        tables=tables,
+        plots=figures,
+        skipped=list(skipped),
+        paper_line=_paper_line(data),
+        fmt_num=fmt_num,
+        fmt_ci=fmt_ci,
+        comparison_digits=_comparison_digits,
+        versions=_versions,
+        dumps=json.dumps,
     )
-    for c in data["paper"]["consistency"]:
-        res = {True: "<span class='ok'>OK</span>", False: "<span class='bad'>MISMATCH</span>", None: "n/a"}[c["ok"]]
-        out.append(
-            f"<tr><td class='l'>{e_(c['name'])}</td><td class='l'>{e_(c['model'] or '')}</td><td class='l'>{res}</td>"
-            f"<td class='l'>{e_(c['detail'])}</td></tr>"
-        )
-    out.append("</table>")
-    if data["entries"]:
-        out.append("<h2>Runs</h2>")
-        out.append(
-            '<table class="runs"><tr><th class="l">entry</th><th class="l">adapter</th><th class="l">model_args</th>'
-            '<th class="l">task version</th><th class="l">versions</th><th class="l">git</th><th class="l">data</th>'
-            '<th class="l">cost</th><th class="l">results file</th></tr>'
-        )
-        for e in data["entries"]:
-            run, man = e["run"], e.get("manifest") or {}
-            args = ",".join(f"{k}={v}" for k, v in run["model_args"].items())
-            vers = ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items() if v)
-            out.append(
-                f"<tr><td class='l'>{e_(e['id'])}</td><td class='l'>{e_(str(run['adapter']))}</td><td class='l'>{e_(args)}</td>"
-                f"<td class='l'>{e_(str(run['task_version']))}</td><td class='l'>{e_(vers)}</td>"
-                f"<td class='l'>{e_(str(man.get('git_revision') or ''))}</td><td class='l'>{e_(str(e.get('data') or 'unknown'))}</td>"
-                f"<td class='l'>{e_(json.dumps(e['cost']) if e.get('cost') else '')}</td><td class='l'>{e_(run['results_file'])}</td></tr>"
-            )
-        out.append("</table>")
-    out.append(f"<p>Paper: {e_(_paper_line(data))}</p></body></html>")
-    return "\n".join(out)
 
 
 def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) -> dict[str, Path]:

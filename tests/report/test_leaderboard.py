@@ -627,3 +627,32 @@ def test_leaderboard_schema_command_checks_and_writes(tmp_path, capsys):
     assert text.startswith("intro\n") and text.endswith(f"{SCHEMA_END}\noutro\n") and "#### `Entry`" in text
     args = parser.parse_args(["leaderboard-schema", "--write", str(doc), "--check"])
     assert args.func(args) == 0
+
+
+def test_html_escapes_every_value_from_a_run():
+    """The page is rendered with autoescape: a run named ``<script>…`` (or a warning, a results
+    path, a model arg holding markup) shows as text, never as markup."""
+    evil = "<script>alert('x')</script>"
+    data = build_leaderboard([], reps=10).data
+    row = dict(data["published"]["rows"][0])
+    run = {
+        "results_file": f"runs/{evil}_results.json",
+        "samples_file": "s.jsonl",
+        "adapter": "naru_replay",
+        "model_args": {"pretrained": evil},
+        "num_frames": 8,
+        "fps": None,
+        "task_version": 1,
+        "task_hash": None,
+        "lmms_eval_version": None,
+        "date": None,
+        "n_samples": {"original": 1, "effective": 1},
+    }
+    row.update(id=f"{evil} | naru_mcq", model=evil, published=False, data=evil, run=run, manifest=None, cost=None)
+    data["entries"] = [row]
+    data["tables"][0]["rows"].insert(0, row["id"])
+    data["warnings"] = [f"warning about {evil}"]
+    page = render_html(data)
+    assert "<script" not in page
+    assert page.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") >= 6  # name, id, data, args, file, warning
+    assert "<tr class='entry'><td class='l'>&lt;script&gt;" in page
