@@ -44,6 +44,7 @@ from naru_eval.core.extract import INVALID_KINDS
 from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, ScoredSample, close, compute_metrics, macro_levels
 from naru_eval.core.variants import CIRCULAR_METRICS, circular_correct, circular_metrics
+from naru_eval.report.models import DiagnosticsReport, dump_json, validate_doc
 
 #: Default duration-bucket edges in minutes: 30-60, 60-120, 120-240 (NARU's videos).
 DEFAULT_EDGES_MIN: tuple[float, ...] = (30.0, 60.0, 120.0, 240.0)
@@ -744,7 +745,7 @@ def diagnose(
         raise ValueError(f"duration edges must be at least two increasing numbers, got {edges_min!r}")
     runs, skipped, superseded = discover_runs(paths)
     filled = fill_durations(runs, data_dir) if data_dir else 0
-    return {
+    report = {
         "naru_eval_diagnose": 1,
         "settings": {
             "paths": [str(p) for p in paths],
@@ -762,6 +763,9 @@ def diagnose(
         "skipped": skipped,
         "superseded": superseded,
     }
+    # built as the typed report (a field that does not fit is a bug here, caught at once), and
+    # handed on as its JSON form, which the text summary, the plots and ``--json`` read
+    return DiagnosticsReport.model_validate(report).model_dump(mode="json", exclude_unset=True)
 
 
 # --------------------------------------------------------------------------- text and plots
@@ -937,5 +941,5 @@ def write_report(report: dict[str, Any], output: str | Path, plots: bool = True)
     out.parent.mkdir(parents=True, exist_ok=True)
     if plots:
         report["plots"] = write_plots(report, out.parent, out.stem)
-    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    out.write_text(dump_json(validate_doc(DiagnosticsReport, report, out)), encoding="utf-8")
     return out

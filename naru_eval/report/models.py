@@ -288,6 +288,131 @@ class SweepManifest(Doc):
     )
 
 
+# --------------------------------------------------------------------------- the diagnostics report
+
+
+class DiagnoseSettings(Doc):
+    paths: list[str] = Field(description="the paths given")
+    duration_edges_min: list[float] = Field(description="duration bucket edges (minutes)")
+    bootstrap_iters: int = Field(description="bootstrap replicates")
+    seed: int = Field(description="the base seed (each interval's seed derives from it and its name)")
+    ci: str = Field(description="the interval, in words")
+    data_dir: str | None = Field(description="where durations were filled from")
+    durations_filled: int = Field(description="video durations filled from the data")
+
+
+class LetterDistribution(Doc):
+    n: int
+    n_valid: int
+    pred: dict[str, int] = Field(description="predicted letter → count (plus invalid)")
+    gold: dict[str, int] = Field(description="gold letter → count")
+    pred_pct: dict[str, float | None]
+    gold_pct: dict[str, float | None]
+    excess_pp: dict[str, float | None] = Field(description="pred_pct − gold_pct")
+    tv_distance_pp: float | None = Field(description="total-variation distance of the two distributions")
+    most_over_picked: str | None
+
+
+class InvalidBreakdown(Doc):
+    n: int
+    n_invalid: int
+    rate: float | None = Field(description="invalid answers, % of all")
+    kinds: dict[str, int]
+    kinds_pct: dict[str, float | None]
+
+
+class DurationBucket(Doc):
+    bucket: str
+    n: int
+    n_videos: int
+    accuracy: float | None
+    ci95: Interval
+
+
+class DurationSection(Doc):
+    measure: Literal["accuracy", "circular"]
+    n_unknown: int = Field(description="questions without a video duration")
+    buckets: list[DurationBucket]
+
+
+class RunDiagnosis(Doc):
+    """One sample log, analysed."""
+
+    label: str
+    group: str
+    task: str
+    kind: str = Field(description="plain, blind or circular")
+    samples: str
+    results: str | None
+    model: str | None
+    model_args: str | None
+    n_docs: int
+    n_questions: int
+    n_videos: int
+    metrics: dict[str, Number] = Field(description="recomputed from the log")
+    reported: dict[str, Number] | None = Field(description="what results.json holds")
+    recomputes: bool | None = Field(description="whether the log reproduces the reported metrics")
+    letters: LetterDistribution
+    invalid: InvalidBreakdown
+    duration: DurationSection
+
+
+class ScopeGap(Doc):
+    """A paired accuracy gap, with its cluster-bootstrap interval; the accuracies are named after
+    the comparison (``video_accuracy``/``blind_accuracy``, ``circular_accuracy``/``plain_accuracy``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    n: int
+    n_videos: int
+    gap: float | None
+    ci95: Interval
+
+
+class Gap(ScopeGap):
+    group: str
+    video_run: str | None = None
+    blind_run: str | None = None
+    circular_run: str | None = None
+    plain_run: str | None = None
+    by_scope: dict[str, ScopeGap] | None = None
+
+
+class ShortcutQuestion(Doc):
+    question_id: str
+    video_id: str
+    category: str
+    gold: str
+    n_correct: int
+    n_models: int
+    models: list[str]
+
+
+class ShortcutCandidates(Doc):
+    min_correct: int
+    n_models: int
+    models: list[str]
+    n_questions: int
+    n_candidates: int
+    expected_by_chance: float
+    by_category: dict[str, int]
+    questions: list[ShortcutQuestion]
+
+
+class DiagnosticsReport(Doc):
+    """The ``naru-eval diagnose`` report (docs/diagnostics.md)."""
+
+    naru_eval_diagnose: int = Field(description="the report's version (1)")
+    settings: DiagnoseSettings
+    runs: list[RunDiagnosis]
+    blind_vs_video: list[Gap]
+    circular_vs_plain: list[Gap]
+    shortcut_candidates: ShortcutCandidates | None
+    skipped: list[dict[str, str]] = Field(description="sample logs left out, and why")
+    superseded: list[str] = Field(description="older logs of the same run, left out")
+    plots: list[str] | None = Field(None, description="the PNGs written beside the report")
+
+
 # --------------------------------------------------------------------------- the schema, as documentation
 
 #: the models of docs/leaderboard.md's schema section, in the order it shows them
