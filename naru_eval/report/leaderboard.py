@@ -36,14 +36,20 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, close, compute_metrics, macro_levels, samples_from_log
 from naru_eval.report.models import (
+    ComparisonRow,
+    Conflict,
+    Duplicate,
     LeaderboardDocument,
+    ManifestData,
+    Number,
     SweepManifest,
+    Table,
     dump_json,
     load_model,
     validate_doc,
@@ -531,14 +537,16 @@ def _same_numbers(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return set(ma) == set(mb) and all(close(_num(ma[k]), _num(mb[k]), 1e-9) for k in ma)
 
 
-def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict], list[dict]]:
+def resolve_duplicates(
+    entries: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Duplicate], list[Conflict]]:
     """(entries kept, duplicates deduplicated, conflicts). Conflicting entries are all kept, flagged."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for e in entries:
         groups[e["id"]].append(e)
     kept: list[dict[str, Any]] = []
-    duplicates: list[dict] = []
-    conflicts: list[dict] = []
+    duplicates: list[Duplicate] = []
+    conflicts: list[Conflict] = []
     for key, group in groups.items():
         if len(group) == 1:
             kept.append(group[0])
@@ -547,15 +555,15 @@ def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, An
             kept.append(group[0])
             group[0]["duplicates"] = [g["run"]["results_file"] for g in group[1:]]
             duplicates.append(
-                {
-                    "id": key,
-                    "kept": group[0]["run"]["results_file"],
-                    "dropped": [g["run"]["results_file"] for g in group[1:]],
-                    "note": "identical numbers (every metric and n): deduplicated",
-                }
+                Duplicate(
+                    id=key,
+                    kept=group[0]["run"]["results_file"],
+                    dropped=[g["run"]["results_file"] for g in group[1:]],
+                    note="identical numbers (every metric and n): deduplicated",
+                )
             )
             continue
-        diffs: dict[str, list[Any]] = {}
+        diffs: dict[str, list[Number]] = {}
         for m in sorted({k for g in group for k in g.get("metrics", {})}):
             vals = [g.get("metrics", {}).get(m) for g in group]
             if any(not close(_num(v), _num(vals[0]), 1e-9) for v in vals):
@@ -566,7 +574,7 @@ def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, An
         for g in group:
             g["conflict"] = True
             kept.append(g)
-        conflicts.append({"id": key, "files": [g["run"]["results_file"] for g in group], "differences": diffs})
+        conflicts.append(Conflict(id=key, files=[g["run"]["results_file"] for g in group], differences=diffs))
     return kept, duplicates, conflicts
 
 
@@ -575,31 +583,33 @@ def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, An
 
 def paper_comparison(
     entries: Sequence[Mapping[str, Any]], names: Mapping[str, str], ref: Mapping[str, Any]
-) -> list[dict[str, Any]]:
+) -> list[ComparisonRow]:
     """Our entries beside the paper's rows (table II for naru_mcq; Fig. 3 end points for
     naru_mcq_500 at 8/128 frames; table III recall for open-ended tasks), with the difference."""
-    rows: list[dict[str, Any]] = []
+    rows: list[ComparisonRow] = []
 
     def add(
         e: Mapping[str, Any], paper_model: str, source: str, metric: str, ours_key: str, paper: float, approx: bool
-    ):
+    ) -> None:
         ours = _num(e.get("metrics", {}).get(ours_key))
         ci = (e.get("ci95") or {}).get(ours_key)
         rows.append(
-            {
-                "model": e["model"],
-                "paper_model": paper_model,
-                "source": source,
-                "task": e["task"],
-                "budget": e["budget"],
-                "metric": metric,
-                "ours": ours,
-                "ours_ci95": ci,
-                "paper": paper,
-                "diff": None if ours is None else ours - paper,
-                "paper_in_ci": None if not ci else bool(ci[0] <= paper <= ci[1]),
-                "approximate": approx,
-            }
+            ComparisonRow.model_validate(
+                {
+                    "model": e["model"],
+                    "paper_model": paper_model,
+                    "source": source,
+                    "task": e["task"],
+                    "budget": e["budget"],
+                    "metric": metric,
+                    "ours": ours,
+                    "ours_ci95": ci,
+                    "paper": paper,
+                    "diff": None if ours is None else ours - paper,
+                    "paper_in_ci": None if not ci else bool(ci[0] <= paper <= ci[1]),
+                    "approximate": approx,
+                }
+            )
         )
 
     for e in entries:
@@ -635,7 +645,7 @@ def _sort_key(e: Mapping[str, Any]) -> tuple[float, str]:
     return (-(ov if ov is not None else -math.inf), str(e["model"]))
 
 
-def leaderboard_tables(entries: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, Any]]) -> list[dict]:
+def leaderboard_tables(entries: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, Any]]) -> list[Table]:
     """The tables of the page: one per (task, data). The published rows of a task join each of
     its tables (they are on the official data; the page says so); runs on different data never
     share a table. Rows sorted by overall, highest first."""
@@ -648,11 +658,11 @@ def leaderboard_tables(entries: Sequence[Mapping[str, Any]], published: Sequence
         for data in datas:
             group = [e for e in runs if data is None or str(e.get("data") or "unknown") == data]
             rows = sorted([*pub, *group], key=_sort_key)
-            out.append({"task": task, "data": data, "rows": [r["id"] for r in rows], "kind": _kind(task, rows)})
+            out.append(Table(task=task, data=data, rows=[r["id"] for r in rows], kind=_kind(task, rows)))
     return out
 
 
-def _kind(task: str, rows: Sequence[Mapping[str, Any]]) -> str:
+def _kind(task: str, rows: Sequence[Mapping[str, Any]]) -> Literal["mcq", "open", "generic"]:
     src = {r.get("metrics_source") for r in rows}
     if task.startswith("naru_open") and src <= {"published", "sample_log_open", "results_json"}:
         return "open"
@@ -696,14 +706,10 @@ def build_leaderboard(
         )
     )
     for d in duplicates:
-        warnings.append(
-            f"duplicate entry {d['id']}: identical numbers in {d['kept']} and {', '.join(d['dropped'])}; kept one"
-        )
+        warnings.append(f"duplicate entry {d.id}: identical numbers in {d.kept} and {', '.join(d.dropped)}; kept one")
     for c in conflicts:
-        diffs = "; ".join(f"{k}: {v}" for k, v in c["differences"].items())
-        errors.append(
-            f"conflicting entries for {c['id']} (same key, different numbers): {', '.join(c['files'])} ({diffs})"
-        )
+        diffs = "; ".join(f"{k}: {v}" for k, v in c.differences.items())
+        errors.append(f"conflicting entries for {c.id} (same key, different numbers): {', '.join(c.files)} ({diffs})")
     datas = sorted({str(e.get("data") or "unknown") for e in entries})
     if len(datas) > 1:
         warnings.append(
@@ -1030,14 +1036,14 @@ def usage_from_store(store_path: str | Path, adapter: str, num_frames: int | Non
     }
 
 
-def _data_info() -> dict[str, Any]:
+def _data_info() -> ManifestData:
     try:
         from naru_eval.core.data import load_dataset_from_env
 
         ds = load_dataset_from_env(strict=False)
-        return {"fingerprint": ds.fingerprint, "source": ds.source, "questions": len(ds.questions)}
+        return ManifestData(fingerprint=ds.fingerprint, source=ds.source, questions=len(ds.questions))
     except Exception as e:  # noqa: BLE001 - recorded, never fatal: lmms-eval's preflight reports data problems
-        return {"fingerprint": None, "error": f"{type(e).__name__}: {e}"}
+        return ManifestData(fingerprint=None, error=f"{type(e).__name__}: {e}")
 
 
 def write_manifest(directory: str | Path, updates: Mapping[str, Any]) -> Path:
@@ -1111,7 +1117,7 @@ def sweep_manifest(
                 "versions": {k: _version(k) for k in VERSION_PACKAGES},
                 "python": sys.version.split()[0],
                 "git_revision": git_revision(os.environ.get("SWEEP_REPO") or Path(__file__).resolve().parent),
-                "data": _data_info(),
+                "data": _data_info().model_dump(mode="json", exclude_unset=True),
                 "env": {
                     k: os.environ.get(k)
                     for k in ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_RESPONSE_STORE", "NARU_FRAME_CACHE")

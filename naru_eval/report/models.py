@@ -105,7 +105,7 @@ class Entry(Doc):
     )
     model: str = Field(description="model name (the `--label`, the manifest's label, or `model_args`)")
     from_: str | None = Field(alias="from", description="who made the model (published rows); null for runs")
-    checkpoint: str | None = Field(None, description="published rows: the checkpoint the authors name")
+    checkpoint: str | None = Field(default=None, description="published rows: the checkpoint the authors name")
     published: bool = Field(description="true: the authors' figure, not a run of ours")
     task: str = Field(description="the lmms-eval task")
     frames: int | None = Field(description="`num_frames` from `model_args` (null when absent)")
@@ -123,26 +123,30 @@ class Entry(Doc):
     )
     n: dict[str, int] = Field(description="metric → questions in scope (plus `videos` for MCQ); `overall` otherwise")
     counts: dict[str, int] | None = Field(
-        None, description="published MCQ rows: correct answers per category (null for rows published as accuracies)"
+        default=None,
+        description="published MCQ rows: correct answers per category (null for rows published as accuracies)",
     )
-    figures: str | None = Field(None, description="published rows: what the authors printed")
+    figures: str | None = Field(default=None, description="published rows: what the authors printed")
     metrics_source: Literal["sample_log", "sample_log_open", "results_json", "published"] = Field(
         description="`sample_log` (MCQ), `sample_log_open` (naru_open), `results_json` or `published`"
     )
     reported_matches_log: bool | None = Field(
-        None, description="whether lmms-eval's `results.json` agrees with the recomputation (a mismatch also warns)"
+        default=None,
+        description="whether lmms-eval's `results.json` agrees with the recomputation (a mismatch also warns)",
     )
-    complete: bool | None = Field(None, description="`n-samples` complete")
-    run: RunInfo | None = Field(None, description="runs: where the numbers come from (below)")
-    manifest: ManifestRef | None = Field(None, description="runs: from the nearest `manifest.json`; null otherwise")
+    complete: bool | None = Field(default=None, description="`n-samples` complete")
+    run: RunInfo | None = Field(default=None, description="runs: where the numbers come from (below)")
+    manifest: ManifestRef | None = Field(
+        default=None, description="runs: from the nearest `manifest.json`; null otherwise"
+    )
     cost: dict[str, JsonValue] | None = Field(
-        None,
+        default=None,
         description="`usage`/`cost` from the manifest, `lmms_eval_usage` (lmms-eval's `usage`); null when unknown",
     )
     duplicates: list[str] | None = Field(
-        None, description="present when identical duplicates were absorbed: their files"
+        default=None, description="present when identical duplicates were absorbed: their files"
     )
-    conflict: bool | None = Field(None, description="present (true) when the entry is in a conflict")
+    conflict: bool | None = Field(default=None, description="present (true) when the entry is in a conflict")
 
 
 class Published(Doc):
@@ -251,9 +255,9 @@ class ManifestData(Doc):
     """The data the sweep ran on (the loader's view when the sweep started)."""
 
     fingerprint: str | None = Field(description="the annotations' fingerprint")
-    source: str | None = Field(None, description="where the annotations came from")
-    questions: int | None = Field(None, description="questions loaded")
-    error: str | None = Field(None, description="why the data could not be loaded (recorded, never fatal)")
+    source: str | None = Field(default=None, description="where the annotations came from")
+    questions: int | None = Field(default=None, description="questions loaded")
+    error: str | None = Field(default=None, description="why the data could not be loaded (recorded, never fatal)")
 
 
 class SweepManifest(Doc):
@@ -261,30 +265,36 @@ class SweepManifest(Doc):
 
     status: Literal["running", "done", "failed"] = Field(description="the run's state")
     updated_at: str = Field(description="UTC ISO time of the last update")
-    manifest_version: int | None = Field(None, description="`1`")
-    tool: str | None = Field(None, description="`scripts/frame_sweep.sh`")
-    label: str | None = Field(None, description="the model label of the sweep")
-    model: str | None = Field(None, description="lmms-eval `--model`")
-    model_args: dict[str, str] | None = Field(None, description="`--model_args` as a dict, secrets dropped")
-    model_args_string: str | None = Field(None, description="the same as lmms-eval's `k=v,...` string")
-    budget: dict[str, int | None] | None = Field(None, description="`{num_frames}`")
-    sampling: str | None = Field(None, description="the sampling label")
-    tasks: list[str] | None = Field(None, description="the tasks")
-    launcher: str | None = Field(None, description="the launcher command (secrets masked)")
-    lmms_eval_extra_args: list[str] | None = Field(None, description="extra lmms-eval arguments (secrets masked)")
-    versions: dict[str, str | None] | None = Field(None, description="naru-eval, lmms-eval, torch, transformers")
-    python: str | None = Field(None, description="the Python version")
-    git_revision: str | None = Field(None, description="the checkout's revision (`-dirty` with local changes)")
-    data: ManifestData | None = Field(None, description="the data")
-    env: dict[str, str] | None = Field(None, description="the NARU_* data/store/cache variables that were set")
-    invocations: int | None = Field(None, description="how many times the sweep started this budget")
-    started_at: str | None = Field(None, description="UTC ISO time of the last start")
-    finished_at: str | None = Field(None, description="UTC ISO time of the last finish")
-    results_file: str | None = Field(None, description="the finished run's results file, relative to the directory")
-    seconds: float | None = Field(None, description="wall time of the last invocation")
-    message: str | None = Field(None, description="why it failed")
+    manifest_version: int | None = Field(default=None, description="`1`")
+    tool: str | None = Field(default=None, description="`scripts/frame_sweep.sh`")
+    label: str | None = Field(default=None, description="the model label of the sweep")
+    model: str | None = Field(default=None, description="lmms-eval `--model`")
+    model_args: dict[str, str] | None = Field(default=None, description="`--model_args` as a dict, secrets dropped")
+    model_args_string: str | None = Field(default=None, description="the same as lmms-eval's `k=v,...` string")
+    budget: dict[str, int | None] | None = Field(default=None, description="`{num_frames}`")
+    sampling: str | None = Field(default=None, description="the sampling label")
+    tasks: list[str] | None = Field(default=None, description="the tasks")
+    launcher: str | None = Field(default=None, description="the launcher command (secrets masked)")
+    lmms_eval_extra_args: list[str] | None = Field(
+        default=None, description="extra lmms-eval arguments (secrets masked)"
+    )
+    versions: dict[str, str | None] | None = Field(
+        default=None, description="naru-eval, lmms-eval, torch, transformers"
+    )
+    python: str | None = Field(default=None, description="the Python version")
+    git_revision: str | None = Field(default=None, description="the checkout's revision (`-dirty` with local changes)")
+    data: ManifestData | None = Field(default=None, description="the data")
+    env: dict[str, str] | None = Field(default=None, description="the NARU_* data/store/cache variables that were set")
+    invocations: int | None = Field(default=None, description="how many times the sweep started this budget")
+    started_at: str | None = Field(default=None, description="UTC ISO time of the last start")
+    finished_at: str | None = Field(default=None, description="UTC ISO time of the last finish")
+    results_file: str | None = Field(
+        default=None, description="the finished run's results file, relative to the directory"
+    )
+    seconds: float | None = Field(default=None, description="wall time of the last invocation")
+    message: str | None = Field(default=None, description="why it failed")
     usage: dict[str, JsonValue] | None = Field(
-        None, description="summed response-store usage (answers, failed, tokens, cost) of this budget"
+        default=None, description="summed response-store usage (answers, failed, tokens, cost) of this budget"
     )
 
 
@@ -410,7 +420,7 @@ class DiagnosticsReport(Doc):
     shortcut_candidates: ShortcutCandidates | None
     skipped: list[dict[str, str]] = Field(description="sample logs left out, and why")
     superseded: list[str] = Field(description="older logs of the same run, left out")
-    plots: list[str] | None = Field(None, description="the PNGs written beside the report")
+    plots: list[str] | None = Field(default=None, description="the PNGs written beside the report")
 
 
 # --------------------------------------------------------------------------- the schema, as documentation
