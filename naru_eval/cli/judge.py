@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.core.data import CATEGORIES
+from naru_eval.core.numbers import fmt_num
 
 OPEN_LOG_GLOB = "*_samples_naru_open*.jsonl"
 
@@ -81,10 +82,8 @@ def _label(log: Path) -> str:
 
 
 def _fmt(v: Any, pct: bool = False) -> str:
-    if v is None:
-        return "N/A"
-    if isinstance(v, float):
-        return f"{100 * v:.1f}%" if pct else f"{v:.3f}"
+    if v is None or isinstance(v, float):
+        return fmt_num(v, 1, scale=100, suffix="%") if pct else fmt_num(v, 3)
     return str(v)
 
 

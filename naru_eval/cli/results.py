@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from naru_eval.core.numbers import fmt_ci, fmt_num
+
 
 def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
     out = {}
@@ -53,8 +55,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         ci = entry["ci95"]["overall"] if entry.get("ci95") else None
         ov = entry["metrics"].get("overall")
         d = 2 if entry["task"].startswith("naru_open") else 1  # open-ended recall is 0-1
-        ci_s = f" [{ci[0]:.{d}f}, {ci[1]:.{d}f}]" if ci else ""
-        ov_s = "N/A" if ov is None else f"{ov:.{d}f}"
+        ci_s = f" {fmt_ci(ci, d)}" if ci else ""
+        ov_s = fmt_num(ov, d)
         print(
             f"  {entry['id']}: overall {ov_s}{ci_s} (n={entry['n'].get('overall')})"
             + (" CONFLICT" if entry.get("conflict") else "")
@@ -62,7 +64,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for t in data["tables"]:
         print(f"  table {t['task']} (data {t['data'] or 'official, published only'}): {len(t['rows'])} rows")
     for r in data["paper"]["comparison"]:
-        diff = "N/A" if r["diff"] is None else f"{r['diff']:+.1f}"
+        diff = fmt_num(r["diff"], signed=True)
         print(f"  vs paper {r['paper_model']} ({r['source']}, {r['metric']}): paper {r['paper']:g}, diff {diff}")
     from naru_eval.report.paper import ConsistencyCheck
 
@@ -91,6 +93,7 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
         find_results_files,
         model_label,
         parse_model_args,
+        read_manifest,
         sample_logs,
         sampling_label,
     )
@@ -115,7 +118,7 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
     cfg = res.get("config", {})
     margs = parse_model_args(cfg.get("model_args"))
     mpath = find_manifest(rf, p if p.is_dir() else rf.parent.parent)  # a sweep's OUT/fF/manifest.json
-    manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath else None
+    manifest = read_manifest(mpath) if mpath else None
     name = model_label(cfg, margs, manifest)
     return sample_logs(rf), f"{name} ({sampling_label(*budget_of(margs), cfg.get('model'))}) {rf}"
 
@@ -203,6 +206,26 @@ def cmd_sweep_manifest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_leaderboard_schema(args: argparse.Namespace) -> int:
+    """Print the result schema (Markdown, from the models), or write it into a doc between its markers."""
+    from naru_eval.report.models import schema_markdown, with_schema
+
+    if not args.write:
+        print(schema_markdown(), end="")
+        return 0
+    doc = Path(args.write)
+    old = doc.read_text(encoding="utf-8")
+    new = with_schema(old)
+    if args.check:
+        if new != old:
+            print(f"{doc}: the schema section is out of date; run naru-eval leaderboard-schema --write {doc}")
+            return 1
+        return 0
+    doc.write_text(new, encoding="utf-8")
+    print(f"wrote the schema into {doc}")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add the results subcommands to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
@@ -266,6 +289,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--source", help="a figures JSON (default: the package's naru_eval/data_files/naru_paper.json)")
     p.add_argument("-o", "--out", help="write the reference here (e.g. results/paper_reference.json)")
     p.set_defaults(func=cmd_paper_reference)
+
+    p = subparsers.add_parser(
+        "leaderboard-schema",
+        help="the leaderboard.json and manifest.json schema as Markdown, generated from the result models",
+    )
+    p.add_argument("--write", metavar="DOC", help="replace the schema section of DOC (e.g. docs/leaderboard.md)")
+    p.add_argument("--check", action="store_true", help="with --write: exit 1 if DOC's section is out of date")
+    p.set_defaults(func=cmd_leaderboard_schema)
 
     # The frame sweep's bookkeeping. Its configuration (SWEEP_MODEL, SWEEP_MODEL_ARGS, ...) comes
     # from the environment, not arguments: model args may hold a key, and arguments show in `ps`.

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from naru_eval.core.numbers import fmt_num
 from naru_eval.core.subset import allocate
 from naru_eval.judge.score import JudgedSample
 
@@ -333,10 +334,10 @@ def audit_report(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def format_report(rep: Mapping[str, Any]) -> str:
     def pct(v: float | None) -> str:
-        return "N/A" if v is None else f"{100 * v:.1f}%"
+        return fmt_num(v, 1, scale=100, suffix="%")
 
     def num(v: float | None) -> str:
-        return "N/A" if v is None else f"{v:.3f}"
+        return fmt_num(v, 3)
 
     lines = [
         f"units: {rep['annotated_units']} annotated of {rep['units']}; annotators: {rep['annotators']}; "

@@ -17,7 +17,7 @@ from typing import Any
 from naru_eval.judge.client import CallResult, JudgeClient
 from naru_eval.judge.items import JudgeItem
 from naru_eval.judge.prompts import FACTS_PROMPT_VERSION, fact_ids, facts_messages, retry_note
-from naru_eval.judge.schemas import FactList
+from naru_eval.judge.schemas import FactList, FactRecord
 from naru_eval.store.judge_cache import JudgeStore
 
 MAX_FACTS = 32
@@ -41,7 +41,8 @@ class FactSet:
     def ids(self) -> list[str]:
         return fact_ids(len(self.facts))
 
-    def as_list(self) -> list[dict[str, str]]:
+    def as_list(self) -> list[FactRecord]:
+        """The facts as verdict records without a verdict (an unscored response)."""
         return [{"id": i, "text": t} for i, t in zip(self.ids, self.facts, strict=True)]
 
 

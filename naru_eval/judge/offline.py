@@ -26,6 +26,7 @@ from typing import Any
 
 from naru_eval.judge.facts import FactSet, clean_facts
 from naru_eval.judge.items import JudgeItem
+from naru_eval.judge.schemas import FactRecord, Verdict
 from naru_eval.judge.verify import Coverage
 from naru_eval.store.judge_cache import JudgeStore
 
@@ -147,11 +148,11 @@ class OfflineVerifier:
     def verify(self, item: JudgeItem, facts: FactSet, response: str) -> Coverage:
         sentences = split_sentences(response) or [response]
         hi, lo = LEXICAL_THRESHOLDS if self.kind == "lexical" else MINILM_THRESHOLDS
-        verdicts = []
+        verdicts: list[FactRecord] = []
         for fid, text, (score, best) in zip(
             facts.ids, facts.facts, self._similarities(list(facts.facts), sentences, response), strict=True
         ):
-            verdict = "covered" if score >= hi else "partial" if score >= lo else "not_covered"
+            verdict: Verdict = "covered" if score >= hi else "partial" if score >= lo else "not_covered"
             verdicts.append(
                 {
                     "id": fid,

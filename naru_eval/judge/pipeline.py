@@ -24,6 +24,7 @@ from naru_eval.judge.config import JudgeConfig
 from naru_eval.judge.facts import FactSet, LLMDecomposer
 from naru_eval.judge.items import JudgeItem, classify_response, is_abstention
 from naru_eval.judge.prompts import MAX_RESPONSE_CHARS
+from naru_eval.judge.schemas import FactRecord
 from naru_eval.judge.score import JudgedSample, tally
 from naru_eval.judge.verify import Coverage, LLMVerifier
 from naru_eval.store.judge_cache import JudgeStore
@@ -153,7 +154,7 @@ class Judge:
         if not fs.ok:
             sample.reason = f"no facts: {fs.reason}"
         elif kind in ("empty", "failed"):
-            verdicts = [
+            verdicts: list[FactRecord] = [
                 {"id": i, "text": t, "verdict": "not_covered", "evidence": "", "evidence_found": None}
                 for i, t in zip(fs.ids, fs.facts, strict=True)
             ]

@@ -10,10 +10,13 @@ that fails them is retried, then reported unscored. ``json_schemas()`` prints th
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from typing_extensions import Required, TypedDict
 
 Verdict = Literal["covered", "partial", "not_covered", "contradicted"]
 VERDICTS: tuple[str, ...] = ("covered", "partial", "not_covered", "contradicted")
@@ -48,6 +51,51 @@ class McqChoice(BaseModel):
     """The option a free-text MCQ response commits to, or ``none``."""
 
     letter: Literal["A", "B", "C", "D", "none"]
+
+
+# ----------------------------------------------------------- the verdict records the sample log stores
+# (not sent to the judge: they are not in SCHEMAS, so no schema hash or cache key depends on them)
+
+
+@with_config(ConfigDict(extra="forbid"))
+class FactRecord(TypedDict, total=False):
+    """One reference fact of a judged response, as ``JudgedSample.facts`` and the sample log hold
+    it: the fact, and the judge's verdict on it (absent when the response is unscored)."""
+
+    id: Required[str]
+    text: Required[str]
+    verdict: Verdict
+    evidence: str  # the judge's verbatim span ('' if none)
+    evidence_found: bool | None  # whether that span is in the response (None: no span)
+    similarity: float  # the offline judge's similarity to the best sentence
+
+
+class Tally(TypedDict):
+    """The counts and recalls of one response's verdicts (``naru_eval.judge.score.tally``)."""
+
+    n_facts: int
+    covered: int
+    partial: int
+    not_covered: int
+    contradicted: int
+    recall: float | None
+    recall_with_partial: float | None
+    any_fact: bool | None
+
+
+@functools.cache
+def _fact_records() -> TypeAdapter[list[FactRecord]]:
+    return TypeAdapter(list[FactRecord])
+
+
+def fact_records(data: Sequence[Any], where: str) -> list[FactRecord]:
+    """Validated verdict records (read back from a sample log); a malformed one is a ValueError
+    naming ``where`` (the question) and the field."""
+    try:
+        return _fact_records().validate_python(list(data))
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()[:5])
+        raise ValueError(f"{where}: malformed fact verdicts ({problems})") from None
 
 
 SCHEMAS: tuple[type[BaseModel], ...] = (FactList, CoverageReport, MinervaScore, McqChoice)

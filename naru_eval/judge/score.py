@@ -28,6 +28,7 @@ from typing import Any
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
 from naru_eval.core.scoring import MACRO_KEY, MACRO_METRICS, aggregate_macro, sample_records
+from naru_eval.judge.schemas import FactRecord, Tally, fact_records
 
 #: statuses that count (recall known); everything else is unscored
 SCORED_STATUSES = ("scored", "empty", "failed")
@@ -69,7 +70,7 @@ class JudgedSample:
     any_fact: bool | None = None
     abstention: bool = False
     response_truncated: bool = False
-    facts: list[dict[str, Any]] = field(default_factory=list)  # id, text, verdict, evidence, evidence_found
+    facts: list[FactRecord] = field(default_factory=list)  # the fact and its verdict, one per reference fact
     judge: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset), as MCQ records it
@@ -99,10 +100,12 @@ class JudgedSample:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JudgedSample:
         names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in names})
+        fields = {k: v for k, v in d.items() if k in names}
+        fields["facts"] = fact_records(fields.get("facts") or [], f"question {d.get('question_id')}")
+        return cls(**fields)
 
 
-def tally(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def tally(verdicts: Sequence[FactRecord]) -> Tally:
     """Counts and recalls from per-fact verdicts."""
     counts = Counter(v["verdict"] for v in verdicts)
     n = len(verdicts)

@@ -13,20 +13,19 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from naru_eval.judge.client import CallResult, JudgeClient
 from naru_eval.judge.facts import FactSet
 from naru_eval.judge.items import JudgeItem
 from naru_eval.judge.prompts import VERIFY_PROMPT_VERSION, retry_note, verify_messages
-from naru_eval.judge.schemas import CoverageReport
+from naru_eval.judge.schemas import CoverageReport, FactRecord
 
 
 @dataclass
 class Coverage:
     """Verdicts for one response, or the reason there are none."""
 
-    verdicts: list[dict[str, Any]] = field(default_factory=list)  # id, text, verdict, evidence, evidence_found
+    verdicts: list[FactRecord] = field(default_factory=list)
     reason: str | None = None
     attempts: int = 0
     calls: list[CallResult] = field(default_factory=list)
@@ -66,9 +65,9 @@ def evidence_found(evidence: str, response: str) -> bool | None:
     return _squash(evidence) in _squash(response)
 
 
-def build_verdicts(facts: FactSet, report: CoverageReport, response: str) -> list[dict[str, Any]]:
+def build_verdicts(facts: FactSet, report: CoverageReport, response: str) -> list[FactRecord]:
     by_id = {v.fact_id.strip(): v for v in report.verdicts}
-    out = []
+    out: list[FactRecord] = []
     for fid, text in zip(facts.ids, facts.facts, strict=True):
         v = by_id[fid]
         out.append(

@@ -41,8 +41,10 @@ from typing import Any
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, LETTERS, NARRATIVE
 from naru_eval.core.extract import INVALID_KINDS
+from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, ScoredSample, close, compute_metrics, macro_levels
 from naru_eval.core.variants import CIRCULAR_METRICS, circular_correct, circular_metrics
+from naru_eval.report.models import DiagnosticsReport, dump_json, validate_doc
 
 #: Default duration-bucket edges in minutes: 30-60, 60-120, 120-240 (NARU's videos).
 DEFAULT_EDGES_MIN: tuple[float, ...] = (30.0, 60.0, 120.0, 240.0)
@@ -283,11 +285,12 @@ def cluster_bootstrap(
     value = 100.0 * float(sd.sum() / sn.sum())
     ci = None
     if v >= 2 and iters > 0:
-        rng = np.random.default_rng(seed)
-        draw = rng.integers(0, v, size=(iters, v))
-        stats = 100.0 * sd[draw].sum(axis=1) / sn[draw].sum(axis=1)
-        lo, hi = np.percentile(stats, [2.5, 97.5])
-        ci = [float(lo), float(hi)]
+        # the one bootstrap of naru_eval.report.stats (whole videos drawn with replacement, the
+        # same draws for the same seed), so ``naru-eval compare`` reproduces this interval
+        from naru_eval.report.stats import cluster_weights, percentile_interval, ratio
+
+        w = cluster_weights(np.random.default_rng(seed), v, iters)
+        ci = percentile_interval(100.0 * ratio(w @ sd, w @ sn))
     return {"value": value, "ci95": ci, "n": n, "n_clusters": v}
 
 
@@ -491,7 +494,7 @@ def macro_cluster_bootstrap(
     resampling videos and recomputing both macro means on each replicate."""
     import numpy as np
 
-    from naru_eval.report.stats import cluster_weights, macro_draws, ratio
+    from naru_eval.report.stats import cluster_weights, macro_draws, percentile_interval, ratio
 
     n = len(a)
     if n == 0:
@@ -517,10 +520,7 @@ def macro_cluster_bootstrap(
     ci = None
     if v >= 2 and iters > 0:
         # the resampling of naru_eval.report.stats (whole videos, with replacement), seeded
-        stats = macro(cluster_weights(np.random.default_rng(seed), v, iters))
-        stats = stats[~np.isnan(stats)]
-        lo, hi = np.percentile(stats, [2.5, 97.5])
-        ci = [float(lo), float(hi)]
+        ci = percentile_interval(macro(cluster_weights(np.random.default_rng(seed), v, iters)))
     return {"value": value, "ci95": ci, "n": n, "n_clusters": v}
 
 
@@ -745,7 +745,7 @@ def diagnose(
         raise ValueError(f"duration edges must be at least two increasing numbers, got {edges_min!r}")
     runs, skipped, superseded = discover_runs(paths)
     filled = fill_durations(runs, data_dir) if data_dir else 0
-    return {
+    report = {
         "naru_eval_diagnose": 1,
         "settings": {
             "paths": [str(p) for p in paths],
@@ -763,17 +763,16 @@ def diagnose(
         "skipped": skipped,
         "superseded": superseded,
     }
+    # built as the typed report (a field that does not fit is a bug here, caught at once), and
+    # handed on as its JSON form, which the text summary, the plots and ``--json`` read
+    return DiagnosticsReport.model_validate(report).model_dump(mode="json", exclude_unset=True)
 
 
 # --------------------------------------------------------------------------- text and plots
 
 
-def _f(v: float | None, nd: int = 1) -> str:
-    return "N/A" if v is None else f"{v:.{nd}f}"
-
-
 def _ci(ci: Sequence[float] | None) -> str:
-    return "" if not ci else f" [{ci[0]:.1f}, {ci[1]:.1f}]"
+    return f" {fmt_ci(ci)}" if ci else ""
 
 
 def summary_text(report: Mapping[str, Any]) -> str:
@@ -792,22 +791,22 @@ def summary_text(report: Mapping[str, Any]) -> str:
         )
         if r["kind"] == "circular":
             lines.append(
-                f"- circular {_f(m['circular'])}, accuracy_r0 {_f(m['accuracy_r0'])}, "
-                f"accuracy_all {_f(m['accuracy_all'])}{extra}"
+                f"- circular {fmt_num(m['circular'])}, accuracy_r0 {fmt_num(m['accuracy_r0'])}, "
+                f"accuracy_all {fmt_num(m['accuracy_all'])}{extra}"
             )
         else:
             lines.append(
-                f"- {head} {_f(m['overall'])}, narrative {_f(m['narrative'])}, cultural {_f(m['cultural'])}{extra}"
+                f"- {head} {fmt_num(m['overall'])}, narrative {fmt_num(m['narrative'])}, cultural {fmt_num(m['cultural'])}{extra}"
             )
         lines.append(
             "- letters picked / gold (%): "
-            + ", ".join(f"{x} {_f(lt['pred_pct'][x], 0)}/{_f(lt['gold_pct'][x], 0)}" for x in LETTERS)
-            + f"; TV distance {_f(lt['tv_distance_pp'])} pp"
+            + ", ".join(f"{x} {fmt_num(lt['pred_pct'][x], 0)}/{fmt_num(lt['gold_pct'][x], 0)}" for x in LETTERS)
+            + f"; TV distance {fmt_num(lt['tv_distance_pp'])} pp"
         )
         kinds = ", ".join(f"{k} {n}" for k, n in inv["kinds"].items() if n)
-        lines.append(f"- invalid {_f(inv['rate'])} %" + (f" ({kinds})" if kinds else ""))
+        lines.append(f"- invalid {fmt_num(inv['rate'])} %" + (f" ({kinds})" if kinds else ""))
         buckets = "; ".join(
-            f"{b['bucket']}: {_f(b['accuracy'])}{_ci(b['ci95'])} (n={b['n']})" for b in r["duration"]["buckets"]
+            f"{b['bucket']}: {fmt_num(b['accuracy'])}{_ci(b['ci95'])} (n={b['n']})" for b in r["duration"]["buckets"]
         )
         lines.append(f"- {r['duration']['measure']} by duration: {buckets}")
         lines.append("")
@@ -815,16 +814,16 @@ def summary_text(report: Mapping[str, Any]) -> str:
         lines.append("## Blind vs video (video minus blind, pp, 95% CI)")
         for g in report["blind_vs_video"]:
             lines.append(
-                f"- {g['video_run']} vs {g['blind_run']}: {_f(g['video_accuracy'])} vs {_f(g['blind_accuracy'])}, "
-                f"gap {_f(g['gap'])}{_ci(g['ci95'])} (n={g['n']})"
+                f"- {g['video_run']} vs {g['blind_run']}: {fmt_num(g['video_accuracy'])} vs {fmt_num(g['blind_accuracy'])}, "
+                f"gap {fmt_num(g['gap'])}{_ci(g['ci95'])} (n={g['n']})"
             )
         lines.append("")
     if report["circular_vs_plain"]:
         lines.append("## Circular vs plain (circular minus plain, pp, 95% CI)")
         for g in report["circular_vs_plain"]:
             lines.append(
-                f"- {g['circular_run']} vs {g['plain_run']}: {_f(g['circular_accuracy'])} vs "
-                f"{_f(g['plain_accuracy'])}, gap {_f(g['gap'])}{_ci(g['ci95'])} (n={g['n']})"
+                f"- {g['circular_run']} vs {g['plain_run']}: {fmt_num(g['circular_accuracy'])} vs "
+                f"{fmt_num(g['plain_accuracy'])}, gap {fmt_num(g['gap'])}{_ci(g['ci95'])} (n={g['n']})"
             )
         lines.append("")
     sc = report["shortcut_candidates"]
@@ -875,7 +874,7 @@ def write_plots(report: Mapping[str, Any], out_dir: str | Path, stem: str) -> li
         ax.bar(x - 0.2, [lt["pred_pct"][k] or 0 for k in LETTERS], 0.4, label="picked (% of valid)")
         ax.bar(x + 0.2, [lt["gold_pct"][k] or 0 for k in LETTERS], 0.4, label="gold (%)", alpha=0.7)
         ax.set_xticks(x, list(LETTERS))
-        ax.set_title(f"{r['label']}\ninvalid {_f(r['invalid']['rate'])} %", fontsize=8)
+        ax.set_title(f"{r['label']}\ninvalid {fmt_num(r['invalid']['rate'])} %", fontsize=8)
         ax.set_ylim(0, 100)
     for ax in list(axes.flat)[len(runs) :]:
         ax.axis("off")
@@ -942,5 +941,5 @@ def write_report(report: dict[str, Any], output: str | Path, plots: bool = True)
     out.parent.mkdir(parents=True, exist_ok=True)
     if plots:
         report["plots"] = write_plots(report, out.parent, out.stem)
-    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    out.write_text(dump_json(validate_doc(DiagnosticsReport, report, out)), encoding="utf-8")
     return out

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 import json
 import math
 import os
@@ -37,10 +36,24 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from naru_eval.core.data import CATEGORIES
+from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, close, compute_metrics, macro_levels, samples_from_log
+from naru_eval.report.models import (
+    ComparisonRow,
+    Conflict,
+    Duplicate,
+    LeaderboardDocument,
+    ManifestData,
+    Number,
+    SweepManifest,
+    Table,
+    dump_json,
+    load_model,
+    validate_doc,
+)
 from naru_eval.settings import settings
 from naru_eval.store.responses import is_secret, redact, usage_by_run
 from naru_eval.store.responses import runs as store_runs
@@ -194,6 +207,12 @@ def find_manifest(results_file: Path, root: Path) -> Path | None:
         d = d.parent
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A ``manifest.json``, validated (:class:`SweepManifest`; a bad one is an error naming it),
+    as the dict of the fields it holds."""
+    return load_model(SweepManifest, path).model_dump(mode="json", exclude_unset=True)
+
+
 def _count_lines(path: Path) -> int:
     with open(path, encoding="utf-8") as f:
         return sum(1 for line in f if line.strip())
@@ -223,9 +242,15 @@ def run_completeness(results: Mapping[str, Any], results_file: Path, tasks: Sequ
 
 @dataclass
 class Leaderboard:
-    data: dict[str, Any]
+    """The built leaderboard: the typed document, and ``data``, the JSON it is written as."""
+
+    document: LeaderboardDocument
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data = self.document.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def _label_for(results_file: Path, labels: Mapping[str, str]) -> str | None:
@@ -318,7 +343,7 @@ def build_entries(
         config = results.get("config", {}) or {}
         args = parse_model_args(config.get("model_args"))
         mpath = find_manifest(rf, root)
-        manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath else None
+        manifest = read_manifest(mpath) if mpath else None
         label = _label_for(rf, labels or {}) or model_label(config, args, manifest)
         frames, fps = budget_of(args)
         logs = sample_logs(rf)
@@ -514,14 +539,16 @@ def _same_numbers(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return set(ma) == set(mb) and all(close(_num(ma[k]), _num(mb[k]), 1e-9) for k in ma)
 
 
-def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict], list[dict]]:
+def resolve_duplicates(
+    entries: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[Duplicate], list[Conflict]]:
     """(entries kept, duplicates deduplicated, conflicts). Conflicting entries are all kept, flagged."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for e in entries:
         groups[e["id"]].append(e)
     kept: list[dict[str, Any]] = []
-    duplicates: list[dict] = []
-    conflicts: list[dict] = []
+    duplicates: list[Duplicate] = []
+    conflicts: list[Conflict] = []
     for key, group in groups.items():
         if len(group) == 1:
             kept.append(group[0])
@@ -530,15 +557,15 @@ def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, An
             kept.append(group[0])
             group[0]["duplicates"] = [g["run"]["results_file"] for g in group[1:]]
             duplicates.append(
-                {
-                    "id": key,
-                    "kept": group[0]["run"]["results_file"],
-                    "dropped": [g["run"]["results_file"] for g in group[1:]],
-                    "note": "identical numbers (every metric and n): deduplicated",
-                }
+                Duplicate(
+                    id=key,
+                    kept=group[0]["run"]["results_file"],
+                    dropped=[g["run"]["results_file"] for g in group[1:]],
+                    note="identical numbers (every metric and n): deduplicated",
+                )
             )
             continue
-        diffs: dict[str, list[Any]] = {}
+        diffs: dict[str, list[Number]] = {}
         for m in sorted({k for g in group for k in g.get("metrics", {})}):
             vals = [g.get("metrics", {}).get(m) for g in group]
             if any(not close(_num(v), _num(vals[0]), 1e-9) for v in vals):
@@ -549,7 +576,7 @@ def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, An
         for g in group:
             g["conflict"] = True
             kept.append(g)
-        conflicts.append({"id": key, "files": [g["run"]["results_file"] for g in group], "differences": diffs})
+        conflicts.append(Conflict(id=key, files=[g["run"]["results_file"] for g in group], differences=diffs))
     return kept, duplicates, conflicts
 
 
@@ -558,31 +585,33 @@ def resolve_duplicates(entries: list[dict[str, Any]]) -> tuple[list[dict[str, An
 
 def paper_comparison(
     entries: Sequence[Mapping[str, Any]], names: Mapping[str, str], ref: Mapping[str, Any]
-) -> list[dict[str, Any]]:
+) -> list[ComparisonRow]:
     """Our entries beside the paper's rows (table II for naru_mcq; Fig. 3 end points for
     naru_mcq_500 at 8/128 frames; table III recall for open-ended tasks), with the difference."""
-    rows: list[dict[str, Any]] = []
+    rows: list[ComparisonRow] = []
 
     def add(
         e: Mapping[str, Any], paper_model: str, source: str, metric: str, ours_key: str, paper: float, approx: bool
-    ):
+    ) -> None:
         ours = _num(e.get("metrics", {}).get(ours_key))
         ci = (e.get("ci95") or {}).get(ours_key)
         rows.append(
-            {
-                "model": e["model"],
-                "paper_model": paper_model,
-                "source": source,
-                "task": e["task"],
-                "budget": e["budget"],
-                "metric": metric,
-                "ours": ours,
-                "ours_ci95": ci,
-                "paper": paper,
-                "diff": None if ours is None else ours - paper,
-                "paper_in_ci": None if not ci else bool(ci[0] <= paper <= ci[1]),
-                "approximate": approx,
-            }
+            ComparisonRow.model_validate(
+                {
+                    "model": e["model"],
+                    "paper_model": paper_model,
+                    "source": source,
+                    "task": e["task"],
+                    "budget": e["budget"],
+                    "metric": metric,
+                    "ours": ours,
+                    "ours_ci95": ci,
+                    "paper": paper,
+                    "diff": None if ours is None else ours - paper,
+                    "paper_in_ci": None if not ci else bool(ci[0] <= paper <= ci[1]),
+                    "approximate": approx,
+                }
+            )
         )
 
     for e in entries:
@@ -618,7 +647,7 @@ def _sort_key(e: Mapping[str, Any]) -> tuple[float, str]:
     return (-(ov if ov is not None else -math.inf), str(e["model"]))
 
 
-def leaderboard_tables(entries: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, Any]]) -> list[dict]:
+def leaderboard_tables(entries: Sequence[Mapping[str, Any]], published: Sequence[Mapping[str, Any]]) -> list[Table]:
     """The tables of the page: one per (task, data). The published rows of a task join each of
     its tables (they are on the official data; the page says so); runs on different data never
     share a table. Rows sorted by overall, highest first."""
@@ -631,11 +660,11 @@ def leaderboard_tables(entries: Sequence[Mapping[str, Any]], published: Sequence
         for data in datas:
             group = [e for e in runs if data is None or str(e.get("data") or "unknown") == data]
             rows = sorted([*pub, *group], key=_sort_key)
-            out.append({"task": task, "data": data, "rows": [r["id"] for r in rows], "kind": _kind(task, rows)})
+            out.append(Table(task=task, data=data, rows=[r["id"] for r in rows], kind=_kind(task, rows)))
     return out
 
 
-def _kind(task: str, rows: Sequence[Mapping[str, Any]]) -> str:
+def _kind(task: str, rows: Sequence[Mapping[str, Any]]) -> Literal["mcq", "open", "generic"]:
     src = {r.get("metrics_source") for r in rows}
     if task.startswith("naru_open") and src <= {"published", "sample_log_open", "results_json"}:
         return "open"
@@ -679,14 +708,10 @@ def build_leaderboard(
         )
     )
     for d in duplicates:
-        warnings.append(
-            f"duplicate entry {d['id']}: identical numbers in {d['kept']} and {', '.join(d['dropped'])}; kept one"
-        )
+        warnings.append(f"duplicate entry {d.id}: identical numbers in {d.kept} and {', '.join(d.dropped)}; kept one")
     for c in conflicts:
-        diffs = "; ".join(f"{k}: {v}" for k, v in c["differences"].items())
-        errors.append(
-            f"conflicting entries for {c['id']} (same key, different numbers): {', '.join(c['files'])} ({diffs})"
-        )
+        diffs = "; ".join(f"{k}: {v}" for k, v in c.differences.items())
+        errors.append(f"conflicting entries for {c.id} (same key, different numbers): {', '.join(c.files)} ({diffs})")
     datas = sorted({str(e.get("data") or "unknown") for e in entries})
     if len(datas) > 1:
         warnings.append(
@@ -698,47 +723,49 @@ def build_leaderboard(
         warnings.append(f"--paper-name given for model(s) with no entry: {', '.join(unmatched)}")
     pub = published_rows() if published else []
     checks = paper.consistency_checks(ref)
-    data = {
-        "schema_version": SCHEMA_VERSION,
-        "generated_by": f"naru-eval {_version('naru-eval')}",
-        "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "sources": [_rel(Path(p)) for p in paths],
-        "bootstrap": {
-            "method": "percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
-            "recomputed as means of category means on each resample",
-            "cluster": "video_id",
-            "reps": reps,
-            "seed": seed,
-            "level": 0.95,
-        },
-        "aggregation": {
-            "mcq": "category accuracy; narrative = mean of N.1-N.4, cultural = mean of C.1-C.5, "
-            "overall = (narrative + cultural) / 2; accuracy = over all questions (micro)",
-            "open": "category mean recall; narrative/cultural = means of their categories, overall = mean of "
-            "the nine categories; recall = over all scored responses (micro)",
-        },
-        "data_note": OFFICIAL_DATA_NOTE,
-        "metrics": list(METRICS),
-        "published": {
-            "paper": dict(paper.PAPER),
-            "note": "published figures of the NARU authors, not runs of ours",
-            "rows": pub,
-        },
-        "entries": entries,
-        "tables": leaderboard_tables(entries, pub),
-        "duplicates": duplicates,
-        "conflicts": conflicts,
-        "paper": {
-            **paper.PAPER,
-            "names": names,
-            "comparison": paper_comparison(entries, names, ref),
-            "consistency": [c.as_dict() for c in checks],
-            "consistent": all(c.ok is not False for c in checks),
-        },
-        "warnings": warnings,
-        "errors": errors,
-    }
-    return Leaderboard(data, warnings, errors)
+    document = LeaderboardDocument.model_validate(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "generated_by": f"naru-eval {_version('naru-eval')}",
+            "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "sources": [_rel(Path(p)) for p in paths],
+            "bootstrap": {
+                "method": "percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
+                "recomputed as means of category means on each resample",
+                "cluster": "video_id",
+                "reps": reps,
+                "seed": seed,
+                "level": 0.95,
+            },
+            "aggregation": {
+                "mcq": "category accuracy; narrative = mean of N.1-N.4, cultural = mean of C.1-C.5, "
+                "overall = (narrative + cultural) / 2; accuracy = over all questions (micro)",
+                "open": "category mean recall; narrative/cultural = means of their categories, overall = mean of "
+                "the nine categories; recall = over all scored responses (micro)",
+            },
+            "data_note": OFFICIAL_DATA_NOTE,
+            "metrics": list(METRICS),
+            "published": {
+                "paper": dict(paper.PAPER),
+                "note": "published figures of the NARU authors, not runs of ours",
+                "rows": pub,
+            },
+            "entries": entries,
+            "tables": leaderboard_tables(entries, pub),
+            "duplicates": duplicates,
+            "conflicts": conflicts,
+            "paper": {
+                **paper.PAPER,
+                "names": names,
+                "comparison": paper_comparison(entries, names, ref),
+                "consistency": [c.as_dict() for c in checks],
+                "consistent": all(c.ok is not False for c in checks),
+            },
+            "warnings": warnings,
+            "errors": errors,
+        }
+    )
+    return Leaderboard(document, warnings, errors)
 
 
 def _version(dist: str) -> str | None:
@@ -751,15 +778,6 @@ def _version(dist: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- rendering
-
-
-def _f(v: Any, digits: int = 1) -> str:
-    v = _num(v)
-    return "N/A" if v is None else f"{v:.{digits}f}"
-
-
-def _ci(ci: Sequence[float] | None, digits: int = 1) -> str:
-    return "" if not ci else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
 def _comparison_digits(r: Mapping[str, Any]) -> int:
@@ -827,7 +845,7 @@ def markdown(data: Mapping[str, Any]) -> str:
         for e in rows:
             m, ci = e["metrics"], e.get("ci95") or {}
             flag = " (CONFLICT)" if e.get("conflict") else ""
-            cells = [f"{_f(m.get(c), digits)} {_ci(ci.get(c), digits)}".strip() for c in cols]
+            cells = [f"{fmt_num(m.get(c), digits)} {fmt_ci(ci.get(c), digits)}".strip() for c in cols]
             lines.append(
                 f"| {e['model']}{flag} | {_who(e)} | {e.get('from') or '-'} | {e.get('sampling') or '-'} | "
                 f"{e.get('data') or 'unknown'} | " + " | ".join(cells) + f" | {e['n'].get('overall')} |"
@@ -844,10 +862,10 @@ def markdown(data: Mapping[str, Any]) -> str:
             src = r["source"] + (" (approx.)" if r["approximate"] else "")
             inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
             d = _comparison_digits(r)
-            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.{d}f}"
+            diff = fmt_num(r["diff"], d, signed=True)
             lines.append(
                 f"| {r['model']} | {r['paper_model']} | {src} | {r['task']} | {r['budget']} | {r['metric']} | "
-                f"{_f(r['ours'], d)} {_ci(r['ours_ci95'], d)} | {r['paper']:g} | {diff} | {inci} |"
+                f"{fmt_num(r['ours'], d)} {fmt_ci(r['ours_ci95'], d)} | {r['paper']:g} | {diff} | {inci} |"
             )
     else:
         lines.append("No run is mapped to a paper model (pass `--paper-name MODEL=PAPER_MODEL`).")
@@ -859,128 +877,40 @@ def markdown(data: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em;color:#222;max-width:1400px}
-h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;margin:.6em 0;font-size:.88em}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
-th{background:#f2f2f2}td.l,th.l{text-align:left}
-tr.conflict td{background:#fde2e2}tr.published td{background:#f6f8fb;color:#334}.ci{color:#666;font-size:.85em}
-.err{color:#a00}.warn{color:#8a5a00}.ok{color:#1a6b1a}.bad{color:#a00;font-weight:bold}
-.note{background:#fff8e0;border:1px solid #e8d8a0;padding:.5em .8em;max-width:1000px}
-figure{margin:1em 0}figcaption{font-size:.85em;color:#555;max-width:800px}
-img{max-width:100%;border:1px solid #eee}
-code{background:#f5f5f5;padding:0 3px}
-"""
+def _versions(man: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items() if v)
 
 
 def render_html(data: Mapping[str, Any], plots: Sequence[Any] = (), skipped: Sequence[str] = ()) -> str:
-    """A self-contained page: inline CSS, figures as data: URIs, no external reference."""
-    e_ = html.escape
-    out = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8"><title>NARU leaderboard</title>',
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>NARU leaderboard</h1>",
-        f"<p>Paper: <cite>{e_(_paper_line(data))}</cite>.</p>",
-        f"<p>schema_version {data['schema_version']} &middot; generated {e_(data['generated_at'])} by "
-        f"{e_(data['generated_by'])}. Multiple choice in %, open-ended as recall (0-1). overall/narrative/cultural "
-        "follow the authors' aggregation (means of category means); <code>accuracy</code>/<code>recall</code> are over "
-        "all questions. Rows marked <em>published</em> are the authors' figures, not runs of ours; runs are recomputed "
-        "from their lmms-eval sample logs, grey brackets: 95% bootstrap CI clustered by video "
-        f"({data['bootstrap']['reps']} reps, seed {data['bootstrap']['seed']}).</p>",
-        f'<p class="note"><strong>Data.</strong> {e_(data["data_note"])}</p>',
-    ]
-    for err in data["errors"]:
-        out.append(f'<p class="err">Error: {e_(err)}</p>')
-    for w in data["warnings"]:
-        out.append(f'<p class="warn">Warning: {e_(w)}</p>')
+    """A self-contained page (inline CSS, figures as data: URIs, no external reference), from
+    ``templates/leaderboard.html.j2`` with autoescape: every value from a run is escaped."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("naru_eval.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.ChainableUndefined,
+    )
+    tables = []
     for table in data["tables"]:
         rows = _rows_of(data, table)
         cols, digits = _table_spec(table, rows)
-        out.append(f"<h2>{e_(_table_title(table))}</h2>")
-        head = "".join(f"<th>{e_(c)}</th>" for c in cols)
-        out.append(
-            '<table class="leaderboard"><tr><th class="l">model</th><th class="l"></th><th class="l">from</th>'
-            f'<th class="l">sampling</th><th class="l">data</th>{head}<th>n</th></tr>'
-        )
-        for e in rows:
-            ci = e.get("ci95") or {}
-            cells = "".join(
-                f"<td>{_f(e['metrics'].get(c), digits)}"
-                + (f"<br><span class='ci'>{_ci(ci.get(c), digits)}</span>" if ci.get(c) else "")
-                + "</td>"
-                for c in cols
-            )
-            cls = "conflict" if e.get("conflict") else ("published" if e.get("published") else "entry")
-            out.append(
-                f"<tr class='{cls}'><td class='l'>{e_(e['model'])}</td><td class='l'>{_who(e)}</td>"
-                f"<td class='l'>{e_(e.get('from') or '-')}</td><td class='l'>{e_(e.get('sampling') or '-')}</td>"
-                f"<td class='l'>{e_(str(e.get('data') or 'unknown'))}</td>{cells}<td>{e['n'].get('overall')}</td></tr>"
-            )
-        out.append("</table>")
-    if plots or skipped:
-        out.append("<h2>Figures</h2>")
-    for p in plots:
-        b64 = base64.b64encode(p.png).decode("ascii")
-        out.append(
-            f'<figure><img class="plot" alt="{e_(p.title)}" src="data:image/png;base64,{b64}">'
-            f"<figcaption>{e_(p.caption)}</figcaption></figure>"
-        )
-    for s in skipped:
-        out.append(f"<p class='warn'>Not drawn: {e_(s)}</p>")
-    out.append("<h2>Runs beside the paper's tables</h2>")
-    comp = data["paper"]["comparison"]
-    if comp:
-        out.append(
-            '<table class="paper"><tr><th class="l">our model</th><th class="l">paper model</th><th class="l">source</th>'
-            '<th class="l">task</th><th class="l">sampling</th><th class="l">metric</th><th>ours</th><th>95% CI</th>'
-            "<th>paper</th><th>diff</th><th>paper in CI</th></tr>"
-        )
-        for r in comp:
-            src = r["source"] + (" (approx.)" if r["approximate"] else "")
-            inci = "-" if r["paper_in_ci"] is None else ("yes" if r["paper_in_ci"] else "no")
-            d = _comparison_digits(r)
-            diff = "N/A" if r["diff"] is None else f"{r['diff']:+.{d}f}"
-            out.append(
-                f"<tr><td class='l'>{e_(r['model'])}</td><td class='l'>{e_(r['paper_model'])}</td><td class='l'>{e_(src)}</td>"
-                f"<td class='l'>{e_(r['task'])}</td><td class='l'>{e_(r['budget'])}</td><td class='l'>{e_(r['metric'])}</td>"
-                f"<td>{_f(r['ours'], d)}</td><td>{_ci(r['ours_ci95'], d)}</td><td>{r['paper']:g}</td><td>{diff}</td><td>{inci}</td></tr>"
-            )
-        out.append("</table>")
-    else:
-        out.append("<p>No run is mapped to a paper model (pass <code>--paper-name MODEL=PAPER_MODEL</code>).</p>")
-    out.append("<h2>Paper consistency check</h2>")
-    out.append(
-        '<table class="consistency"><tr><th class="l">check</th><th class="l">model</th><th class="l">result</th><th class="l">detail</th></tr>'
+        tables.append({"title": _table_title(table), "cols": cols, "digits": digits, "rows": rows})
+    figures = [{"title": p.title, "caption": p.caption, "b64": base64.b64encode(p.png).decode("ascii")} for p in plots]
+    return env.get_template("leaderboard.html.j2").render(
+        d=data,
+        tables=tables,
+        plots=figures,
+        skipped=list(skipped),
+        paper_line=_paper_line(data),
+        fmt_num=fmt_num,
+        fmt_ci=fmt_ci,
+        comparison_digits=_comparison_digits,
+        versions=_versions,
+        dumps=json.dumps,
     )
-    for c in data["paper"]["consistency"]:
-        res = {True: "<span class='ok'>OK</span>", False: "<span class='bad'>MISMATCH</span>", None: "n/a"}[c["ok"]]
-        out.append(
-            f"<tr><td class='l'>{e_(c['name'])}</td><td class='l'>{e_(c['model'] or '')}</td><td class='l'>{res}</td>"
-            f"<td class='l'>{e_(c['detail'])}</td></tr>"
-        )
-    out.append("</table>")
-    if data["entries"]:
-        out.append("<h2>Runs</h2>")
-        out.append(
-            '<table class="runs"><tr><th class="l">entry</th><th class="l">adapter</th><th class="l">model_args</th>'
-            '<th class="l">task version</th><th class="l">versions</th><th class="l">git</th><th class="l">data</th>'
-            '<th class="l">cost</th><th class="l">results file</th></tr>'
-        )
-        for e in data["entries"]:
-            run, man = e["run"], e.get("manifest") or {}
-            args = ",".join(f"{k}={v}" for k, v in run["model_args"].items())
-            vers = ", ".join(f"{k} {v}" for k, v in (man.get("versions") or {}).items() if v)
-            out.append(
-                f"<tr><td class='l'>{e_(e['id'])}</td><td class='l'>{e_(str(run['adapter']))}</td><td class='l'>{e_(args)}</td>"
-                f"<td class='l'>{e_(str(run['task_version']))}</td><td class='l'>{e_(vers)}</td>"
-                f"<td class='l'>{e_(str(man.get('git_revision') or ''))}</td><td class='l'>{e_(str(e.get('data') or 'unknown'))}</td>"
-                f"<td class='l'>{e_(json.dumps(e['cost']) if e.get('cost') else '')}</td><td class='l'>{e_(run['results_file'])}</td></tr>"
-            )
-        out.append("</table>")
-    out.append(f"<p>Paper: {e_(_paper_line(data))}</p></body></html>")
-    return "\n".join(out)
 
 
 def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) -> dict[str, Path]:
@@ -996,7 +926,7 @@ def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) ->
         if lb.data["entries"]:
             figs, skipped = make_plots(lb.data["entries"], paper_points(lb.data["paper"]["names"], load_reference()))
     paths = {"json": json_path, "md": json_path.with_suffix(".md"), "html": json_path.with_suffix(".html")}
-    json_path.write_text(json.dumps(lb.data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    json_path.write_text(dump_json(lb.document), encoding="utf-8")
     paths["md"].write_text(markdown(lb.data), encoding="utf-8")
     paths["html"].write_text(render_html(lb.data, figs, skipped), encoding="utf-8")
     pdir = json_path.with_name(json_path.stem + "_plots")
@@ -1098,14 +1028,14 @@ def usage_from_store(store_path: str | Path, adapter: str, num_frames: int | Non
     }
 
 
-def _data_info() -> dict[str, Any]:
+def _data_info() -> ManifestData:
     try:
         from naru_eval.core.data import load_dataset_from_env
 
         ds = load_dataset_from_env(strict=False)
-        return {"fingerprint": ds.fingerprint, "source": ds.source, "questions": len(ds.questions)}
+        return ManifestData(fingerprint=ds.fingerprint, source=ds.source, questions=len(ds.questions))
     except Exception as e:  # noqa: BLE001 - recorded, never fatal: lmms-eval's preflight reports data problems
-        return {"fingerprint": None, "error": f"{type(e).__name__}: {e}"}
+        return ManifestData(fingerprint=None, error=f"{type(e).__name__}: {e}")
 
 
 def write_manifest(directory: str | Path, updates: Mapping[str, Any]) -> Path:
@@ -1113,10 +1043,11 @@ def write_manifest(directory: str | Path, updates: Mapping[str, Any]) -> Path:
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     path = d / MANIFEST_NAME
-    current = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    current = read_manifest(path) if path.exists() else {}
     current.update(updates)
+    manifest = validate_doc(SweepManifest, current, path)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(current, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.write_text(dump_json(manifest), encoding="utf-8")
     os.replace(tmp, path)
     return path
 
@@ -1157,11 +1088,11 @@ def sweep_manifest(
     dropped before anything is written."""
     model, margs, tasks, budget = _sweep_env()
     mpath = Path(run_dir) / MANIFEST_NAME
-    if if_not_done and (not mpath.exists() or json.loads(mpath.read_text(encoding="utf-8")).get("status") == "done"):
+    if if_not_done and (not mpath.exists() or read_manifest(mpath).get("status") == "done"):
         return
     updates: dict[str, Any] = {"status": status, "updated_at": _now()}
     if status == "running":
-        prev = json.loads(mpath.read_text(encoding="utf-8")) if mpath.exists() else {}
+        prev = read_manifest(mpath) if mpath.exists() else {}
         updates.update(
             {
                 "manifest_version": MANIFEST_VERSION,
@@ -1178,7 +1109,7 @@ def sweep_manifest(
                 "versions": {k: _version(k) for k in VERSION_PACKAGES},
                 "python": sys.version.split()[0],
                 "git_revision": git_revision(os.environ.get("SWEEP_REPO") or Path(__file__).resolve().parent),
-                "data": _data_info(),
+                "data": _data_info().model_dump(mode="json", exclude_unset=True),
                 "env": {
                     k: os.environ.get(k)
                     for k in ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_RESPONSE_STORE", "NARU_FRAME_CACHE")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from naru_eval.core.data import CATEGORIES
+from naru_eval.core.numbers import NA, fmt_ci, fmt_num
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, ScoredSample, compute_metrics, in_scope, macro_levels
 
 DEFAULT_BOOTSTRAP_REPS = 2000
@@ -116,6 +117,13 @@ def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def cluster_weights(rng: np.random.Generator, n_clusters: int, reps: int) -> np.ndarray:
     """(reps, V): how often each cluster is drawn when V clusters are drawn with replacement."""
     return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=reps).astype(float)
+
+
+def percentile_interval(draws: np.ndarray, level: float = 0.95) -> list[float] | None:
+    """The percentile interval of one statistic's bootstrap draws (NaN draws, replicates in which
+    it had no item, left out); None when no draw is left. The one rule for every interval."""
+    ci = _percentile_interval(np.asarray(draws, dtype=float).reshape(-1, 1), level)[0]
+    return None if ci is None else [ci[0], ci[1]]
 
 
 def _percentile_interval(draws: np.ndarray, level: float) -> list[tuple[float, float] | None]:
@@ -507,14 +515,9 @@ def explain(cmp: Comparison) -> str:
 def format_comparison(cmp: Comparison, label_a: str = "A", label_b: str = "B") -> str:
     """A Markdown table plus the notes of :func:`explain`."""
 
-    def f(v: float | None, signed: bool = False) -> str:
-        if v is None:
-            return "N/A"
-        return f"{v:+.1f}" if signed else f"{v:.1f}"
-
     def fp(p: float | None, exact: bool = False) -> str:
         if p is None:
-            return "N/A"
+            return NA
         s = f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
         return s + (" (exact)" if exact else "")
 
@@ -528,9 +531,9 @@ def format_comparison(cmp: Comparison, label_a: str = "A", label_b: str = "B") -
         "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in cmp.rows:
-        ci = f"[{r.ci[0]:+.1f}, {r.ci[1]:+.1f}]" if r.ci else "N/A"
+        ci = fmt_ci(r.ci, signed=True) or NA
         lines.append(
-            f"| {r.metric} | {r.n} | {f(r.a)} | {f(r.b)} | {f(r.diff, True)} | {ci} | {fp(r.p, r.p_exact)} | "
+            f"| {r.metric} | {r.n} | {fmt_num(r.a)} | {fmt_num(r.b)} | {fmt_num(r.diff, signed=True)} | {ci} | {fp(r.p, r.p_exact)} | "
             f"{fp(r.p_holm) if r.p_holm is not None else '-'} | {r.a_only} | {r.b_only} | {r.reading} |"
         )
     lines += ["", *cmp.notes, explain(cmp)]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.scoring import METRICS
 
 
 def _fmt(v: float | None, ci: Sequence[float] | None = None) -> str:
-    if v is None:
-        return "N/A"
-    return f"{v:.1f} [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else f"{v:.1f}"
+    return f"{fmt_num(v)} {fmt_ci(ci)}" if v is not None and ci else fmt_num(v)
 
 
 def metrics_table(

@@ -254,3 +254,21 @@ def test_identical_requests_in_flight_are_sent_once(make_judge, stub, fake):
     assert fake.counts["FactList"] == 1 and fake.counts["CoverageReport"] == 1
     assert j.facts(a).facts == j.facts(b).facts  # each question still has its own frozen facts
     assert j.ledger.summary()["by_purpose"]["verify"]["cached"] == 1
+
+
+def test_verdict_records_read_back_typed_and_validated(make_judge):
+    """A judged sample's verdict records survive the sample log's dict form (to_dict/from_dict)
+    unchanged; a record with an unknown verdict or a stray field is an error naming the question,
+    never read as a score."""
+    from naru_eval.judge.score import JudgedSample, tally
+
+    it = item()
+    s = make_judge().judge(it, it.reference)
+    back = JudgedSample.from_dict(s.to_dict())
+    assert back == s and [f["verdict"] for f in back.facts] == ["covered"] * 3
+    assert tally(back.facts)["n_facts"] == s.n_facts
+    for bad in ({"verdict": "sort of"}, {"score": 1}):
+        d = s.to_dict()
+        d["facts"] = [{**d["facts"][0], **bad}]
+        with pytest.raises(ValueError, match=rf"question {s.question_id}: malformed fact verdicts"):
+            JudgedSample.from_dict(d)

@@ -460,3 +460,62 @@ def test_macro_gap_ci_is_the_same_bootstrap_as_compare():
         )
         assert st["value"] == pytest.approx(cmp.row(metric).diff)
         assert st["ci95"] == pytest.approx(list(cmp.row(metric).ci))
+
+
+def test_micro_gap_ci_is_the_same_bootstrap_as_compare():
+    """diagnose's accuracy gap (micro) draws the same videos as ``naru-eval compare`` for the same
+    seed (one bootstrap), so the two reproduce each other's interval; before, diagnose drew its own
+    indices and gave a different interval."""
+    from naru_eval.core.data import level_of
+    from naru_eval.core.scoring import ScoredSample
+    from naru_eval.report.diagnostics import cluster_bootstrap
+    from naru_eval.report.stats import compare
+
+    rng = np.random.default_rng(2)
+    cats = [CATEGORIES[i % 9] for i in range(240)]
+    qids = [f"q{i:03d}" for i in range(len(cats))]
+    vids = [f"v{i // 6:02d}" for i in range(len(cats))]
+    ra = list(rng.random(len(cats)) < 0.55)
+    rb = list(rng.random(len(cats)) < 0.45)
+
+    def run(correct: list[bool]) -> list[ScoredSample]:
+        return [
+            ScoredSample(q, v, c, level_of(c), "A", "A" if ok else "B", "bare", bool(ok), True)
+            for q, v, c, ok in zip(qids, vids, cats, correct, strict=True)
+        ]
+
+    cmp = compare(run(rb), run(ra), reps=400, permutation_reps=10, seed=7, metrics=("accuracy",))
+    st = cluster_bootstrap([float(x) for x in ra], vids, b=[float(x) for x in rb], iters=400, seed=7)
+    assert st["value"] == pytest.approx(cmp.row("accuracy").diff)
+    assert st["ci95"] == pytest.approx(list(cmp.row("accuracy").ci))
+
+
+def test_report_is_typed_and_a_bad_field_is_caught(tmp_path):
+    """The report validates as :class:`DiagnosticsReport` (what ``diagnose`` returns and writes);
+    a report whose run lacks a field is an error naming the output file, not a half-written JSON."""
+    from naru_eval.report.diagnostics import write_report
+    from naru_eval.report.models import DiagnosticsReport, load_model
+
+    report = {
+        "naru_eval_diagnose": 1,
+        "settings": {
+            "paths": ["x"],
+            "duration_edges_min": [0.0, 30.0],
+            "bootstrap_iters": 10,
+            "seed": 0,
+            "ci": "95%",
+            "data_dir": None,
+            "durations_filled": 0,
+        },
+        "runs": [],
+        "blind_vs_video": [],
+        "circular_vs_plain": [],
+        "shortcut_candidates": None,
+        "skipped": [],
+        "superseded": [],
+    }
+    out = write_report(dict(report), tmp_path / "diag.json", plots=False)
+    assert load_model(DiagnosticsReport, out).model_dump(mode="json", exclude_unset=True) == report
+    with pytest.raises(ValueError, match=r"bad\.json: not a valid DiagnosticsReport.*runs\.0"):
+        write_report({**report, "runs": [{"label": "x"}]}, tmp_path / "bad.json", plots=False)
+    assert not (tmp_path / "bad.json").exists()

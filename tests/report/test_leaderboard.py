@@ -570,3 +570,94 @@ def test_a_reported_number_the_log_does_not_reproduce_is_named(tmp_path):
     assert e["metrics"]["overall"] == pytest.approx(compute_open_metrics(samples)["overall"])
     (w,) = [w for w in lb.warnings if "differ from the sample log" in w]
     assert "naru_open: overall reported by lmms-eval" in w
+
+
+def test_committed_leaderboard_json_is_a_valid_document_and_round_trips():
+    """results/leaderboard.json validates as the typed document, and writing the model gives the
+    same file back (the models are the schema; nothing is lost or reordered)."""
+    from naru_eval.report.models import LeaderboardDocument, dump_json, load_model
+
+    path = Path(__file__).resolve().parents[2] / "results" / "leaderboard.json"
+    doc = load_model(LeaderboardDocument, path)
+    assert dump_json(doc) == path.read_text(encoding="utf-8")
+    assert doc.published.rows[0].published and doc.published.rows[0].from_
+
+
+def test_a_malformed_leaderboard_or_manifest_is_an_error_naming_the_file(tmp_path):
+    from naru_eval.report.leaderboard import find_manifest, read_manifest, write_manifest
+    from naru_eval.report.models import LeaderboardDocument, load_model
+
+    bad = tmp_path / "leaderboard.json"
+    bad.write_text(json.dumps({"schema_version": 2, "entries": "nope"}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"leaderboard\.json: not a valid LeaderboardDocument.*entries"):
+        load_model(LeaderboardDocument, bad)
+    run = tmp_path / "f8"
+    (run / "manifest.json").parent.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"status": "finished?", "updated_at": "x"}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"f8/manifest\.json: not a valid SweepManifest.*status"):
+        read_manifest(find_manifest(run / "x_results.json", tmp_path))
+    (run / "manifest.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"manifest\.json: not JSON"):
+        write_manifest(run, {"status": "done"})
+    with pytest.raises(ValueError, match=r"not a valid SweepManifest.*labl"):
+        write_manifest(tmp_path / "f16", {"status": "running", "updated_at": "t", "labl": "typo"})
+
+
+def test_docs_schema_section_is_generated_from_the_models(capsys):
+    """docs/leaderboard.md's schema section is the text the models generate (written once: edit the
+    models, then ``naru-eval leaderboard-schema --write docs/leaderboard.md``)."""
+    from naru_eval.report.models import SCHEMA_BEGIN, with_schema
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "leaderboard.md"
+    text = doc.read_text(encoding="utf-8")
+    assert SCHEMA_BEGIN in text and with_schema(text) == text
+    assert "| `conflict` (optional) | bool \\| null |" in text  # a field of the Entry model
+    assert "| `invocations` (optional) | int \\| null |" in text  # a field of the SweepManifest model
+    stale = text.replace("the annotations' fingerprint; `official` for published rows", "edited by hand")
+    assert with_schema(stale) == text
+
+
+def test_leaderboard_schema_command_checks_and_writes(tmp_path, capsys):
+    doc = tmp_path / "doc.md"
+    from naru_eval.report.models import SCHEMA_BEGIN, SCHEMA_END
+
+    doc.write_text(f"intro\n{SCHEMA_BEGIN}\nold\n{SCHEMA_END}\noutro\n", encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["leaderboard-schema", "--write", str(doc), "--check"])
+    assert args.func(args) == 1 and "out of date" in capsys.readouterr().out
+    args = parser.parse_args(["leaderboard-schema", "--write", str(doc)])
+    assert args.func(args) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert text.startswith("intro\n") and text.endswith(f"{SCHEMA_END}\noutro\n") and "#### `Entry`" in text
+    args = parser.parse_args(["leaderboard-schema", "--write", str(doc), "--check"])
+    assert args.func(args) == 0
+
+
+def test_html_escapes_every_value_from_a_run():
+    """The page is rendered with autoescape: a run named ``<script>…`` (or a warning, a results
+    path, a model arg holding markup) shows as text, never as markup."""
+    evil = "<script>alert('x')</script>"
+    data = build_leaderboard([], reps=10).data
+    row = dict(data["published"]["rows"][0])
+    run = {
+        "results_file": f"runs/{evil}_results.json",
+        "samples_file": "s.jsonl",
+        "adapter": "naru_replay",
+        "model_args": {"pretrained": evil},
+        "num_frames": 8,
+        "fps": None,
+        "task_version": 1,
+        "task_hash": None,
+        "lmms_eval_version": None,
+        "date": None,
+        "n_samples": {"original": 1, "effective": 1},
+    }
+    row.update(id=f"{evil} | naru_mcq", model=evil, published=False, data=evil, run=run, manifest=None, cost=None)
+    data["entries"] = [row]
+    data["tables"][0]["rows"].insert(0, row["id"])
+    data["warnings"] = [f"warning about {evil}"]
+    page = render_html(data)
+    assert "<script" not in page
+    assert page.count("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;") >= 6  # name, id, data, args, file, warning
+    assert "<tr class='entry'><td class='l'>&lt;script&gt;" in page
