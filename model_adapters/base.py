@@ -147,6 +147,9 @@ class NaruModel(lmms):
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         """Called once with every pending request before the first answer (upfront checks)."""
 
+    def finish(self) -> None:
+        """Called after the last answer of a ``generate_until`` call (release per-video state)."""
+
     def describe(self) -> dict[str, Any]:
         """What, besides the task and prompt, changes this adapter's answers (for the run key)."""
         return {
@@ -295,6 +298,7 @@ class NaruModel(lmms):
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
         bar.close()
+        self.finish()
         # fewer answered requests than the breaker needs: the held failures are ordinary ones
         for i, e in held:
             record_failure(i, e)
