@@ -118,7 +118,7 @@ class HFVideoModel(NaruModel):
         self._setup_devices(_opt_str(device), _opt_str(device_map))
         # --- issue 14 (throughput) model args ---
         self.shared_prefix = _as_bool(shared_prefix) and self.supports_shared_prefix
-        self.decode_workers = int(decode_workers)
+        self.decode_workers = max(0, int(decode_workers))
         self.decode_budget_bytes = int(decode_budget_mb) << 20
         # --- end of the throughput args ---
         self.model: Any = None
