@@ -36,6 +36,8 @@ class CacheStats:
     #: seconds get() spent waiting for frames not yet in memory (decoding inline, or a prefetch
     #: still running): the time a model waits for the sampler
     wait_s: float = 0.0
+    #: seconds worker processes spent decoding ahead (the decode time that overlapped the model)
+    ahead_decode_s: float = 0.0
 
 
 def sampling_params(

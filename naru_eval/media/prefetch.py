@@ -3,7 +3,8 @@ model answers the current one.
 
 A :class:`FramePrefetcher` gets the videos in the order the model will ask for them (the
 request order after grouping by video) and a ``plan`` giving each video's sampling parameters
-(those of :meth:`FrameCache.get`). On entering it registers every video with the one
+(those of :meth:`FrameCache.get`). On entering it registers every video but the first (which
+the model needs at once, while the workers are still starting) with the one
 :class:`~naru_eval.media.frame_cache.FrameCache` and submits them in that order to a pool of
 worker processes, as long as the decoded frames held (done or in flight, not yet taken by the
 model) stay within ``budget_bytes``; one is always in flight. Each time the model takes a video
@@ -77,7 +78,8 @@ class FramePrefetcher:
     def __enter__(self) -> FramePrefetcher:
         # spawn: the parent holds torch and model threads that fork must not copy
         self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
-        for video in self.videos:
+        # the first video is decoded inline: the model needs it at once, while the workers start
+        for video in self.videos[1:]:
             try:
                 params = self.plan(video)
                 key = cache_key(video, params)
@@ -124,6 +126,7 @@ class FramePrefetcher:
             if not f.cancelled() and f.exception() is None:
                 sampled, seconds = f.result()
                 self.decode_s += seconds
+                self.cache.stats.ahead_decode_s += seconds
                 self._largest = max(self._largest, int(sampled.frames.nbytes))
                 if job.key in self._held:
                     self._held[job.key] = int(sampled.frames.nbytes)
