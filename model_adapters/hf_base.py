@@ -12,6 +12,11 @@ enters the chat and the processor. Per request the base:
    ids or timestamps (Qwen2.5-VL, Qwen3-VL, Qwen3.5) see the real sampling rate, N / duration;
 4. generates greedily (``do_sample=False``, never a temperature) and decodes only the new tokens.
 
+The questions of one video share the prompt up to the question (system turn, video): the first
+runs the vision encoder and prefills that prefix once, each then prefills only its own text on
+a copy of the prefix's cache (:meth:`HFVideoModel.generate_shared`; ``shared_prefix=false``
+turns it off, docs/adapters.md says where it falls back and why).
+
 Nothing is loaded at import or in ``__init__``: the processor and weights are built on first use,
 so a run whose answers are all in the response store never loads a model.
 
@@ -22,7 +27,8 @@ Model args (strings from ``--model_args``): ``pretrained`` (hub id or directory)
 else 16), ``system_prompt``,
 ``trust_remote_code``, ``revision``, plus the base's ``num_frames`` / ``fps`` / ``max_frames`` /
 ``max_pixels`` (their default: the model's official setting, ``model_adapters.budgets.
-default_sampling``). Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
+default_sampling``), and the throughput args ``shared_prefix`` (true), ``decode_workers`` (0:
+decode inline) and ``decode_budget_mb`` (4096). Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
 on ``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
 """
 

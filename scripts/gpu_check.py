@@ -209,6 +209,8 @@ def gpu_run(name: str, video: Path, questions: int) -> dict[str, Any]:
     torch.cuda.synchronize()
     out: dict[str, Any] = {"family": spec["model_id"], "build_s": round(time.perf_counter() - t0, 1)}
     texts = {}
+    warm = adapter_for(spec, model, proc, device="cuda")
+    warm.respond(requests(video, 1)[0]._replace(videos=[]))  # CUDA start-up outside the timings
     for mode, shared in (("shared", True), ("per_question", False)):
         a = adapter_for(spec, model, proc, device="cuda", shared_prefix=shared)  # the official sampling
         reqs = requests(video, questions)
