@@ -9,7 +9,8 @@ through the adapter's own ``respond`` with the shared video prefix and per quest
 file gets, per family: seconds per question (shared and per question), the vision-encoder and
 prefill work, peak GPU memory, and whether the greedy answers are identical.
 
-``--dry-run`` (CI, no GPU): every config builds on the meta device (parameter count within the
+``--tiny`` runs that GPU path on the CPU at toy width and depth (8 frames): a smoke test of this
+script. ``--dry-run`` (CI, no GPU): every config builds on the meta device (parameter count within the
 expected range, the vision tower's output width equal to the language model's), and the
 processor turns a few frames into the video tokens the config expects.
 
@@ -35,6 +36,22 @@ GEN = {"max_new_tokens": 16, "temperature": 0, "do_sample": False, "until": ["\n
 
 def load_spec(name: str) -> dict[str, Any]:
     return dict(json.loads((CONFIGS / f"{name}.json").read_text(encoding="utf-8")))
+
+
+def shrink(spec: dict[str, Any]) -> dict[str, Any]:
+    """``--tiny``: the same family at toy width and depth (head size, and so M-RoPE sections,
+    kept), for running this script's GPU path on a CPU."""
+    spec = json.loads(json.dumps(spec))
+    t, v = spec["text_config"], spec["vision_config"]
+    t.update(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1)
+    t.setdefault("head_dim", 128)
+    if "depth" in v:  # Qwen
+        v.update(depth=1, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=256)
+        v.update({k: [0] for k in ("fullatt_block_indexes", "deepstack_visual_indexes") if k in v})
+    else:  # InternViT
+        v.update(num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=2)
+    spec["expect_params_b"] = [0.0, 1.0]
+    return spec
 
 
 def tokenizer_and_processor(spec: dict[str, Any]) -> tuple[Any, Any, dict[str, int]]:
@@ -198,28 +215,34 @@ def dry_run(name: str, video: Path) -> dict[str, Any]:
     }
 
 
-def gpu_run(name: str, video: Path, questions: int) -> dict[str, Any]:
+def gpu_run(name: str, video: Path, questions: int, tiny: bool = False) -> dict[str, Any]:
     import torch
 
-    spec = load_spec(name)
+    spec = shrink(load_spec(name)) if tiny else load_spec(name)
+    device = "cpu" if tiny else "cuda"
+    cuda = device == "cuda"
+    sampling = {"num_frames": 8} if tiny else {}  # else the official sampling
     _, proc, ids = tokenizer_and_processor(spec)
     config = build_config(spec, ids)
     t0 = time.perf_counter()
-    model = build_model(spec, config, "cuda")
-    torch.cuda.synchronize()
+    model = build_model(spec, config, device)
+    if cuda:
+        torch.cuda.synchronize()
     out: dict[str, Any] = {"family": spec["model_id"], "build_s": round(time.perf_counter() - t0, 1)}
     texts = {}
-    warm = adapter_for(spec, model, proc, device="cuda")
+    warm = adapter_for(spec, model, proc, device=device, **sampling)
     warm.respond(requests(video, 1)[0]._replace(videos=[]))  # CUDA start-up outside the timings
     for mode, shared in (("shared", True), ("per_question", False)):
-        a = adapter_for(spec, model, proc, device="cuda", shared_prefix=shared)  # the official sampling
+        a = adapter_for(spec, model, proc, device=device, shared_prefix=shared, **sampling)
         reqs = requests(video, questions)
         sampled = a.sampled(reqs[0])  # decoded before timing (the frame cache)
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         answers = [a.respond(r) for r in reqs]
-        torch.cuda.synchronize()
+        if cuda:
+            torch.cuda.synchronize()
         wall = time.perf_counter() - start
         texts[mode] = [x.text for x in answers]
         out[mode] = {
@@ -228,7 +251,7 @@ def gpu_run(name: str, video: Path, questions: int) -> dict[str, Any]:
             "frames": int(len(sampled.frames)),
             "input_tokens": answers[0].usage["input_tokens"],
             **a.prefill_stats,
-            "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+            "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         }
         a.release_prefix()
     out["identical_answers"] = texts["shared"] == texts["per_question"]
@@ -236,29 +259,31 @@ def gpu_run(name: str, video: Path, questions: int) -> dict[str, Any]:
     out["ok"] = True
     del model
     gc.collect()
-    torch.cuda.empty_cache()
+    if cuda:
+        torch.cuda.empty_cache()
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="run the GPU path on the CPU at toy size (a smoke test)")
     ap.add_argument("--out", type=Path, default=Path("gpu_check.json"))
     ap.add_argument("--questions", type=int, default=4)
     ap.add_argument("--families", default=",".join(sorted(p.stem for p in CONFIGS.glob("*.json"))))
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "naru_gpu_check")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    video = make_video(args.workdir, args.dry_run)
-    result: dict[str, Any] = {"dry_run": args.dry_run, "questions": args.questions, "families": []}
-    if not args.dry_run:
+    video = make_video(args.workdir, args.dry_run or args.tiny)
+    result: dict[str, Any] = {"dry_run": args.dry_run, "tiny": args.tiny, "questions": args.questions, "families": []}
+    if not args.dry_run and not args.tiny:
         import torch
 
         result["device"] = torch.cuda.get_device_name(0)
     for name in args.families.split(","):
         start = time.perf_counter()
         try:
-            r = dry_run(name, video) if args.dry_run else gpu_run(name, video, args.questions)
+            r = dry_run(name, video) if args.dry_run else gpu_run(name, video, args.questions, args.tiny)
         except Exception as e:  # one family's failure is recorded; the others still run
             r = {"family": name, "ok": False, "error": f"{type(e).__name__}: {e}"}
         r["seconds"] = round(time.perf_counter() - start, 1)
