@@ -32,11 +32,15 @@ def answers(model, docs):
     return model.generate_until(lmms_instances(docs, gen_kwargs={"max_new_tokens": 6, "temperature": 0}))
 
 
-def test_decode_ahead_equals_inline(tiny_checkpoint, docs, fresh_cache):
-    ckpt = tiny_checkpoint("naru_qwen2_5_vl")
-    inline = answers(make("naru_qwen2_5_vl", ckpt, num_frames=4), docs)
+@pytest.mark.parametrize(
+    "model_id,sampling",
+    [("naru_qwen2_5_vl", {"num_frames": 4}), ("naru_qwen3_vl", {"fps": 1})],  # fps: qwen-vl-utils' plan
+)
+def test_decode_ahead_equals_inline(model_id, sampling, tiny_checkpoint, docs, fresh_cache):
+    ckpt = tiny_checkpoint(model_id)
+    inline = answers(make(model_id, ckpt, **sampling), docs)
     frame_cache._DEFAULT = None
-    ahead = make("naru_qwen2_5_vl", ckpt, num_frames=4, decode_workers=2, decode_budget_mb=64)
+    ahead = make(model_id, ckpt, **sampling, decode_workers=2, decode_budget_mb=64)
     got = answers(ahead, docs)
     stats = frame_cache.default_cache().stats
     videos = {d["video"] for d in docs}
