@@ -153,6 +153,11 @@ class HFArgs(SamplingArgs):
     trust_remote_code: Flag = Field(False, description="run the checkpoint's own code")
     revision: str | None = Field(None, description="the hub revision")
     cap_pixels_per_frame: Flag = Field(True, description="cap each frame's pixels at the family's official size")
+    shared_prefix: Flag = Field(
+        True, description="prefill each video once and answer its questions from a copy of the cache"
+    )
+    decode_workers: int = Field(0, ge=0, description="processes decoding the next videos ahead (0: decode inline)")
+    decode_budget_mb: int = Field(4096, ge=1, description="decoded frames held ahead, in MiB")
 
 
 class ReplayArgs(SamplingArgs):

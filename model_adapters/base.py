@@ -107,6 +107,10 @@ class NaruModel(lmms):
     #: Above 1, pending requests are submitted in the same by-video order to a thread pool and
     #: each answer is written to the store the moment it completes.
     max_concurrency: int = 1
+    #: decode-ahead (naru_eval.media.prefetch): worker processes (0: decode inline) and the bytes
+    #: of decoded frames they may hold ahead of the model (the HF adapters set both from args)
+    decode_workers: int = 0
+    decode_budget_bytes: int = 4 << 30
 
     def __init__(
         self,
@@ -146,6 +150,9 @@ class NaruModel(lmms):
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         """Called once with every pending request before the first answer (upfront checks)."""
 
+    def finish(self) -> None:
+        """Called after the last answer of a ``generate_until`` call (release per-video state)."""
+
     def describe(self) -> dict[str, Any]:
         """What, besides the task and prompt, changes this adapter's answers (for the run key)."""
         return {
@@ -164,19 +171,38 @@ class NaruModel(lmms):
             self._store = ResponseStore(self._store_path)
         return self._store if self._use_store else None
 
-    def frames(self, request: NaruRequest) -> Any:
-        """The request's video frames from the one sampler, through the frame cache."""
-        from naru_eval.media.frame_cache import default_cache
+    def frame_params(self, video: str) -> dict[str, Any]:
+        """The sampling of ``video`` as :meth:`FrameCache.get` takes it (decode-ahead uses it too)."""
+        from naru_eval.media.frame_cache import sampling_params
         from naru_eval.media.video import DEFAULT_MAX_PIXELS
 
-        if request.video is None:
-            raise ValueError(f"question {request.question_id}: no video")
-        return default_cache().get(
-            request.video,
+        return sampling_params(
             num_frames=self.num_frames,
             fps=self.fps,
             max_frames=self.max_frames,
             max_pixels=self.max_pixels if self.max_pixels is not None else DEFAULT_MAX_PIXELS,
+        )
+
+    def frames(self, request: NaruRequest) -> Any:
+        """The request's video frames from the one sampler, through the frame cache."""
+        from naru_eval.media.frame_cache import default_cache
+
+        if request.video is None:
+            raise ValueError(f"question {request.question_id}: no video")
+        return default_cache().get(request.video, **self.frame_params(request.video))
+
+    def decode_ahead(self, videos: Sequence[str]) -> Any:
+        """A context that decodes ``videos`` (in the order they will be asked) in worker
+        processes while the model answers (``decode_workers`` > 0), else does nothing."""
+        import contextlib
+
+        if self.decode_workers <= 0 or not self.needs_frames or len(videos) == 0:
+            return contextlib.nullcontext()
+        from naru_eval.media.frame_cache import default_cache
+        from naru_eval.media.prefetch import FramePrefetcher
+
+        return FramePrefetcher(
+            default_cache(), videos, self.frame_params, self.decode_workers, self.decode_budget_bytes
         )
 
     def to_naru_requests(self, requests: Sequence[Instance]) -> list[NaruRequest]:
@@ -279,20 +305,25 @@ class NaruModel(lmms):
 
         bar = tqdm(total=len(pending), disable=self.rank != 0, desc=self.model_id)
         workers = max(1, int(self.max_concurrency))
-        if workers == 1 or len(pending) <= 1:
-            for i in pending:
-                answer(i)
-                bar.update(1)
-        else:
-            # The pool starts tasks in submission (by-video) order. Each worker stores its own
-            # answer, so one that completes while another raised is still kept.
-            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=self.model_id)
+        videos = [v for v in (reqs[i].video for i in pending) if v]
+        with self.decode_ahead(videos):  # the next videos decode while this one is answered
             try:
-                for fut in as_completed([pool.submit(answer, i) for i in pending]):
-                    fut.result()
-                    bar.update(1)
+                if workers == 1 or len(pending) <= 1:
+                    for i in pending:
+                        answer(i)
+                        bar.update(1)
+                else:
+                    # The pool starts tasks in submission (by-video) order. Each worker stores its
+                    # own answer, so one that completes while another raised is still kept.
+                    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=self.model_id)
+                    try:
+                        for fut in as_completed([pool.submit(answer, i) for i in pending]):
+                            fut.result()
+                            bar.update(1)
+                    finally:
+                        pool.shutdown(wait=True, cancel_futures=True)
             finally:
-                pool.shutdown(wait=True, cancel_futures=True)
+                self.finish()
         bar.close()
         # fewer answered requests than the breaker needs: the held failures are ordinary ones
         for i, e in held:

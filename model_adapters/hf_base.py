@@ -12,6 +12,11 @@ enters the chat and the processor. Per request the base:
    ids or timestamps (Qwen2.5-VL, Qwen3-VL, Qwen3.5) see the real sampling rate, N / duration;
 4. generates greedily (``do_sample=False``, never a temperature) and decodes only the new tokens.
 
+The questions of one video share the prompt up to the question (system turn, video): the first
+runs the vision encoder and prefills that prefix once, each then prefills only its own text on
+a copy of the prefix's cache (:meth:`HFVideoModel.generate_shared`; ``shared_prefix=false``
+turns it off, docs/adapters.md says where it falls back and why).
+
 Nothing is loaded at import or in ``__init__``: the processor and weights are built on first use,
 so a run whose answers are all in the response store never loads a model.
 
@@ -22,7 +27,8 @@ the checkpoint's), ``device_map`` (e.g. ``auto`` to shard a large checkpoint ove
 GPUs), ``attn_implementation``, ``max_new_tokens`` (else a reasoning family's budget, else the
 task's, else 16), ``system_prompt``, ``trust_remote_code``, ``revision``, plus the base's
 ``num_frames`` / ``fps`` / ``max_frames`` / ``max_pixels`` (their default: the model's official
-setting, ``model_adapters.budgets.default_sampling``) and a family's own args. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
+setting, ``model_adapters.budgets.default_sampling``) the throughput args ``shared_prefix`` (true), ``decode_workers`` (0: decode inline) and
+``decode_budget_mb`` (4096), and a family's own args. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
 on ``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
 """
 
@@ -31,7 +37,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from loguru import logger
 
@@ -41,6 +47,21 @@ from model_adapters.budgets import default_sampling
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
 DEFAULT_MAX_NEW_TOKENS = 16
+
+
+class _Prefix(NamedTuple):
+    """The prefilled shared prefix of one video: everything before the question."""
+
+    key: tuple[Any, ...]  # (video, frame sampling, prefix text)
+    cache: Any  # the model's cache after the prefix (copied per question, never mutated)
+    ids: Any  # 1 x L token ids standing for the cached positions
+    extra: dict[str, Any]  # per-token inputs (e.g. mm_token_type_ids) and per-video ones (grids)
+    state: dict[str, Any]  # model attributes generate() reads back (Qwen's rope_deltas)
+    tokens: int  # the prefix's tokens as the processor wrote them (usage's input_tokens)
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value in (None, "", "none", "None") else str(value)
 
 
 class HFVideoModel(NaruModel):
@@ -60,6 +81,8 @@ class HFVideoModel(NaruModel):
     #: a reasoning family's generation budget (set per instance when its reasoning is on): it
     #: replaces the task's max_new_tokens, which budgets an answer, not the reasoning before it
     reasoning_max_new_tokens: int | None = None
+    #: whether this family can answer from a copy of the prefilled video prefix (docs/adapters.md)
+    supports_shared_prefix: ClassVar[bool] = True
 
     #: this adapter's model args (``model_adapters.args``); a family with args of its own takes
     #: them as named ``__init__`` parameters before this base sees the rest
@@ -88,8 +111,16 @@ class HFVideoModel(NaruModel):
         self.revision = args.revision
         self.cap_pixels_per_frame = args.cap_pixels_per_frame
         self._setup_devices(args.device, args.device_map)
+        # --- issue 14 (throughput) model args: the shared video prefix and decode-ahead ---
+        self.shared_prefix = args.shared_prefix and self.supports_shared_prefix
+        self.decode_workers = args.decode_workers
+        self.decode_budget_bytes = args.decode_budget_mb << 20
         self.model: Any = None
         self.processor: Any = None
+        #: the prefilled shared prefix of the video being answered (one video at a time)
+        self._prefix: _Prefix | None = None
+        #: how often the vision encoder + prefix prefill ran, and the tokens prefilled (benchmarks)
+        self.prefill_stats = {"prefix_prefills": 0, "prefill_tokens": 0, "questions": 0}
 
     @classmethod
     def _family_arg_names(cls) -> tuple[str, ...]:
@@ -309,12 +340,7 @@ class HFVideoModel(NaruModel):
             raise
 
     def build_inputs(self, request: NaruRequest, sampled: Any) -> Any:
-        text = self.processor.apply_chat_template(
-            self.messages(request, with_video=sampled is not None),
-            tokenize=False,
-            add_generation_prompt=True,
-            **self.template_kwargs,
-        )
+        text = self.chat_text(request, with_video=sampled is not None)
         if sampled is None:  # blind tasks: the question alone
             return self.processor(text=[text], return_tensors="pt")
         return self.processor(
@@ -325,10 +351,9 @@ class HFVideoModel(NaruModel):
             **self.processor_kwargs(),
         )
 
-    def generate(self, request: NaruRequest, sampled: Any) -> Answer:
+    def _to_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         import torch
 
-        inputs = self.build_inputs(request, sampled)
         dtype = getattr(self.model, "dtype", None)
         device = self.input_device
         batch = {}
@@ -337,6 +362,9 @@ class HFVideoModel(NaruModel):
                 # pixels take the model's dtype; ids, grids and timings keep theirs
                 v = v.to(device=device, dtype=dtype) if k.startswith("pixel_values") and dtype else v.to(device)
             batch[k] = v
+        return batch
+
+    def _final_generation_kwargs(self, request: NaruRequest) -> dict[str, Any]:
         # Generation arguments override the checkpoint's generation_config (some ship sampling
         # defaults; with do_sample=False transformers ignores their temperature/top_p/top_k).
         gen = self.generation_kwargs(request)
@@ -344,13 +372,161 @@ class HFVideoModel(NaruModel):
         if getattr(self.model.generation_config, "pad_token_id", None) is None and tok is not None:
             if tok.pad_token_id is not None:
                 gen["pad_token_id"] = tok.pad_token_id
+        return gen
+
+    def generate(self, request: NaruRequest, sampled: Any) -> Answer:
+        """One answer: from a copy of the video's prefilled prefix when the family, the prompt and
+        the decoding allow it (:meth:`split_prompt`), else from the whole prompt."""
+        import torch
+
+        gen = self._final_generation_kwargs(request)
+        split = self.split_prompt(request) if sampled is not None and self.shared_prefix else None
+        if split is not None and gen.get("num_beams", 1) == 1:
+            return self.generate_shared(request, sampled, split, gen)
+        batch = self._to_device(self.build_inputs(request, sampled))
         n_in = int(batch["input_ids"].shape[1])
         with torch.inference_mode():
             out = self.model.generate(**batch, **gen)
         new = out[0, n_in:]
+        self.prefill_stats["questions"] += 1
+        self.prefill_stats["prefill_tokens"] += n_in
+        if sampled is not None:
+            self.prefill_stats["prefix_prefills"] += 1
         frames = int(len(sampled.frames)) if sampled is not None else 0
         usage = {"input_tokens": n_in, "output_tokens": int(new.shape[0]), "frames": frames}
         return Answer(self.decode(request, [int(t) for t in new]), usage)
+
+    # -- the shared video prefix ---------------------------------------------------------------
+    def chat_text(self, request: NaruRequest, with_video: bool = True) -> str:
+        """The rendered chat template (text only: nothing in it opens the video)."""
+        return str(
+            self.processor.apply_chat_template(
+                self.messages(request, with_video=with_video),
+                tokenize=False,
+                add_generation_prompt=True,
+                **self.template_kwargs,
+            )
+        )
+
+    def split_prompt(self, request: NaruRequest) -> tuple[str, str] | None:
+        """(prefix, suffix) of the rendered prompt, split where the question text starts, or None
+        when the prompt cannot share a prefix: the family cannot (``supports_shared_prefix``), the
+        video does not come before the question (the prefix would then not hold it), or the
+        split is not on a token boundary (tokenizing the halves apart differs from the whole)."""
+        if not self.supports_shared_prefix or not request.prompt:
+            return None
+        text = self.chat_text(request)
+        at = text.find(request.prompt)
+        if at <= 0:
+            return None
+        prefix, suffix = text[:at], text[at:]
+        blind = self.chat_text(request, with_video=False)
+        if blind.find(request.prompt) < 0 or blind[: blind.find(request.prompt)] == prefix:
+            return None  # the video is not in the part before the question
+        tok = self.processor.tokenizer
+
+        def ids(t: str) -> list[int]:
+            return list(tok(t, add_special_tokens=False)["input_ids"])
+
+        if ids(prefix) + ids(suffix) != ids(text):
+            return None
+        return prefix, suffix
+
+    def prefill_prefix(self, request: NaruRequest, sampled: Any, prefix: str) -> _Prefix:
+        """Run the vision encoder and prefill the prefix once: the cache every question of the
+        video starts from."""
+        import torch
+
+        key = (request.video, tuple(sampled.indices.tolist()), sampled.frames.shape, prefix)
+        if self._prefix is not None and self._prefix.key == key:
+            return self._prefix
+        self._prefix = None  # the previous video's cache goes before this one is built
+        inputs = self.processor(
+            text=[prefix],
+            videos=[self.video_input(sampled)],
+            video_metadata=[self.video_metadata(sampled)],
+            return_tensors="pt",
+            **self.processor_kwargs(),
+        )
+        batch = self._to_device(inputs)
+        ids = batch["input_ids"]
+        with torch.inference_mode():
+            out = self.model(**batch, use_cache=True, logits_to_keep=1)
+        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+        cached = int(cache.get_seq_length())
+        n = int(ids.shape[1])
+        if cached != n:
+            # the model dropped tokens inside forward (Nemotron's video pruning): the cached
+            # positions stand for pruned tokens, so ids only fill their places
+            pad = getattr(self.processor.tokenizer, "pad_token_id", None) or 0
+            ids = torch.full((1, cached), int(pad), dtype=ids.dtype, device=ids.device)
+        extra = {}
+        for k, v in batch.items():
+            if k in ("input_ids", "attention_mask") or k.startswith("pixel_values"):
+                continue
+            if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape == (1, n):
+                if cached != n:
+                    continue  # per-token inputs of pruned positions: nothing to line up
+                extra[k] = v
+            else:
+                extra[k] = v
+        inner = getattr(self.model, "model", None)
+        state = {}
+        if inner is not None and getattr(inner, "rope_deltas", None) is not None:
+            state["rope_deltas"] = inner.rope_deltas  # Qwen M-RoPE: the suffix continues from here
+        self.prefill_stats["prefix_prefills"] += 1
+        self.prefill_stats["prefill_tokens"] += n
+        self._prefix = _Prefix(key, cache, ids, extra, state, n)
+        return self._prefix
+
+    def generate_shared(
+        self, request: NaruRequest, sampled: Any, split: tuple[str, str], gen: dict[str, Any]
+    ) -> Answer:
+        """Answer from a copy of the prefilled prefix: only the question is prefilled."""
+        import copy
+
+        import torch
+
+        prefix_text, suffix_text = split
+        p = self.prefill_prefix(request, sampled, prefix_text)
+        tok = self.processor.tokenizer
+        suffix = torch.tensor([tok(suffix_text, add_special_tokens=False)["input_ids"]], dtype=p.ids.dtype)
+        suffix = suffix.to(p.ids.device)
+        ids = torch.cat([p.ids, suffix], dim=1)
+        kw: dict[str, Any] = {}
+        for k, v in p.extra.items():
+            if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape == p.ids.shape:
+                v = torch.cat([v, torch.zeros_like(suffix, dtype=v.dtype)], dim=1)  # text: type 0
+            kw[k] = v
+        inner = getattr(self.model, "model", None)
+        for name, value in p.state.items():
+            setattr(inner, name, value)
+        n_in = int(ids.shape[1])
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                cache=copy.deepcopy(p.cache),
+                **kw,
+                **gen,
+            )
+        new = out[0, n_in:]
+        self.prefill_stats["questions"] += 1
+        self.prefill_stats["prefill_tokens"] += int(suffix.shape[1])
+        usage = {
+            "input_tokens": p.tokens + int(suffix.shape[1]),
+            "output_tokens": int(new.shape[0]),
+            "frames": int(len(sampled.frames)),
+            "shared_prefix_tokens": p.tokens,
+        }
+        return Answer(self.decode(request, [int(t) for t in new]), usage)
+
+    def release_prefix(self) -> None:
+        """Drop the held prefix cache (after the last question of a batch)."""
+        self._prefix = None
+
+    def finish(self) -> None:
+        self.release_prefix()
 
     def decode(self, request: NaruRequest, new_ids: list[int]) -> str:
         """The response text of the generated token ids: decoded, cut at the task's stops."""

@@ -31,6 +31,8 @@ class MiniCPM_O(HFVideoModel):
     model_id = "naru_minicpm_o"
     family = "minicpm_o_2_6"
     model_classes = {"minicpmo": "AutoModel"}
+    #: the remote chat() builds the prompt and runs generate itself: no cache to share
+    supports_shared_prefix = False
 
     def __init__(
         self,

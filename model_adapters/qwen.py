@@ -147,16 +147,20 @@ class _QwenVideo(HFVideoModel):
                 raise RequestFailed(f"video {video}: qwen-vl-utils sampling at fps={self.fps:g}: {e}") from None
         return self._plans[video]
 
-    def frames(self, request: NaruRequest) -> Any:
+    def frame_params(self, video: str) -> dict[str, Any]:
         if self.fps is None:
-            return super().frames(request)
-        from naru_eval.media.frame_cache import default_cache
+            return super().frame_params(video)
+        from naru_eval.media.frame_cache import sampling_params
 
-        if request.video is None:
-            raise ValueError(f"question {request.question_id}: no video")
+        # decode at the per-frame limit (never below the target size); frames() resizes exactly
+        plan = self.video_plan(video)
+        return sampling_params(num_frames=plan.nframes, max_pixels=plan.max_pixels)
+
+    def frames(self, request: NaruRequest) -> Any:
+        s = super().frames(request)
+        if self.fps is None or request.video is None:
+            return s
         plan = self.video_plan(request.video)
-        # decode at the per-frame limit (never below the target size), then resize exactly to it
-        s = default_cache().get(request.video, num_frames=plan.nframes, max_pixels=plan.max_pixels)
         return s._replace(frames=resize_frames(s.frames, plan.height, plan.width))
 
     def processor_kwargs(self) -> dict[str, Any]:

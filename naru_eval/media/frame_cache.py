@@ -12,7 +12,10 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,30 @@ class CacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
     decodes: int = 0
+    #: entries decoded ahead by a prefetcher (naru_eval.media.prefetch) and taken from it
+    prefetched: int = 0
+    #: seconds get() spent waiting for frames not yet in memory (decoding inline, or a prefetch
+    #: still running): the time a model waits for the sampler
+    wait_s: float = 0.0
+    #: seconds worker processes spent decoding ahead (the decode time that overlapped the model)
+    ahead_decode_s: float = 0.0
+
+
+def sampling_params(
+    num_frames: int | None = None,
+    fps: float | None = None,
+    max_frames: int | None = None,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    approximate: bool = False,
+) -> dict[str, Any]:
+    """Every sampling parameter of :meth:`FrameCache.get`, as its key and ``sample_frames`` take them."""
+    return {
+        "num_frames": num_frames,
+        "fps": fps,
+        "max_frames": max_frames,
+        "max_pixels": max_pixels,
+        "approximate": approximate,
+    }
 
 
 def cache_key(path: str | os.PathLike[str], params: dict[str, Any]) -> str:
@@ -48,7 +75,28 @@ class FrameCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
+        #: key -> frames being decoded ahead, and who to tell when get() takes them
+        self._pending: dict[str, tuple[Future[SampledFrames], Callable[[str], None]]] = {}
         self.stats = CacheStats()
+
+    def expect(self, key: str, future: Future[SampledFrames], taken: Callable[[str], None]) -> None:
+        """Register frames a prefetcher is decoding: the next ``get`` of ``key`` takes them
+        (``taken(key)`` is then called) instead of decoding again."""
+        with self._lock:
+            self._pending[key] = (future, taken)
+
+    def forget(self, key: str) -> None:
+        """Drop a registered prefetch that will not be taken (the prefetcher closes)."""
+        with self._lock:
+            self._pending.pop(key, None)
+
+    def has(self, key: str) -> bool:
+        """Whether ``key`` is in memory or on disk (a prefetcher skips those)."""
+        with self._lock:
+            if key in self._items:
+                return True
+        path = self._disk_path(key)
+        return path is not None and path.exists()
 
     def get(
         self,
@@ -59,13 +107,7 @@ class FrameCache:
         max_pixels: int | None = DEFAULT_MAX_PIXELS,
         approximate: bool = False,
     ) -> SampledFrames:
-        params: dict[str, Any] = {
-            "num_frames": num_frames,
-            "fps": fps,
-            "max_frames": max_frames,
-            "max_pixels": max_pixels,
-            "approximate": approximate,
-        }
+        params = sampling_params(num_frames, fps, max_frames, max_pixels, approximate)
         key = cache_key(path, params)
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
@@ -76,23 +118,40 @@ class FrameCache:
                     self._items.move_to_end(key)
                     self.stats.memory_hits += 1
                     return self._items[key]
-            sampled = self._load_disk(key)
-            if sampled is not None:
-                self.stats.disk_hits += 1
-            else:
-                sampled = sample_frames(
-                    path,
-                    num_frames=num_frames,
-                    fps=fps,
-                    max_frames=max_frames,
-                    max_pixels=max_pixels,
-                    approximate=approximate,
-                    index_dir=self.disk_dir,
-                )
-                self.stats.decodes += 1
-                self._save_disk(key, sampled)
+                pending = self._pending.pop(key, None)
+            start = time.perf_counter()
+            try:
+                sampled = self._take(key, pending) if pending else None
+                if sampled is None:
+                    sampled = self._load_disk(key)
+                    if sampled is not None:
+                        self.stats.disk_hits += 1
+                if sampled is None:
+                    sampled = sample_frames(path, **params, index_dir=self.disk_dir)
+                    self.stats.decodes += 1
+                    self._save_disk(key, sampled)
+            finally:
+                self.stats.wait_s += time.perf_counter() - start
             self._remember(key, sampled)
             return sampled
+
+    def _take(self, key: str, pending: tuple[Future[SampledFrames], Callable[[str], None]]) -> SampledFrames | None:
+        """The prefetched frames, or None when the worker failed or was cancelled: the caller then
+        decodes inline, so an unreadable video raises the same error as without a prefetcher."""
+        future, taken = pending
+        try:
+            if future.cancel():  # not submitted yet (asked before its turn): decode it here
+                return None
+            sampled = future.result()
+        except BaseException as e:  # the worker's error (or a cancel): decode inline instead
+            if not isinstance(e, Exception | CancelledError):
+                raise
+            return None
+        finally:
+            taken(key)
+        self.stats.prefetched += 1
+        self._save_disk(key, sampled)
+        return sampled
 
     def _remember(self, key: str, sampled: SampledFrames) -> None:
         size = sampled.frames.nbytes

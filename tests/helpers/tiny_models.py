@@ -123,7 +123,27 @@ def _seeded() -> None:
     torch.manual_seed(0)
 
 
-def build_qwen2_5_vl(out: str | Path) -> Path:
+#: the benchmark scale of the tiny Qwen2.5-VL (scripts/bench_throughput.py): a vision tower and
+#: frame size big enough that the video dominates each request, as it does for the real models
+#: (224x224 px frames: 64 tokens per 2-frame patch, so 128 frames are 4,096 video tokens against
+#: ~50 of question; a 4-block, 256-wide vision tower over 256 patches a frame; a 4-layer,
+#: 256-wide language model)
+BENCH_QWEN2_5_VL: dict[str, Any] = {
+    "max_side": 224,
+    # 16 heads of 16: the head size (and so mrope_section) of the small one
+    "text": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 16},
+    "vision": {"depth": 4, "hidden_size": 256, "intermediate_size": 512, "num_heads": 4, "out_hidden_size": 256},
+}
+
+
+def build_qwen2_5_vl(
+    out: str | Path,
+    max_side: int = 112,
+    text: dict[str, Any] | None = None,
+    vision: dict[str, Any] | None = None,
+) -> Path:
+    """The tiny Qwen2.5-VL (``text``/``vision``: config overrides, ``max_side``: the processor's
+    largest frame side; see :data:`BENCH_QWEN2_5_VL`)."""
     from transformers import (
         GenerationConfig,
         Qwen2_5_VLConfig,
@@ -135,7 +155,7 @@ def build_qwen2_5_vl(out: str | Path) -> Path:
 
     tok = train_tokenizer(QWEN_SPECIAL)
     ids = _ids(tok, QWEN_SPECIAL)
-    size = {"shortest_edge": 56 * 56, "longest_edge": 112 * 112}
+    size = {"shortest_edge": 56 * 56, "longest_edge": max_side * max_side}
     processor = Qwen2_5_VLProcessor(
         image_processor=Qwen2VLImageProcessor(size=size),
         video_processor=Qwen2VLVideoProcessor(size=size),
@@ -149,6 +169,7 @@ def build_qwen2_5_vl(out: str | Path) -> Path:
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
             "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+            **(text or {}),
             "bos_token_id": ids["<|endoftext|>"],
             "eos_token_id": ids["<|im_end|>"],
             "pad_token_id": ids["<|endoftext|>"],
@@ -161,6 +182,7 @@ def build_qwen2_5_vl(out: str | Path) -> Path:
             "out_hidden_size": 64,
             "fullatt_block_indexes": [0],
             "tokens_per_second": 2,
+            **(vision or {}),
         },
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],

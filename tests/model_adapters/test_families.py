@@ -61,7 +61,9 @@ def expected(video) -> tuple[np.ndarray, list[int]]:
 
 @pytest.mark.parametrize("model_id", HF_FAMILIES)
 def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, indexed_video):
-    a = make(model_id, tiny_checkpoint(model_id))
+    # the per-question path (the whole prompt in one processor call); the shared prefix's own
+    # processor call is checked in test_shared_prefix.py
+    a = make(model_id, tiny_checkpoint(model_id), shared_prefix="false")
     assert a.model is None and a.processor is None  # nothing loads before the first request
     a.ensure_loaded()
     a.processor = Spy(a.processor)
@@ -135,7 +137,7 @@ def test_max_new_tokens_default_and_override(tiny_checkpoint, indexed_video):
 
 
 def test_qwen3_5_thinking_off_by_default(tiny_checkpoint, indexed_video):
-    a = make("naru_qwen3_5", tiny_checkpoint("naru_qwen3_5"))
+    a = make("naru_qwen3_5", tiny_checkpoint("naru_qwen3_5"), shared_prefix="false")  # the whole prompt
     a.ensure_loaded()
     a.processor = Spy(a.processor)
     a.respond(request(indexed_video))

@@ -1,0 +1,127 @@
+"""The shared video prefix (issue 14): the questions of one video are answered from a copy of one
+prefilled prefix, and the greedy tokens equal those of the per-question path on every family's
+tiny checkpoint (Qwen's M-RoPE deltas, Qwen3.5's linear-attention state, Nemotron's Mamba state
+and its video-token pruning included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from naru_eval.media.video import sample_frames
+from tests.helpers.tiny_models import build_nemotron_omni
+from tests.model_adapters.test_families import HF_FAMILIES, N, Spy, expected, make, request
+
+QUESTIONS = 3
+
+
+def questions(video):
+    return [
+        request(video, {"max_new_tokens": 10}, qid=f"q{i}")._replace(
+            prompt=f"[N.{i}] What colour fills segment {i + 1}?\nA. red\nB. blue\nAnswer with the option's letter."
+        )
+        for i in range(QUESTIONS)
+    ]
+
+
+def answer_ids(adapter, reqs) -> list[list[int]]:
+    """The generated token ids of each request (what decode() receives)."""
+    seen: list[list[int]] = []
+    decode = adapter.decode
+
+    def record(r, new_ids):
+        seen.append(list(new_ids))
+        return decode(r, new_ids)
+
+    adapter.decode = record
+    for r in reqs:
+        adapter.respond(r)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def nemotron_unscripted(tmp_path_factory):
+    """A Nemotron checkpoint with its random weights intact (the scripted one zeroes every mixer,
+    so its answer cannot depend on the cache)."""
+    return build_nemotron_omni(tmp_path_factory.mktemp("nem_raw") / "ckpt", script=None)
+
+
+@pytest.mark.parametrize("model_id", HF_FAMILIES)
+def test_shared_prefix_equals_per_question(model_id, tiny_checkpoint, indexed_video, nemotron_unscripted):
+    ckpt = nemotron_unscripted if model_id == "naru_nemotron_omni" else tiny_checkpoint(model_id)
+    extra = {"enable_thinking": "false"} if model_id == "naru_nemotron_omni" else {}
+    shared = make(model_id, ckpt, **extra)
+    alone = make(model_id, ckpt, shared_prefix="false", **extra)
+    reqs = questions(indexed_video)
+    shared.ensure_loaded()
+    generate_calls = Spy(shared.model.generate)
+    shared.model.generate = generate_calls
+
+    got, want = answer_ids(shared, reqs), answer_ids(alone, reqs)
+
+    assert got == want and all(len(g) == 10 for g in got)
+    # one vision-encoder + prefix prefill for the video; each question prefilled only its suffix
+    assert shared.prefill_stats["prefix_prefills"] == 1 and alone.prefill_stats["prefix_prefills"] == QUESTIONS
+    assert shared.prefill_stats["prefill_tokens"] < alone.prefill_stats["prefill_tokens"]
+    for _, kw, _ in generate_calls.calls:  # no pixels reach generate: the video is in the cache
+        assert not any(k.startswith("pixel_values") for k in kw) and kw["cache"] is not shared._prefix.cache
+    if model_id == "naru_nemotron_omni":  # pruning dropped video tokens inside forward
+        assert shared._prefix.ids.shape[1] < shared._prefix.tokens
+
+
+@pytest.mark.parametrize("model_id", HF_FAMILIES)
+def test_prefix_prefill_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, indexed_video):
+    """The one processor call of a video holds the sampled frames and the text before the question."""
+    a = make(model_id, tiny_checkpoint(model_id))
+    a.ensure_loaded()
+    a.processor = Spy(a.processor)
+    reqs = questions(indexed_video)
+    for r in reqs:
+        a.respond(r)
+    ((args, kw, _),) = a.processor.calls
+    frames, _ = expected(indexed_video)
+    (video,) = kw["videos"]
+    assert np.array_equal(video, frames) and kw["do_sample_frames"] is False
+    assert kw["video_metadata"][0]["frames_indices"] == [
+        int(i) for i in sample_frames(indexed_video, num_frames=N).indices
+    ]
+    (text,) = kw["text"]
+    full = a.chat_text(reqs[0])
+    assert full.startswith(text) and reqs[0].prompt not in text and full[len(text) :].startswith(reqs[0].prompt)
+
+
+def test_prefix_is_built_once_per_video_and_released(tiny_checkpoint, indexed_video, tmp_path):
+    from naru_eval.core.synthetic import write_indexed_video
+
+    other = write_indexed_video(tmp_path / "w.mp4", n_frames=40, fps=10, gop=10)
+    a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"))
+    for r in [*questions(indexed_video), *questions(other)]:
+        a.respond(r)
+    assert a.prefill_stats["prefix_prefills"] == 2 and a._prefix.key[0] == str(other)
+    a.release_prefix()
+    assert a._prefix is None
+
+
+def test_video_after_the_question_falls_back(tiny_checkpoint, indexed_video):
+    """A chat with the question before the video cannot share a prefix holding the video."""
+    a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"))
+    a.ensure_loaded()
+    r = request(indexed_video)
+    assert a.split_prompt(r) is not None
+    video_last = a.messages
+
+    def question_first(req, with_video=True):
+        msgs = video_last(req, with_video)
+        msgs[-1]["content"].reverse()
+        return msgs
+
+    a.messages = question_first
+    assert a.split_prompt(r) is None
+    a.respond(r)
+    assert a._prefix is None and a.prefill_stats["prefix_prefills"] == 1  # the per-question path
+
+
+def test_shared_prefix_off_and_minicpm_never(tiny_checkpoint):
+    assert make("naru_qwen3_vl", "x", shared_prefix="false").shared_prefix is False
+    assert make("naru_qwen3_vl", "x").shared_prefix is True
+    assert make("naru_minicpm_o", "x").shared_prefix is False
