@@ -60,10 +60,6 @@ class _Prefix(NamedTuple):
     tokens: int  # the prefix's tokens as the processor wrote them (usage's input_tokens)
 
 
-def _opt_str(value: Any) -> str | None:
-    return None if value in (None, "", "none", "None") else str(value)
-
-
 class HFVideoModel(NaruModel):
     """Base of the transformers families; subclasses set the class attributes below."""
 
