@@ -54,6 +54,9 @@ class Reply:
 class StubRequest(RecordedRequest):
     """What the stub received, and what it did with it."""
 
+    #: the request body as it came over the wire (the SDK's serialization, byte for byte)
+    raw: bytes = b""
+
     # -- helpers for chat requests ------------------------------------------------------------
     @property
     def content(self) -> list[dict[str, Any]]:
@@ -258,6 +261,7 @@ class _Handler(RecordingHandler):
         except json.JSONDecodeError:
             body = raw.decode("utf-8", "replace")
         req = self._record(body)
+        req.raw = raw
         if not self.path.rstrip("/").endswith("/chat/completions"):
             req.status, req.completed = 404, time.monotonic()
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
