@@ -50,8 +50,9 @@ log = logging.getLogger("naru_eval.judge")
 
 ENDPOINT = "/v1/chat/completions"
 COMPLETION_WINDOW = "24h"
-#: the Batch API's limit of requests per job
+#: the Batch API's limits per job: requests, and input file size (200 MB; kept below it)
 MAX_REQUESTS = 50_000
+MAX_BYTES = 190_000_000
 #: the statuses after which a job changes no more
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
@@ -101,10 +102,18 @@ class BatchRunner:
 
     # -- one round --------------------------------------------------------------------------
     def run(self, requests: Mapping[str, tuple[str, dict[str, Any]]]) -> None:
-        """Answer ``requests`` (key -> (purpose, body)) through jobs of at most MAX_REQUESTS."""
-        keys = sorted(requests)
-        for start in range(0, len(keys), MAX_REQUESTS):
-            chunk = {k: requests[k] for k in keys[start : start + MAX_REQUESTS]}
+        """Answer ``requests`` (key -> (purpose, body)) through jobs within the API's limits
+        (MAX_REQUESTS lines, MAX_BYTES of input each)."""
+        chunk: dict[str, tuple[str, dict[str, Any]]] = {}
+        size = 0
+        for key in sorted(requests):
+            line = len(jsonl({key: requests[key]}))
+            if chunk and (len(chunk) >= MAX_REQUESTS or size + line > MAX_BYTES):
+                self._run_job(chunk)
+                chunk, size = {}, 0
+            chunk[key] = requests[key]
+            size += line
+        if chunk:
             self._run_job(chunk)
 
     def _run_job(self, requests: Mapping[str, tuple[str, dict[str, Any]]]) -> None:

@@ -78,6 +78,7 @@ class Judge:
             self.verifier = OfflineVerifier(kind)
         #: the Batch API jobs of the last batched judge_many (submitted, resumed)
         self.batch_jobs: dict[str, list[str]] = {"submitted": [], "resumed": []}
+        self._warned_live = False
         self._facts: dict[tuple[str, str], FactSet] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -141,6 +142,12 @@ class Judge:
         return kind, text[:MAX_RESPONSE_CHARS] if truncated else text, fs, truncated
 
     def judge(self, item: JudgeItem, response: str | None) -> JudgedSample:
+        if self.config.batch and not self._warned_live and (self.client is None or self.client.batch is None):
+            self._warned_live = True  # one response at a time (inside lmms-eval): there is nothing to batch
+            log.warning(
+                "naru judge: NARU_JUDGE_BATCH applies to `naru-eval judge score`; judging one response at a "
+                "time (inside lmms-eval) stays live, at the live price"
+            )
         kind, text, fs, truncated = self._prepared(item, response)
         judge_info: dict[str, Any] = {
             "backend": self.config.backend,

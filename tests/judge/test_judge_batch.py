@@ -244,3 +244,20 @@ def test_judge_cost_prints_both_prices(capsys):
     assert main(["judge", "cost"]) == 0  # gpt-5.5: no price, neither live nor batch
     out = capsys.readouterr().out
     assert "unknown live, unknown batch" in out and "$" not in out.split("total")[1]
+
+
+def test_jobs_stay_within_the_apis_limits(make_judge, stub, monkeypatch):
+    import naru_eval.judge.batch as batch
+
+    monkeypatch.setattr(batch, "MAX_REQUESTS", 2)
+    got = make_judge(batch=True).judge_many(pairs()[:3] + [(item("q7", reference="Seven."), "Seven.")])
+    assert [b.total for b in stub.batches.values()][:2] == [2, 2]  # round 1: four requests, two jobs
+    assert [s.status for s in got] == ["scored"] * 4
+
+
+def test_one_response_at_a_time_stays_live_and_says_so(make_judge, stub, caplog):
+    j = make_judge(batch=True)
+    s = j.judge(item(), item().reference)
+    assert s.status == "scored" and chat_schemas(stub) == ["FactList", "CoverageReport"]
+    assert stub.batches == {}
+    assert "stays live" in caplog.text
