@@ -261,3 +261,37 @@ def test_one_response_at_a_time_stays_live_and_says_so(make_judge, stub, caplog)
     assert s.status == "scored" and chat_schemas(stub) == ["FactList", "CoverageReport"]
     assert stub.batches == {}
     assert "stays live" in caplog.text
+
+
+def test_kill_9_while_waiting_then_the_next_process_resumes_the_job(tmp_path, stub):
+    """A real process killed after it submitted; the rerun (another process) submits nothing."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from tests.cli.test_judge_cli import REF, write_open_log
+
+    root = Path(__file__).resolve().parents[2]
+    write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF, "Guests bow twice."])
+    stub.batch_polls = 10_000  # the first process never sees the job end
+    argv = ["judge", "score", str(tmp_path / "run"), "--base-url", stub.base_url, "--prices", BATCH_PRICE, "--batch"]
+    cmd = [sys.executable, "-c", "import sys; from naru_eval.cli.main import main; sys.exit(main(sys.argv[1:]))"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    first = subprocess.Popen([*cmd, *argv], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not stub.requests_to("GET", "/batches/batch_stub0001") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    assert count(stub, "POST", "/batches") == 1
+    stub.batch_polls = 0  # the job is done by now
+    second = subprocess.run([*cmd, *argv], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert "submitted none, resumed ['batch_stub0001']" in second.stdout
+    assert count(stub, "POST", "/batches") == 1 and count(stub, "POST", "/files") == 1
+    assert "CoverageReport" not in chat_schemas(stub)
+    scores = next((tmp_path / "run").rglob("*.scores.jsonl")).read_text().splitlines()
+    assert [json.loads(x)["status"] for x in scores] == ["scored", "scored"]
