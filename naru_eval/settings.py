@@ -131,6 +131,9 @@ class Settings(BaseModel):
     judge_prices: str | None = _var(
         None, "JSON or a JSON file: judge prices (USD per 1M tokens) over the built-in table"
     )
+    judge_batch: Flag = _var(
+        False, "flag: `naru-eval judge score` sends the verification calls as OpenAI Batch API jobs (half price)"
+    )
     judge_prefetch: Flag = _var(True, "flag: decompose the run's questions in one batch before judging (0: one by one)")
     # -- shell only
     eval_repo: str | None = _var(

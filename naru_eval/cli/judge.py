@@ -2,6 +2,7 @@
 
     naru-eval judge facts [--all] [--out FILE]        decompose and freeze the reference facts, export JSONL
     naru-eval judge score RUN_DIR... [--judge-model M] re-judge saved naru_open sample logs (no model re-run)
+                              [--batch]            ... with the verification calls as Batch API jobs
     naru-eval judge audit export SOURCE... --out F     a stratified, seeded sheet of verdicts for annotators
     naru-eval judge audit report SHEET                 acceptance, agreement, Cohen's kappa, Krippendorff's alpha
     naru-eval judge mcq-fallback LOG...                how many MCQ answers the LLM fallback read
@@ -57,6 +58,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
         cache_path=args.cache,
         prices=load_prices(args.prices) if args.prices else None,
         refresh=True if args.refresh else None,
+        batch=True if getattr(args, "batch", False) else None,
+        batch_wait=getattr(args, "batch_wait", None),
     )
 
 
@@ -172,6 +175,13 @@ def cmd_score(args: argparse.Namespace) -> int:
         )
         return 1
     config = config_from_args(args)
+    if config.batch and (args.protocol != "facts" or config.backend != "openai"):
+        print(
+            "naru-eval judge score: --batch / NARU_JUDGE_BATCH batches the facts protocol's verification "
+            "calls of the openai backend only",
+            file=sys.stderr,
+        )
+        return 2
     judge = Judge(config)
     loaded = {log: responses_from_open_log(log) for log in logs}
     if args.protocol == "facts":  # one decomposition per question, for every log at once
@@ -201,7 +211,13 @@ def cmd_score(args: argparse.Namespace) -> int:
                 "unscored_rate": report["unscored_rate"],
             }
         else:
-            samples = judge.judge_many(pairs)
+            from naru_eval.judge.batch import BatchNotReady
+
+            try:
+                samples = judge.judge_many(pairs)
+            except BatchNotReady as e:
+                print(f"naru-eval judge score: {e}", file=sys.stderr)
+                return 3
             for smp, (p, _) in zip(samples, rows, strict=True):  # the data the logged run was on
                 smp.data_fingerprint = p.get("data_fingerprint") or None
             rows_out = [s.to_dict() | {"model": label} for s in samples]
@@ -222,6 +238,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     else:
         print(recall_table(table))
         print(_usage_line(usage))
+        jobs = judge.batch_jobs
+        if config.batch:
+            print(f"Batch API jobs: submitted {jobs['submitted'] or 'none'}, resumed {jobs['resumed'] or 'none'}")
         if usage["system_fingerprints"]:
             print(f"system_fingerprint: {usage['system_fingerprints']}")
     return 0
@@ -313,12 +332,17 @@ def cmd_cost(args: argparse.Namespace) -> int:
             e = est[part]
             print(
                 f"  {part}: {e['calls']} calls, {e['input_tokens']:,} in + {e['output_tokens']:,} out tokens "
-                f"= {_usd(e['usd'], 2)}"
+                f"= {_usd(e['usd'], 2)} live, {_usd(e['batch_usd'], 2)} batch"
             )
     print(
         f"  total {_usd(est['total_usd'], 2)} for {args.questions} questions x {args.models} models "
         f"({_usd(est['per_model_usd'], 2)} per extra model; {_usd(est['without_frozen_facts_usd'], 2)} "
         "without frozen facts)"
+    )
+    print(
+        f"  total with the verifications as Batch API jobs (--batch; facts stay live): "
+        f"{_usd(est['total_batch_usd'], 2)} ({_usd(est['per_model_batch_usd'], 2)} per extra model; "
+        f"batch price = live x {fmt_num(est['batch_factor'], 2)})"
     )
     return 0
 
@@ -361,6 +385,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--k", type=int, default=3, help="minerva: judge samples per response (majority vote)")
     p.add_argument("--out", help="output dir (default: <log dir>/judge/<protocol>_<model>/)")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the verification calls as OpenAI Batch API jobs (half price, within 24 h; resumable: "
+        "a rerun picks up the recorded job). Default: $NARU_JUDGE_BATCH",
+    )
+    p.add_argument(
+        "--batch-wait", type=float, help="with --batch: stop waiting after this many seconds (rerun to resume)"
+    )
     add_judge_args(p)
     p.set_defaults(func=cmd_score)
 

@@ -15,6 +15,10 @@
 * Every output is cached under :func:`request_key`; a cached output is replayed for free.
 * Usage (tokens, cached tokens, reasoning tokens), ``system_fingerprint`` and cost are recorded
   per call and summed in a thread-safe :class:`UsageLedger`.
+* Batch mode (:class:`BatchMode`, driven by :mod:`naru_eval.judge.batch`): a cache miss of a
+  batched purpose is not sent; it is collected (:class:`Deferred`) for a Batch API job whose
+  results fill the cache, after which the same code replays them. Nothing else differs: the
+  same keys, the same request body, the same parsing.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from naru_eval.api.limiter import limiter_for
 from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
 from naru_eval.api.retry import ConfigErrorBreaker, RetryError, RetryPolicy, is_retryable
 from naru_eval.judge.config import JudgeConfig, cost_usd
-from naru_eval.judge.schemas import schema_hash
+from naru_eval.judge.schemas import response_format, schema_hash
 from naru_eval.store.judge_cache import JudgeStore
 
 #: the structured output a call was asked for
@@ -47,6 +51,51 @@ log = logging.getLogger("naru_eval.judge")
 
 class JudgeUnavailable(RuntimeError):
     """The judge could not be reached / kept failing (not cached; the item is unscored)."""
+
+
+class Deferred(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Batch mode's collecting pass: the request was held for a Batch API job, not sent."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+@dataclass
+class BatchMode:
+    """The state of batch mode on a client (thread-safe).
+
+    ``collecting``: a cache miss of one of ``purposes`` is recorded in ``pending`` (its key ->
+    (purpose, request body)) and raises :class:`Deferred`; otherwise (the final pass) it raises
+    :class:`JudgeUnavailable` with the batch's reason (``failures``): nothing is sent live.
+    ``fresh``: keys answered by this run's jobs; their first replay after collecting counts as
+    the call that was paid for (``cached=False``), not as a free replay.
+    """
+
+    purposes: frozenset[str] = frozenset({"verify"})
+    collecting: bool = True
+    pending: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    fresh: set[str] = field(default_factory=set)
+    failures: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def is_fresh(self, key: str) -> bool:
+        """Whether ``key`` was answered by this run's job; the final pass consumes the mark."""
+        with self._lock:
+            if key not in self.fresh:
+                return False
+            if not self.collecting:
+                self.fresh.discard(key)
+            return True
+
+    def defer(self, key: str, purpose: str, body: dict[str, Any]) -> Deferred:
+        with self._lock:
+            self.pending.setdefault(key, (purpose, body))
+        return Deferred(key)
+
+    def failure(self, key: str) -> str:
+        with self._lock:
+            return self.failures.get(key, "no Batch API result for this request")
 
 
 @dataclass
@@ -205,6 +254,8 @@ class JudgeClient:
         self._client_lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}  # single flight: one request per key at a time
         self._inflight_lock = threading.Lock()
+        #: batch mode (naru_eval.judge.batch sets it for the duration of a batched judging)
+        self.batch: BatchMode | None = None
         #: a wrong key, model or setting stops the judging with the API's message (once)
         self.breaker = ConfigErrorBreaker(f"judge {config.model} at {config.base_url}")
         #: the one API path: retries, the endpoint+model's adaptive limit (``concurrency`` its cap), the breaker
@@ -257,6 +308,17 @@ class JudgeClient:
             },
         )
 
+    def request_body(
+        self, messages: Sequence[Mapping[str, str]], schema: type[BaseModel], settings: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The JSON body of the request, as ``chat.completions.parse`` sends it (a Batch API line)."""
+        return {
+            "model": self.config.model,
+            "messages": [dict(m) for m in messages],
+            "response_format": response_format(schema),
+            **settings,
+        }
+
     def call(
         self,
         purpose: str,
@@ -287,12 +349,20 @@ class JudgeClient:
         schema: type[BaseModel],
         settings: Mapping[str, Any],
     ) -> CallResult:
-        if not self.config.refresh:
+        batch = self.batch if self.batch is not None and purpose in self.batch.purposes else None
+        fresh = batch is not None and batch.is_fresh(key)
+        quiet = batch is not None and batch.collecting  # a collecting pass is not the run's usage
+        if fresh or not self.config.refresh:
             hit = self.store.get_call(key)
             if hit is not None:
-                result = self._result(purpose, key, hit, cached=True)
-                self.ledger.add(result)
+                result = self._result(purpose, key, hit, cached=not fresh)
+                if not quiet:
+                    self.ledger.add(result)
                 return result
+        if batch is not None:  # batch mode sends nothing live
+            if batch.collecting:
+                raise batch.defer(key, purpose, self.request_body(messages, schema, settings))
+            raise JudgeUnavailable(f"judge {self.config.model} (Batch API): {batch.failure(key)}")
 
         def attempt() -> dict[str, Any]:
             raw = self.client.chat.completions.with_raw_response.parse(
@@ -304,15 +374,15 @@ class JudgeClient:
             body = self.caller.call(attempt, purpose, on_failure=lambda e: self.ledger.add_failure(purpose)).value
         except RetryError as e:  # the caller's breaker raised ConfigurationError if the configuration is wrong
             raise JudgeUnavailable(f"judge {self.config.model} at {self.config.base_url}: {e}") from e
-        record = self._record(body)
+        record = self.record_of(body)
         self.store.put_call(key, purpose, self.config.model, record)
         result = self._result(purpose, key, record, cached=False)
         self.ledger.add(result)
         return result
 
     @staticmethod
-    def _record(body: Mapping[str, Any]) -> dict[str, Any]:
-        """What is kept of a raw chat.completion body."""
+    def record_of(body: Mapping[str, Any]) -> dict[str, Any]:
+        """What is kept of a raw chat.completion body (live, or one line of a batch's output)."""
         choices = body.get("choices") or []
         choice = choices[0] if choices else {}
         message = choice.get("message") or {}

@@ -84,21 +84,40 @@ def price_for(model: str, prices: Mapping[str, Mapping[str, float]]) -> Mapping[
     return prices[key] if key is not None else None
 
 
+def batch_factor(price: Mapping[str, float]) -> float | None:
+    """What the Batch API charges per standard dollar (``batch_discount`` of the price entry,
+    0.5 for OpenAI's models); None when the entry has none (the batch cost is unknown)."""
+    value = price.get("batch_discount")
+    return None if value is None else float(value)
+
+
 def cost_usd(model: str, usage: Mapping[str, Any], prices: Mapping[str, Mapping[str, float]]) -> float | None:
-    """Cost of one call's usage; None when the model has no price (never a silent 0)."""
+    """Cost of one call's usage; None when the model has no price (never a silent 0). A call
+    answered by the Batch API (``usage["batch"]``) costs the standard price times the entry's
+    ``batch_discount``, and is unknown without one."""
     if model.startswith("offline"):
         return 0.0
     p = price_for(model, prices)
     if p is None:
         return None
+    factor = 1.0
+    if usage.get("batch"):
+        batch = batch_factor(p)
+        if batch is None:
+            return None
+        factor = batch
     prompt = int(usage.get("prompt_tokens") or 0)
     cached = int(usage.get("cached_tokens") or 0)
     out = int(usage.get("completion_tokens") or 0)  # includes reasoning tokens
     return (
-        (prompt - cached) * float(p["input"])
-        + cached * float(p.get("cached_input", p["input"]))
-        + out * float(p["output"])
-    ) / 1e6
+        factor
+        * (
+            (prompt - cached) * float(p["input"])
+            + cached * float(p.get("cached_input", p["input"]))
+            + out * float(p["output"])
+        )
+        / 1e6
+    )
 
 
 def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
@@ -142,10 +161,19 @@ class JudgeConfig:
     prices: dict[str, dict[str, float]] = field(default_factory=default_prices, compare=False)
     #: re-ask even when a cached output exists (the new output replaces it)
     refresh: bool = False
+    #: ``judge_many`` sends the verification calls as OpenAI Batch API jobs (naru_eval.judge.batch)
+    batch: bool = False
+    #: the wait between two polls of a batch: base doubling up to max, seconds
+    batch_poll_base: float = 10.0
+    batch_poll_max: float = 300.0
+    #: stop waiting for a batch after this many seconds (None: until it ends; a rerun resumes it)
+    batch_wait: float | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"judge backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.batch_poll_base <= 0 or self.batch_poll_max < self.batch_poll_base:
+            raise ValueError("judge batch polling needs 0 < batch_poll_base <= batch_poll_max")
         if self.concurrency < 1 or self.parse_attempts < 1 or self.max_retries < 0:
             raise ValueError("judge concurrency and parse_attempts must be >= 1, max_retries >= 0")
         if self.reasoning_effort is not None and self.backend == "openai":
@@ -234,6 +262,7 @@ class JudgeConfig:
             timeout=pick(s.judge_timeout, 180.0),
             cache_path=s.judge_cache,
             prices=load_prices(s.judge_prices),
+            batch=s.judge_batch,
         )
         kw.update({k: v for k, v in overrides.items() if v is not None})
         if isinstance(kw.get("base_url"), str):

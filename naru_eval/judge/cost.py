@@ -3,7 +3,9 @@
 The token counts are ASSUMPTIONS (prompt sizes measured on the prompts of this package with
 ~4 characters per token; outputs and hidden reasoning guessed for ``reasoning_effort=medium``);
 ``naru-eval judge score`` reports the measured usage and cost of a real run, which is the
-number to trust. Reasoning tokens are billed as output tokens.
+number to trust. Reasoning tokens are billed as output tokens. The batch figures price the
+verification calls at the Batch API's price (the standard price times the entry's
+``batch_discount``; unknown without one); the decompositions stay live.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from naru_eval.judge.config import DEFAULT_MODEL, default_prices, price_for
+from naru_eval.judge.config import DEFAULT_MODEL, batch_factor, default_prices, price_for
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,18 @@ def estimate_cost(
     """Calls, tokens and dollars of judging ``n_models`` runs. Without a price for ``model`` the
     dollar figures are None (unknown), never another model's price."""
     p = price_for(model, default_prices() if prices is None else prices)
+    factor = None if p is None else batch_factor(p)
 
     def line(calls: int, tin: int, tout: int) -> dict[str, Any]:
         usd = None if p is None else calls * (tin * float(p["input"]) + tout * float(p["output"])) / 1e6
-        return {"calls": calls, "input_tokens": calls * tin, "output_tokens": calls * tout, "usd": usd}
+        batch = None if usd is None or factor is None else usd * factor
+        return {
+            "calls": calls,
+            "input_tokens": calls * tin,
+            "output_tokens": calls * tout,
+            "usd": usd,
+            "batch_usd": batch,
+        }
 
     facts = line(n_questions, tokens.facts_input, tokens.facts_output + tokens.facts_reasoning)
     verify = line(n_questions * n_models, tokens.verify_input, tokens.verify_output + tokens.verify_reasoning)
@@ -57,6 +67,10 @@ def estimate_cost(
         "total_usd": None if p is None else facts["usd"] + verify["usd"],
         "per_model_usd": None if p is None or not n_models else verify["usd"] / n_models,
         "without_frozen_facts_usd": None if p is None else facts["usd"] * n_models + verify["usd"],
+        "batch_factor": factor,
+        # --batch: the verifications at the batch price, the (shared) decompositions live
+        "total_batch_usd": None if verify["batch_usd"] is None else facts["usd"] + verify["batch_usd"],
+        "per_model_batch_usd": None if verify["batch_usd"] is None or not n_models else verify["batch_usd"] / n_models,
     }
     if minerva_k:
         m = line(

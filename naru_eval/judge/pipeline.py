@@ -8,6 +8,9 @@ Thread-safe: ``judge`` may be called from lmms-eval's ``process_results`` pool; 
 ``config.concurrency`` requests are in flight per process. Deterministic given the cache: a
 repeated call replays cached outputs and returns the same sample. Judge-side failures never
 raise: the sample is unscored with the reason.
+
+With ``config.batch``, ``judge_many`` sends the verification calls as OpenAI Batch API jobs
+(:mod:`naru_eval.judge.batch`); ``judge`` (one response, as ``process_results`` asks) stays live.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from naru_eval.judge.client import CallResult, JudgeClient, JudgeUnavailable, UsageLedger
+from naru_eval.judge.client import BatchMode, CallResult, Deferred, JudgeClient, JudgeUnavailable, UsageLedger
 from naru_eval.judge.config import JudgeConfig
 from naru_eval.judge.facts import FactSet, LLMDecomposer
 from naru_eval.judge.items import JudgeItem, classify_response, is_abstention
@@ -73,6 +76,9 @@ class Judge:
             kind = resolve_kind(config.backend)
             self.decomposer = OfflineDecomposer(self.store, kind)
             self.verifier = OfflineVerifier(kind)
+        #: the Batch API jobs of the last batched judge_many (submitted, resumed)
+        self.batch_jobs: dict[str, list[str]] = {"submitted": [], "resumed": []}
+        self._warned_live = False
         self._facts: dict[tuple[str, str], FactSet] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -128,12 +134,21 @@ class Judge:
         return {fs.question_id: fs for fs in sets}
 
     # -- steps 2 and 3: one response --------------------------------------------------------
-    def judge(self, item: JudgeItem, response: str | None) -> JudgedSample:
+    def _prepared(self, item: JudgeItem, response: str | None) -> tuple[str, str, FactSet, bool]:
+        """(kind, the text judged, the facts, whether the text was cut): what ``judge`` verifies."""
         kind, text = classify_response(response)
         fs = self.facts(item)
         truncated = len(text) > MAX_RESPONSE_CHARS
-        if truncated:
-            text = text[:MAX_RESPONSE_CHARS]
+        return kind, text[:MAX_RESPONSE_CHARS] if truncated else text, fs, truncated
+
+    def judge(self, item: JudgeItem, response: str | None) -> JudgedSample:
+        if self.config.batch and not self._warned_live and (self.client is None or self.client.batch is None):
+            self._warned_live = True  # one response at a time (inside lmms-eval): there is nothing to batch
+            log.warning(
+                "naru judge: NARU_JUDGE_BATCH applies to `naru-eval judge score`; judging one response at a "
+                "time (inside lmms-eval) stays live, at the live price"
+            )
+        kind, text, fs, truncated = self._prepared(item, response)
         judge_info: dict[str, Any] = {
             "backend": self.config.backend,
             "model": self.config.model if self.config.backend == "openai" else self.fact_model,
@@ -183,7 +198,48 @@ class Judge:
         return sample
 
     def judge_many(self, pairs: Sequence[tuple[JudgeItem, str | None]]) -> list[JudgedSample]:
-        """Judge every (item, response), ``concurrency`` at a time; results in input order."""
+        """Judge every (item, response), ``concurrency`` at a time; results in input order. With
+        ``config.batch``, the verification calls go through the Batch API first."""
         self.prefetch_facts(list({(it.question_id, it.ref_hash): it for it, _ in pairs}.values()))
+        if self.config.batch and self.client is not None:
+            return self._judge_many_batched(pairs)
+        return self._judge_all(pairs)
+
+    def _judge_all(self, pairs: Sequence[tuple[JudgeItem, str | None]]) -> list[JudgedSample]:
         with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="naru-judge") as ex:
             return list(ex.map(lambda p: self.judge(*p), pairs))
+
+    def _collect(self, pairs: Sequence[tuple[JudgeItem, str | None]]) -> None:
+        """Verify every response against the cache only; misses are collected (BatchMode.pending)."""
+        for item, response in pairs:
+            kind, text, fs, _ = self._prepared(item, response)
+            if not fs.ok or kind in ("empty", "failed"):
+                continue
+            try:
+                self.verifier.verify(item, fs, text)
+            except (Deferred, JudgeUnavailable):
+                continue
+
+    def _judge_many_batched(self, pairs: Sequence[tuple[JudgeItem, str | None]]) -> list[JudgedSample]:
+        """Rounds of collect -> Batch API job -> cache, one per parse attempt (a corrective
+        retry is the next round's request), then judge from the cache alone."""
+        from naru_eval.judge.batch import BatchRunner
+
+        assert self.client is not None
+        mode = BatchMode()
+        runner = BatchRunner(self.client, self.store)
+        self.client.batch = mode
+        try:
+            for _ in range(self.config.parse_attempts):
+                mode.collecting = True
+                mode.pending.clear()
+                self._collect(pairs)
+                todo = {k: v for k, v in mode.pending.items() if k not in mode.failures}
+                if not todo:
+                    break
+                runner.run(todo)
+            mode.collecting = False
+            return self._judge_all(pairs)
+        finally:
+            self.client.batch = None
+            self.batch_jobs = {"submitted": runner.submitted, "resumed": runner.resumed}

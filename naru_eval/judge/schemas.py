@@ -108,6 +108,15 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     return to_strict_json_schema(model)
 
 
+def response_format(model: type[BaseModel]) -> dict[str, Any]:
+    """The ``response_format`` a structured-output request carries, exactly as
+    ``chat.completions.parse(response_format=model)`` sends it (the SDK's own conversion): what
+    a Batch API line must hold to be the same request as the live one."""
+    from openai.lib._parsing._completions import type_to_response_format_param
+
+    return dict(type_to_response_format_param(model))  # type: ignore[arg-type]
+
+
 def schema_hash(model: type[BaseModel]) -> str:
     import hashlib
 

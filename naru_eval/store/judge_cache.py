@@ -9,6 +9,14 @@ unparseable ones, so a re-run replays the same attempts and reaches the same ver
 ``facts``: the atomic facts of each reference answer, keyed by (question id, reference hash,
 judge model, prompt version). The first decomposition stored wins (``INSERT OR IGNORE`` then
 read back), and every model is scored against it: one denominator per question.
+
+``batches``: the OpenAI Batch API jobs of the judge (docs/judge.md), keyed by a hash of the
+set of requests they carry, so that a rerun after a kill finds the job it submitted and waits
+for it instead of submitting (and paying for) the same requests again. ``uploaded``: the input
+file is uploaded, no job yet; ``submitted``: the job exists; ``consumed``: its results are in
+``calls`` (a later run with the same set of requests submits anew: they failed last time).
+A call answered by a batch carries ``"batch": true`` in its usage (it is priced at the batch
+price).
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from naru_eval.settings import settings
 from naru_eval.store.db import cache_dir, open_db
@@ -57,7 +66,39 @@ CREATE TABLE IF NOT EXISTS facts (
     created REAL NOT NULL,
     PRIMARY KEY (question_id, ref_hash, judge_model, prompt_version)
 );
+CREATE TABLE IF NOT EXISTS batches (
+    set_key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    base_url TEXT NOT NULL,
+    n_requests INTEGER NOT NULL,
+    input_file_id TEXT,
+    batch_id TEXT,
+    state TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
 """
+
+BatchState = Literal["uploaded", "submitted", "consumed"]
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One Batch API job of the judge, as the store keeps it."""
+
+    set_key: str  # hash of the model, base URL and the sorted request keys it carries
+    model: str
+    base_url: str
+    n_requests: int
+    input_file_id: str | None
+    batch_id: str | None
+    state: BatchState
+    created: float
+    updated: float
+
+    def advanced(self, **changes: Any) -> BatchRecord:
+        """The record with ``changes`` and a fresh ``updated`` time."""
+        return replace(self, updated=time.time(), **changes)
 
 
 class JudgeStore:
@@ -111,6 +152,44 @@ class JudgeStore:
             if purpose is None:
                 return self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
             return self._conn.execute("SELECT COUNT(*) FROM calls WHERE purpose=?", (purpose,)).fetchone()[0]
+
+    # -- batches --------------------------------------------------------------------------------
+    def get_batch(self, set_key: str) -> BatchRecord | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT set_key, model, base_url, n_requests, input_file_id, batch_id, state, created, updated "
+                "FROM batches WHERE set_key=?",
+                (set_key,),
+            ).fetchone()
+        return BatchRecord(*row) if row else None
+
+    def put_batch(self, record: BatchRecord) -> None:
+        """Insert or replace ``record`` (committed at once: it must survive a kill)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.set_key,
+                    record.model,
+                    record.base_url,
+                    record.n_requests,
+                    record.input_file_id,
+                    record.batch_id,
+                    record.state,
+                    record.created,
+                    record.updated,
+                ),
+            )
+            self._conn.commit()
+
+    def batches(self) -> list[BatchRecord]:
+        """Every batch job recorded, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT set_key, model, base_url, n_requests, input_file_id, batch_id, state, created, updated "
+                "FROM batches ORDER BY created"
+            ).fetchall()
+        return [BatchRecord(*r) for r in rows]
 
     # -- facts ----------------------------------------------------------------------------------
     def get_facts(self, question_id: str, ref_hash: str, judge_model: str, prompt_version: str) -> list[str] | None:

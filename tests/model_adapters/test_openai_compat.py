@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import os
 import signal
 import socket
@@ -151,6 +152,52 @@ def test_frames_mode_sends_n_jpegs_then_the_question(tmp_path, docs):
     for doc in docs:
         media.setdefault(doc["video_id"], set()).add(tuple(by_text[doc_to_text(doc)].media_urls))
     assert all(len(v) == 1 for v in media.values())
+
+
+QUESTION_PART = b'{"type":"text","text":'  # the SDK's serialization (separators without spaces)
+
+
+def _prefix_and_question(raw: bytes) -> tuple[bytes, bytes]:
+    """The request body split where the question part begins: (everything before, the rest)."""
+    at = raw.rfind(QUESTION_PART)
+    assert at > 0, raw[:200]
+    return raw[:at], raw[at:]
+
+
+def test_one_videos_requests_are_byte_identical_up_to_the_question(tmp_path, docs):
+    # the server's prefix cache (vLLM APC, SGLang RadixAttention) serves a video's later questions
+    # only if their bytes before the question are the same: same frames, encoding, order, fields
+    video = docs[0]["video_id"]
+    same_video = [d for d in docs if d["video_id"] == video][:3]
+    assert len(same_video) == 3
+    bodies: list[bytes] = []
+    for run in ("a", "b"):  # a second adapter decodes and encodes the video afresh (a rerun)
+        with OpenAIStub(responder=stub_responder) as stub:
+            model, _ = make_model(stub, tmp_path / run, same_video, num_frames=4, max_concurrency=1)
+            model.generate_until(instances(same_video))
+            bodies += [r.raw for r in sorted(stub.chat_requests(), key=lambda r: r.received)]
+    assert len(bodies) == 6
+    split = [_prefix_and_question(b) for b in bodies]
+    prefixes = {p for p, _ in split}
+    assert len(prefixes) == 1, "the bytes before the question differ between questions of one video"
+    prefix = prefixes.pop()
+    assert prefix.count(b"data:image/jpeg;base64,") == 4  # the whole video is in the shared prefix
+    assert b'"model":"stub"' in prefix and b"max_tokens" not in prefix and b"temperature" not in prefix
+    # and the question (with everything after it) is what differs
+    assert len({q for _, q in split[:3]}) == 3
+    assert [q for _, q in split[:3]] == [q for _, q in split[3:]]
+    texts = [json.loads(b)["messages"][-1]["content"][-1]["text"] for b in bodies[:3]]
+    assert sorted(texts) == sorted(doc_to_text(d) for d in same_video)
+
+
+def test_jpeg_encoding_is_deterministic():
+    import numpy as np
+
+    from model_adapters.openai_compat import encode_jpeg
+
+    frame = np.random.default_rng(0).integers(0, 256, size=(48, 64, 3), dtype=np.uint8)
+    assert encode_jpeg(frame, 85) == encode_jpeg(frame.copy(), 85)
+    assert encode_jpeg(frame, 85) != encode_jpeg(frame, 60)
 
 
 def test_max_tokens_defaults_to_16(tmp_path, docs):

@@ -21,11 +21,22 @@ be changed between requests:
   later one until :meth:`release`;
 * ``models``: the ids ``GET /v1/models`` lists.
 
+The Batch API is served as well, in its wire format: ``POST /v1/files`` (multipart upload,
+``purpose=batch``), ``GET /v1/files/{id}/content``, ``POST /v1/batches`` and ``GET
+/v1/batches/{id}``. A batch reports ``validating``, then ``in_progress`` for ``batch_polls``
+retrieves, then its final status (``batch_final_status``, default ``completed``; ``failed``
+answers nothing; ``expired`` answers the first ``batch_expire_after`` lines). On completion every
+input line is answered by the same ``responder`` as a live request (:attr:`batch_lines` records
+them): a 200 goes to the output file, any other status to the error file. ``batch_line_hook``
+may rewrite the serialized output lines (a corrupt line, for the tests).
+
 Header names are recorded lower-cased.
 """
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import hashlib
 import json
 import threading
@@ -53,6 +64,9 @@ class Reply:
 
 class StubRequest(RecordedRequest):
     """What the stub received, and what it did with it."""
+
+    #: the request body as it came over the wire (the SDK's serialization, byte for byte)
+    raw: bytes = b""
 
     # -- helpers for chat requests ------------------------------------------------------------
     @property
@@ -98,6 +112,74 @@ class StubRequest(RecordedRequest):
 
 Responder = Callable[[StubRequest], "str | Reply | None"]
 
+#: the final statuses of a batch
+BATCH_TERMINAL = ("completed", "failed", "expired", "cancelled")
+
+
+@dataclass
+class StubFile:
+    """An uploaded (or generated) file."""
+
+    id: str
+    filename: str
+    purpose: str
+    data: bytes
+    created_at: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": len(self.data),
+            "created_at": self.created_at,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "expires_at": None,
+            "status_details": None,
+        }
+
+
+@dataclass
+class StubBatch:
+    """A batch job and its progress."""
+
+    id: str
+    input_file_id: str
+    endpoint: str
+    completion_window: str
+    metadata: dict[str, str] | None
+    created_at: int
+    status: str = "validating"
+    retrieves: int = 0
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "batch",
+            "endpoint": self.endpoint,
+            "errors": {"object": "list", "data": self.errors} if self.errors else None,
+            "input_file_id": self.input_file_id,
+            "completion_window": self.completion_window,
+            "status": self.status,
+            "output_file_id": self.output_file_id,
+            "error_file_id": self.error_file_id,
+            "created_at": self.created_at,
+            "in_progress_at": self.created_at if self.status != "validating" else None,
+            "expires_at": self.created_at + 86400,
+            "completed_at": self.created_at + 1 if self.status == "completed" else None,
+            "failed_at": self.created_at + 1 if self.status == "failed" else None,
+            "expired_at": self.created_at + 1 if self.status == "expired" else None,
+            "request_counts": {"total": self.total, "completed": self.completed, "failed": self.failed},
+            "metadata": self.metadata,
+        }
+
 
 class OpenAIStub(LoopbackServer):
     """A threaded OpenAI-compatible stub on 127.0.0.1; use as a context manager."""
@@ -114,6 +196,10 @@ class OpenAIStub(LoopbackServer):
         hold_after: int | None = None,
         fingerprint: str = "fp_naru_stub",
         models: Sequence[str] = ("stub",),
+        batch_polls: int = 1,
+        batch_final_status: str = "completed",
+        batch_expire_after: int = 0,
+        batch_line_hook: Callable[[dict[str, Any], str], str] | None = None,
     ) -> None:
         self.responder = responder
         self.statuses = list(statuses)
@@ -124,12 +210,21 @@ class OpenAIStub(LoopbackServer):
         self.hold_after = hold_after
         self.fingerprint = fingerprint
         self.models = list(models)
+        self.batch_polls = batch_polls
+        self.batch_final_status = batch_final_status
+        self.batch_expire_after = batch_expire_after
+        self.batch_line_hook = batch_line_hook
+        self.files: dict[str, StubFile] = {}
+        self.batches: dict[str, StubBatch] = {}
+        #: the chat requests answered inside batches (not in :attr:`requests`)
+        self.batch_lines: list[StubRequest] = []
         self.requests: list[StubRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self.answered = 0  # 200 replies sent
         self._admitted = 0  # chat requests that arrived (hold_after counts these)
         self._lock = threading.Lock()
+        self._batch_lock = threading.Lock()  # one retrieve advances a batch at a time
         self._release = threading.Event()
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -149,6 +244,11 @@ class OpenAIStub(LoopbackServer):
     def chat_requests(self) -> list[StubRequest]:
         with self._lock:
             return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def requests_to(self, method: str, suffix: str) -> list[StubRequest]:
+        """The recorded requests of ``method`` whose path ends with ``suffix`` (``/batches``)."""
+        with self._lock:
+            return [r for r in self.requests if r.method == method and r.path.rstrip("/").endswith(suffix)]
 
     def held(self) -> list[StubRequest]:
         """Chat requests received but not yet replied to."""
@@ -185,6 +285,92 @@ class OpenAIStub(LoopbackServer):
                     return
             if self._release.wait(0.05):
                 return
+
+    # -- the Batch API --------------------------------------------------------------------------
+    def add_file(self, filename: str, purpose: str, data: bytes) -> StubFile:
+        with self._lock:
+            f = StubFile(f"file-stub{len(self.files) + 1:04d}", filename, purpose, data, int(time.time()))
+            self.files[f.id] = f
+        return f
+
+    def create_batch(self, body: dict[str, Any]) -> StubBatch:
+        with self._lock:
+            b = StubBatch(
+                id=f"batch_stub{len(self.batches) + 1:04d}",
+                input_file_id=str(body.get("input_file_id")),
+                endpoint=str(body.get("endpoint")),
+                completion_window=str(body.get("completion_window")),
+                metadata=body.get("metadata"),
+                created_at=int(time.time()),
+            )
+            self.batches[b.id] = b
+        return b
+
+    def advance(self, b: StubBatch) -> None:
+        """One retrieve: validating -> in_progress (``batch_polls`` retrieves) -> the final status."""
+        b.retrieves += 1
+        if b.status in BATCH_TERMINAL:
+            return
+        if b.retrieves <= self.batch_polls:
+            b.status = "in_progress"
+            return
+        self._finish(b)
+
+    def _finish(self, b: StubBatch) -> None:
+        src = self.files.get(b.input_file_id)
+        lines = [json.loads(x) for x in src.data.decode().splitlines() if x.strip()] if src else []
+        b.total = len(lines)
+        if src is None or any(x.get("url") != b.endpoint for x in lines):
+            b.status = "failed"
+            b.errors = [{"code": "invalid_request", "message": "stub: input file missing or wrong url", "line": None}]
+            return
+        if self.batch_final_status == "failed":
+            b.status = "failed"
+            b.errors = [{"code": "stub_failure", "message": "stub: the batch failed", "line": None}]
+            return
+        if self.batch_final_status == "expired":
+            lines = lines[: self.batch_expire_after]
+        out, err = [], []
+        for n, line in enumerate(lines):
+            req = StubRequest(
+                index=n,
+                method="POST",
+                path=str(line.get("url")),
+                headers={},
+                body=line.get("body"),
+                received=time.monotonic(),
+            )
+            with self._lock:
+                self.batch_lines.append(req)
+            reply = self._decide(req)
+            if reply.status == 200:
+                payload: dict[str, Any] = self.completion(req, reply)
+                b.completed += 1
+            else:
+                payload = {
+                    "error": {
+                        "message": f"stub error {reply.status}",
+                        "type": _REASONS.get(reply.status, "server_error"),
+                    }
+                }
+                b.failed += 1
+            record = {
+                "id": f"batch_req_{b.id}_{n}",
+                "custom_id": line.get("custom_id"),
+                "response": {"status_code": reply.status, "request_id": f"req-stub-{n}", "body": payload},
+                "error": None,
+            }
+            text = json.dumps(record)
+            if self.batch_line_hook is not None:
+                text = self.batch_line_hook(record, text)
+            (out if reply.status == 200 else err).append(text)
+        if out:
+            b.output_file_id = self.add_file(
+                f"{b.id}_output.jsonl", "batch_output", ("\n".join(out) + "\n").encode()
+            ).id
+        if err:
+            b.error_file_id = self.add_file(f"{b.id}_error.jsonl", "batch_output", ("\n".join(err) + "\n").encode()).id
+        b.status = self.batch_final_status
 
     def completion(self, req: StubRequest, reply: Reply) -> dict[str, Any]:
         body = req.body if isinstance(req.body, dict) else {}
@@ -241,11 +427,37 @@ class _Handler(RecordingHandler):
         self.wfile.write(data)
         self.wfile.flush()
 
+    def _send_bytes(self, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _not_found(self, what: str) -> None:
+        self._send_json(404, {"error": {"message": f"no such {what}", "type": "invalid_request_error"}})
+
     def do_GET(self) -> None:  # noqa: N802 - http.server API
-        self._record(None)
-        if self.path.rstrip("/").endswith("/models"):
+        req = self._record(None)
+        stub = self.stub
+        path = self.path.split("?", 1)[0].rstrip("/")
+        parts = path.split("/")
+        req.status = 200
+        if path.endswith("/models"):
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "stub"} for m in self.stub.models]
             self._send_json(200, {"object": "list", "data": data})
+        elif len(parts) >= 3 and parts[-3] == "files" and parts[-1] == "content":
+            f = stub.files.get(parts[-2])
+            self._send_bytes(f.data) if f is not None else self._not_found("file")
+        elif len(parts) >= 2 and parts[-2] == "batches":
+            b = stub.batches.get(parts[-1])
+            if b is None:
+                self._not_found("batch")
+                return
+            with stub._batch_lock:
+                stub.advance(b)
+            self._send_json(200, b.as_json())
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
 
@@ -253,12 +465,21 @@ class _Handler(RecordingHandler):
         stub = self.stub
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/files"):
+            self._upload(raw)
+            return
         try:
             body: Any = json.loads(raw) if raw else None
         except json.JSONDecodeError:
             body = raw.decode("utf-8", "replace")
         req = self._record(body)
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        req.raw = raw
+        if path.endswith("/batches") and isinstance(body, dict):
+            req.status, req.completed = 200, time.monotonic()
+            self._send_json(200, stub.create_batch(body).as_json())
+            return
+        if not path.endswith("/chat/completions"):
             req.status, req.completed = 404, time.monotonic()
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found_error"}})
             return
@@ -298,6 +519,29 @@ class _Handler(RecordingHandler):
             req.completed = time.monotonic()
             with stub._lock:
                 stub.in_flight -= 1
+
+    def _upload(self, raw: bytes) -> None:
+        """``POST /files``: the SDK's multipart form (``purpose`` and ``file``)."""
+        ctype = self.headers.get("Content-Type", "")
+        msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            f"Content-Type: {ctype}\r\n\r\n".encode() + raw
+        )
+        fields: dict[str, tuple[str | None, bytes]] = {}
+        for part in msg.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True)
+            fields[str(name)] = (part.get_filename(), payload if isinstance(payload, bytes) else b"")
+        req = self._record({k: (v[0], len(v[1])) for k, v in fields.items()})
+        if "file" not in fields or "purpose" not in fields:
+            req.status = 400
+            self._send_json(
+                400, {"error": {"message": "file and purpose are required", "type": "invalid_request_error"}}
+            )
+            return
+        filename, data = fields["file"]
+        f = self.stub.add_file(filename or "upload.jsonl", fields["purpose"][1].decode(), data)
+        req.status = 200
+        self._send_json(200, f.as_json())
 
 
 OpenAIStub.handler_class = _Handler
