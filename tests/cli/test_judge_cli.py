@@ -4,43 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import pytest
 
 from naru_eval.cli.judge import register
 from naru_eval.cli.main import main as judge_main
-from naru_eval.core.data import CATEGORIES
-from tests.helpers.judge import chat_schemas
+from tests.helpers.judge import REF, chat_schemas, write_open_log
 
 pytestmark = [pytest.mark.api, pytest.mark.usefixtures("judge_env")]  # judge_env: tests/helpers/judge.py
-
-REF = "The bride wears a white kimono. The ceremony is held at a shrine. Guests bow twice."
-
-
-def write_open_log(
-    path: Path, responses: list[str | None], categories: list[str] | None = None, data_fingerprint: str | None = None
-) -> Path:
-    """A naru_open sample log as lmms-eval writes it (the parts the judge reads)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for i, resp in enumerate(responses):
-        cat = categories[i] if categories else CATEGORIES[i % 9]
-        payload = {
-            "question_id": f"q{i:03d}",
-            "video_id": f"v{i % 3}",
-            "category": cat,
-            "level": "narrative" if cat.startswith("N") else "cultural",
-            "question": f"What happens at the wedding {i}?",
-            "reference": REF,
-            "response": resp,
-            "status": "unscored",
-        }
-        if data_fingerprint:
-            payload["data_fingerprint"] = data_fingerprint
-        lines.append(json.dumps({"doc_id": i, "overall": payload, "filtered_resps": [resp or ""]}))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def test_register_adds_the_judge_group():

@@ -4,11 +4,13 @@ judges on a private cache, and the clean judge environment (autouse in tests/jud
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from naru_eval.core.data import CATEGORIES
 from naru_eval.judge.config import JudgeConfig, load_prices
 from naru_eval.judge.items import JudgeItem
 from naru_eval.judge.pipeline import Judge
@@ -74,3 +76,31 @@ def item(
 
 def chat_schemas(stub: OpenAIStub) -> list[str]:
     return [r.body["response_format"]["json_schema"]["name"] for r in stub.chat_requests()]
+
+
+REF = "The bride wears a white kimono. The ceremony is held at a shrine. Guests bow twice."
+
+
+def write_open_log(
+    path: Path, responses: list[str | None], categories: list[str] | None = None, data_fingerprint: str | None = None
+) -> Path:
+    """A naru_open sample log as lmms-eval writes it (the parts the judge reads)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, resp in enumerate(responses):
+        cat = categories[i] if categories else CATEGORIES[i % 9]
+        payload = {
+            "question_id": f"q{i:03d}",
+            "video_id": f"v{i % 3}",
+            "category": cat,
+            "level": "narrative" if cat.startswith("N") else "cultural",
+            "question": f"What happens at the wedding {i}?",
+            "reference": REF,
+            "response": resp,
+            "status": "unscored",
+        }
+        if data_fingerprint:
+            payload["data_fingerprint"] = data_fingerprint
+        lines.append(json.dumps({"doc_id": i, "overall": payload, "filtered_resps": [resp or ""]}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

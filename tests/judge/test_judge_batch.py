@@ -199,7 +199,7 @@ def test_the_setting_and_the_cli_flag(monkeypatch, tmp_path, stub, capsys):
     assert JudgeConfig.from_env().batch is False
 
     from naru_eval.cli.main import main
-    from tests.cli.test_judge_cli import REF, write_open_log
+    from tests.helpers.judge import REF, write_open_log
 
     stub.batch_polls = 0  # the CLI waits for real: the job is done at the first poll
     write_open_log(
@@ -272,7 +272,7 @@ def test_kill_9_while_waiting_then_the_next_process_resumes_the_job(tmp_path, st
     import time
     from pathlib import Path
 
-    from tests.cli.test_judge_cli import REF, write_open_log
+    from tests.helpers.judge import REF, write_open_log
 
     root = Path(__file__).resolve().parents[2]
     write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF, "Guests bow twice."])
