@@ -30,9 +30,9 @@ def is_none(value: Any) -> bool:
 
 def _flag(value: Any) -> bool:
     try:
-        return parse_flag(value, "value")
-    except ValueError:
-        raise ValueError(f"must be true or false (1/true/yes/on, 0/false/no/off), got {value!r}") from None
+        return parse_flag(value, "it")
+    except ValueError as e:  # "it must be one of 1/true/yes/on or 0/false/no/off, got ..."
+        raise ValueError(f"must be true or false: {e}") from None
 
 
 #: a boolean model arg (``enable_thinking=true``), parsed with ``naru_eval.settings.parse_flag``
@@ -81,15 +81,13 @@ ArgsT = TypeVar("ArgsT", bound=AdapterArgs)
 A = TypeVar("A", bound=AdapterArgs)
 
 
-def parse_model_args(
-    model: type[A], kwargs: Mapping[str, Any], adapter: str | None = None, also_valid: Iterable[str] = ()
-) -> A:
+def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | None = None) -> A:
     """``kwargs`` (lmms-eval's ``--model_args``, strings or typed values) as ``model``.
 
     Unset-looking values (``none``, ``null``, empty) are dropped so the default applies. A bad
     value or an unknown name raises one ValueError naming ``adapter`` and every problem; an
-    unknown name lists the valid ones (``model``'s fields and ``also_valid``: args a subclass
-    took before ``kwargs`` reached here)."""
+    unknown name lists the valid ones (``model``'s fields: a family's own args are fields of its
+    ``Args`` subclass, so they are listed too)."""
     who = adapter or model.__name__
     data = {k: v for k, v in kwargs.items() if not is_none(v)}
     try:
@@ -104,7 +102,7 @@ def parse_model_args(
             value = "<hidden>" if is_secret(name) else repr(data.get(name.split(".")[0]))
             problems.append(f"{name}={value}: {str(err['msg']).removeprefix('Value error, ')}")
         if unknown:
-            valid = ", ".join(sorted({*model.model_fields, *also_valid}))
+            valid = ", ".join(sorted(model.model_fields))
             problems.insert(0, f"unknown model_args {sorted(unknown)}; valid: {valid}")
         raise ValueError(f"{who}: " + "; ".join(problems)) from None
 
@@ -217,3 +215,49 @@ class ArgParser:
                 f"{self.adapter}: refusing model_args {bad}: an API key must not be passed in model_args "
                 f"(lmms-eval records model_args in results.json). Set {' or '.join(key_env)} in the environment."
             )
+
+
+#: the markers around docs/adapters.md's generated table of the families' own args
+FAMILY_ARGS_BEGIN = "<!-- family-args:begin (generated from the adapters' Args models; do not edit) -->"
+FAMILY_ARGS_END = "<!-- family-args:end -->"
+
+
+#: the modules of the transformers families (the API adapters document their args elsewhere)
+_HF_FAMILY_MODULES = (".qwen", ".internvl", ".minicpm", ".nemotron")
+
+
+def family_args_markdown() -> str:
+    """The HF families' own args as a Markdown table: each field an ``Args`` subclass adds to
+    :class:`HFArgs` or whose default it changes, with the adapters that take it (one row per
+    field, default and description)."""
+    import importlib
+
+    from model_adapters import ADAPTERS
+
+    rows: dict[tuple[str, str, str], list[str]] = {}
+    for model_id, path in ADAPTERS.items():
+        module, _, name = path.rpartition(".")
+        if not module.endswith(_HF_FAMILY_MODULES):
+            continue
+        args = getattr(importlib.import_module(module), name).Args
+        if not issubclass(args, HFArgs) or args is HFArgs:
+            continue
+        for field, info in args.model_fields.items():
+            base = HFArgs.model_fields.get(field)
+            if base is not None and base.default == info.default and base.description == info.description:
+                continue
+            default = "required" if info.is_required() else f"`{info.default}`"
+            rows.setdefault((field, default, info.description or ""), []).append(f"`{model_id}`")
+    out = ["| arg | adapters | default | meaning |", "|---|---|---|---|"]
+    for (field, default, meaning), ids in rows.items():
+        out.append(f"| `{field}` | {', '.join(ids)} | {default} | {meaning.replace('|', chr(92) + '|')} |")
+    return "\n".join(out) + "\n"
+
+
+def with_family_args(doc_text: str) -> str:
+    """``doc_text`` with the part between the family-args markers replaced by the generated table."""
+    head, sep, rest = doc_text.partition(FAMILY_ARGS_BEGIN)
+    _, sep2, tail = rest.partition(FAMILY_ARGS_END)
+    if not sep or not sep2:
+        raise ValueError(f"the document has no {FAMILY_ARGS_BEGIN!r} ... {FAMILY_ARGS_END!r} markers")
+    return f"{head}{FAMILY_ARGS_BEGIN}\n\n{family_args_markdown()}\n{FAMILY_ARGS_END}{tail}"

@@ -30,6 +30,7 @@ from lmms_eval.api.model import lmms
 from loguru import logger
 from tqdm import tqdm
 
+from model_adapters.args import AdapterArgs
 from naru_eval.api.retry import ConfigErrorBreaker
 from naru_eval.settings import parse_flag, settings
 from naru_eval.store.responses import ResponseStore, redact, run_key
@@ -97,6 +98,9 @@ class NaruModel(lmms):
     is_simple = True
     #: the model id lmms-eval knows this adapter by
     model_id: ClassVar[str] = "naru_base"
+    #: the adapter's typed ``--model_args`` (``model_adapters.args``; every adapter declares one,
+    #: with a description per field: docs/adapters.md's tables are generated from them)
+    Args: ClassVar[type[AdapterArgs]]
     #: whether requests need sampled frames (False: replay, server-side decoding)
     needs_frames: bool = True
     #: whether answers go through the response store by default

@@ -34,7 +34,6 @@ on ``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -80,12 +79,14 @@ class HFVideoModel(NaruModel):
     #: whether this family can answer from a copy of the prefilled video prefix (docs/adapters.md)
     supports_shared_prefix: ClassVar[bool] = True
 
-    #: this adapter's model args (``model_adapters.args``); a family with args of its own takes
-    #: them as named ``__init__`` parameters before this base sees the rest
+    #: this adapter's model args (``model_adapters.args``); a family with args of its own declares
+    #: ``class Args(HFArgs)`` with them as fields and reads them from ``self.args``
     Args: ClassVar[type[HFArgs]] = HFArgs
+    #: the parsed model args (an instance of ``Args``)
+    args: HFArgs
 
     def __init__(self, **model_args: Any) -> None:
-        args = parse_model_args(self.Args, model_args, self.model_id, also_valid=self._family_arg_names())
+        args = parse_model_args(self.Args, model_args, self.model_id)
         self.args = args
         base = args.base_kwargs()
         if args.num_frames is None and args.fps is None:
@@ -117,19 +118,6 @@ class HFVideoModel(NaruModel):
         self._prefix: _Prefix | None = None
         #: how often the vision encoder + prefix prefill ran, and the tokens prefilled (benchmarks)
         self.prefill_stats = {"prefix_prefills": 0, "prefill_tokens": 0, "questions": 0}
-
-    @classmethod
-    def _family_arg_names(cls) -> tuple[str, ...]:
-        """The named ``__init__`` parameters of the family classes above this base (valid args too)."""
-        names: list[str] = []
-        for klass in cls.__mro__:
-            if klass is HFVideoModel:
-                break
-            init = klass.__dict__.get("__init__")
-            if init is not None:
-                params = inspect.signature(init).parameters.values()
-                names += [p.name for p in params if p.name != "self" and p.kind is p.POSITIONAL_OR_KEYWORD]
-        return tuple(names)
 
     # -- placement --------------------------------------------------------------------------
     def _setup_devices(self, device: str | None, device_map: str | None) -> None:

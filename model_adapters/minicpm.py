@@ -21,10 +21,24 @@ stand-in remote-code checkpoint (tests/helpers/tiny_models.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from pydantic import Field
+
+from model_adapters.args import Flag, HFArgs
 from model_adapters.base import Answer, NaruRequest
-from model_adapters.hf_base import HFVideoModel, _as_bool, _opt_int
+from model_adapters.hf_base import HFVideoModel
+
+
+class MiniCPMArgs(HFArgs):
+    """Args of MiniCPM-o-2.6: the model card's video settings of its remote ``chat``."""
+
+    max_slice_nums: int = Field(2, ge=1, description="slices per frame of the remote chat() (the card's video: 2)")
+    use_image_id: Flag = Field(False, description="number the frames in the prompt (the card's video: false)")
+    native_decoding: Flag = Field(
+        False, description="keep chat()'s own beam search (3 beams, repetition penalty 1.2) instead of greedy"
+    )
+    trust_remote_code: Flag = Field(True, description="run the checkpoint's own code (MiniCPM-o needs it)")
 
 
 class MiniCPM_O(HFVideoModel):
@@ -34,18 +48,14 @@ class MiniCPM_O(HFVideoModel):
     #: the remote chat() builds the prompt and runs generate itself: no cache to share
     supports_shared_prefix = False
 
-    def __init__(
-        self,
-        max_slice_nums: int | str = 2,
-        use_image_id: bool | str = False,
-        native_decoding: bool | str = False,
-        trust_remote_code: bool | str = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(trust_remote_code=trust_remote_code, **kwargs)
-        self.max_slice_nums = _opt_int(max_slice_nums)
-        self.use_image_id = _as_bool(use_image_id)
-        self.native_decoding = _as_bool(native_decoding)
+    Args: ClassVar[type[HFArgs]] = MiniCPMArgs
+    args: MiniCPMArgs
+
+    def __init__(self, **model_args: Any) -> None:
+        super().__init__(**model_args)
+        self.max_slice_nums = self.args.max_slice_nums
+        self.use_image_id = self.args.use_image_id
+        self.native_decoding = self.args.native_decoding
         self.tokenizer: Any = None
 
     def describe(self) -> dict[str, Any]:
@@ -93,8 +103,7 @@ class MiniCPM_O(HFVideoModel):
             "max_new_tokens": gen["max_new_tokens"],
             "use_image_id": self.use_image_id,
         }
-        if self.max_slice_nums is not None:
-            kw["max_slice_nums"] = self.max_slice_nums
+        kw["max_slice_nums"] = self.max_slice_nums
         if gen["do_sample"]:
             kw.update({k: gen[k] for k in ("temperature", "top_p", "top_k") if k in gen})
         elif not self.native_decoding:

@@ -31,10 +31,13 @@ Blackwell GPU), so this adapter refuses it by name of the problem and points at 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from model_adapters.base import NaruRequest, _opt_float
-from model_adapters.hf_base import HFVideoModel, _as_bool
+from pydantic import Field, field_validator
+
+from model_adapters.args import Flag, HFArgs
+from model_adapters.base import NaruRequest
+from model_adapters.hf_base import HFVideoModel
 
 #: max_new_tokens with reasoning on: the model card's thinking-mode max_tokens (a 16,384-token
 #: reasoning budget plus room for the answer)
@@ -44,25 +47,39 @@ NATIVE_FRAME_PIXELS = 512 * 512
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
+class NemotronArgs(HFArgs):
+    """Args of Nemotron-Omni: reasoning, video-token pruning and its native frame size."""
+
+    enable_thinking: Flag = Field(True, description="reason in `<think>` before the answer (the model's default)")
+    video_pruning_rate: float | None = Field(
+        None, description="Efficient Video Sampling: the fraction of video tokens pruned, in [0, 1) (else the config's)"
+    )
+    max_pixels: int | None = Field(
+        NATIVE_FRAME_PIXELS, ge=1, description="pixels per frame (default 512x512, the video processor's tile)"
+    )
+
+    @field_validator("video_pruning_rate")
+    @classmethod
+    def _rate(cls, v: float | None) -> float | None:
+        if v is not None and not 0 <= v < 1:
+            raise ValueError("must be in [0, 1)")
+        return v
+
+
 class NemotronOmni(HFVideoModel):
     model_id = "naru_nemotron_omni"
     family = "nemotron_omni"
     model_classes = {"nemotron_h_omni": "NemotronH_Omni_Reasoning_V3"}
 
-    def __init__(
-        self,
-        enable_thinking: bool | str = True,
-        video_pruning_rate: float | str | None = None,
-        max_pixels: int | str | None = NATIVE_FRAME_PIXELS,
-        **kwargs: Any,
-    ) -> None:
-        self.thinking = _as_bool(enable_thinking)
+    Args: ClassVar[type[HFArgs]] = NemotronArgs
+    args: NemotronArgs
+
+    def __init__(self, **model_args: Any) -> None:
+        super().__init__(**model_args)
+        self.thinking = self.args.enable_thinking
         self.template_kwargs = {"enable_thinking": self.thinking}
         self.reasoning_max_new_tokens = REASONING_MAX_NEW_TOKENS if self.thinking else None
-        self.video_pruning_rate = _opt_float(video_pruning_rate)
-        if self.video_pruning_rate is not None and not 0 <= self.video_pruning_rate < 1:
-            raise ValueError(f"{self.model_id}: video_pruning_rate must be in [0, 1), got {self.video_pruning_rate}")
-        super().__init__(max_pixels=max_pixels, **kwargs)
+        self.video_pruning_rate = self.args.video_pruning_rate
 
     def describe(self) -> dict[str, Any]:
         desc = super().describe()

@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import quote, urlsplit
 
 from loguru import logger
@@ -151,12 +151,13 @@ class _Parts:
 class OpenAICompat(NaruModel):
     model_id = "naru_openai_compat"
     default_num_frames = 32
+    Args: ClassVar[type[OpenAICompatArgs]] = OpenAICompatArgs
 
     def __init__(self, **kwargs: Any) -> None:
         self._refuse_secrets(kwargs)
         for extra in _LMMS_EVAL_EXTRAS:
             kwargs.pop(extra, None)
-        args, base = OpenAICompatArgs.parse(self.model_id, kwargs, passthrough=_BASE_ARGS)
+        args, base = self.Args.parse(self.model_id, kwargs, passthrough=_BASE_ARGS)
         #: the typed model args, as given
         self.args = args
         resolved_url = args.base_url or os.environ.get("OPENAI_BASE_URL")

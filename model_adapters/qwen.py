@@ -26,8 +26,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, NamedTuple
 
+from pydantic import Field
+
+from model_adapters.args import Flag, HFArgs
 from model_adapters.base import NaruRequest, RequestFailed
-from model_adapters.hf_base import HFVideoModel, _as_bool
+from model_adapters.hf_base import HFVideoModel
 
 
 class QwenVideoPlan(NamedTuple):
@@ -102,15 +105,33 @@ def resize_frames(frames: Any, height: int, width: int, chunk: int = 32) -> Any:
     return out
 
 
+class QwenArgs(HFArgs):
+    """Args of the Qwen families: the base's and qwen-vl-utils' frame floor."""
+
+    min_frames: int | None = Field(
+        None, ge=1, description="the floor of a rate-sampled frame count (else qwen-vl-utils' FPS_MIN_FRAMES, 4)"
+    )
+
+
+class Qwen3_5Args(QwenArgs):
+    """Args of Qwen3.5: the Qwen ones and its thinking switch."""
+
+    enable_thinking: Flag = Field(
+        False, description="let Qwen3.5 reason in `<think>` before answering (off: a letter within the task's budget)"
+    )
+
+
 class _QwenVideo(HFVideoModel):
     """The Qwen families' shared rate sampling (qwen-vl-utils' rule, see the module docstring)."""
 
     #: qwen-vl-utils' ``image_patch_size`` for this family
     patch_size: ClassVar[int] = 14
+    Args: ClassVar[type[HFArgs]] = QwenArgs
+    args: QwenArgs
 
-    def __init__(self, min_frames: int | str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.min_frames = int(min_frames) if min_frames not in (None, "", "none", "None") else None
+    def __init__(self, **model_args: Any) -> None:
+        super().__init__(**model_args)
+        self.min_frames = self.args.min_frames
         self._plans: dict[str, QwenVideoPlan] = {}
 
     def describe(self) -> dict[str, Any]:
@@ -204,6 +225,9 @@ class Qwen3_5(_QwenVideo):
         "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration",
     }
 
-    def __init__(self, enable_thinking: bool | str = False, **kwargs: Any) -> None:
-        self.template_kwargs = {"enable_thinking": _as_bool(enable_thinking)}
-        super().__init__(**kwargs)
+    Args = Qwen3_5Args
+    args: Qwen3_5Args
+
+    def __init__(self, **model_args: Any) -> None:
+        super().__init__(**model_args)
+        self.template_kwargs = {"enable_thinking": self.args.enable_thinking}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from model_adapters.args import ReplayArgs, parse_model_args
 from model_adapters.base import NaruModel, NaruRequest, failed
@@ -57,9 +57,10 @@ class NaruReplay(NaruModel):
     needs_frames = False
     uses_store = False  # the predictions file is the store
     default_num_frames = None
+    Args: ClassVar[type[ReplayArgs]] = ReplayArgs
 
     def __init__(self, **model_args: Any) -> None:
-        args = parse_model_args(ReplayArgs, model_args, self.model_id)
+        args = parse_model_args(self.Args, model_args, self.model_id)
         self.args = args
         super().__init__(**args.base_kwargs())
         self.predictions_path = args.predictions
