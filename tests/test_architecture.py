@@ -46,3 +46,25 @@ def test_the_rule_catches_what_it_forbids(tmp_path):
     assert any("torch" in v for v in found) and any("naru_eval.report" in v for v in found)
     assert cycles(graph) == [["naru_eval.core.a", "naru_eval.report.b"]]
     assert set(LAYERS) >= {"core", "media", "store", "api", "providers", "judge", "lmms", "report", "cli"}
+
+
+def _imported_test_modules(path: Path) -> list[str]:
+    """The ``tests.….test_*`` modules ``path`` imports (anywhere in the file)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        found += [n for n in names if n.startswith("tests.") and n.rsplit(".", 1)[-1].startswith("test_")]
+    return found
+
+
+def test_no_test_imports_another_test_module(tmp_path):
+    """Shared test code lives in tests/helpers/; a test file never imports another one."""
+    bad = {str(p.relative_to(ROOT)): m for p in (ROOT / "tests").rglob("*.py") if (m := _imported_test_modules(p))}
+    assert bad == {}
+    probe = tmp_path / "test_probe.py"
+    probe.write_text("def f():\n    from tests.model_adapters.test_families import make\n")
+    assert _imported_test_modules(probe) == ["tests.model_adapters.test_families"]

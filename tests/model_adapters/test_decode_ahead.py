@@ -12,7 +12,7 @@ from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset
 from naru_eval.media import frame_cache
 from tests.helpers.data import docs_of, lmms_instances
-from tests.model_adapters.test_families import make
+from tests.helpers.families import make
 
 
 @pytest.fixture(scope="module")

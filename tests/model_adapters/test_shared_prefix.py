@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from naru_eval.media.video import sample_frames
+from tests.helpers.families import HF_FAMILIES, N, Spy, expected, make, request
 from tests.helpers.tiny_models import build_nemotron_omni
-from tests.model_adapters.test_families import HF_FAMILIES, N, Spy, expected, make, request
 
 QUESTIONS = 3
 

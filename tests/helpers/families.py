@@ -1,0 +1,54 @@
+"""What the per-family adapter tests share: the family lists, a tiny adapter maker, one request,
+a call-recording spy and the frames a request should reach the processor with."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from model_adapters import ADAPTERS
+from model_adapters.base import NaruRequest
+from naru_eval.media.video import sample_frames, uniform_indices
+
+HF_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5", "naru_internvl3_5", "naru_nemotron_omni"]
+ALL_FAMILIES = [*HF_FAMILIES, "naru_minicpm_o"]
+N = 5  # odd on purpose: Qwen pads to whole 2-frame temporal patches, the frames given stay 5
+
+
+def adapter_class(model_id: str) -> type:
+    module, name = ADAPTERS[model_id].rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+def make(model_id: str, path, **args: Any) -> Any:
+    args = {"num_frames": N, "device": "cpu", "store": "false", **args}
+    return adapter_class(model_id)(pretrained=str(path), **{k: str(v) for k, v in args.items()})
+
+
+def request(video, gen_kwargs: dict | None = None, qid: str = "q1") -> NaruRequest:
+    prompt = "[N.1] What colour fills segment 1?\nA. red\nB. blue\nC. green\nD. white\nAnswer with the option's letter."
+    gk = {"max_new_tokens": 6, "temperature": 0, "do_sample": False, "until": ["\n\n"], **(gen_kwargs or {})}
+    return NaruRequest({"question_id": qid}, prompt, [str(video)], gk, "naru_mcq", 0)
+
+
+class Spy:
+    """Records every call of a callable and forwards attribute access to it."""
+
+    def __init__(self, target: Any) -> None:
+        self._target = target
+        self.calls: list[tuple[tuple, dict, Any]] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._target(*args, **kwargs)
+        self.calls.append((args, kwargs, out))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+def expected(video) -> tuple[np.ndarray, list[int]]:
+    want = uniform_indices(60, N)
+    return sample_frames(video, num_frames=N).frames, want
