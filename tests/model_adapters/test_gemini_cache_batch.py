@@ -14,6 +14,7 @@ from collections import defaultdict
 import pytest
 
 from model_adapters.base import FAILED_MARKER
+from naru_eval.cli.main import main as cli_main
 from naru_eval.lmms.tasks import doc_to_text
 from naru_eval.providers.gemini.cost import load_prices, request_cost
 from naru_eval.store.gemini_jobs import GeminiJobs
@@ -294,3 +295,51 @@ def test_a_failed_job_fails_its_questions_and_a_timeout_leaves_it_to_resume(tmp_
         again, _ = make_model(stub, tmp_path / "t", docs[:3], batch=True)
         assert again.generate_until(instances(docs[:3])) == [answer_for(doc_to_text(d)) for d in docs[:3]]
         assert stub.batch_creates() == []
+
+
+# ------------------------------------------------------------------------------- estimate-cost
+
+
+def test_estimate_cost_shows_uncached_explicit_cache_and_batch_side_by_side(capsys, data, tmp_path):
+    assert cli_main(["estimate-cost", "--model", "gemini-3-flash-preview"]) == 0
+    out = capsys.readouterr().out
+    assert "cost uncached   : $" in out and "cost cached     : $" in out and "cost batch      : $" in out
+    assert "155 of 155 videos cached" in out
+    assert cli_main(["estimate-cost", "--model", "gemini-3-flash-preview", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    # every batch price is half the standard one
+    assert est["cost_usd_batch"] == pytest.approx(est["cost_usd"] / 2)
+    assert 0 < est["cache_storage_usd"] < est["cost_usd_explicit_cache"] < est["cost_usd"]
+    # longer questions per video keep a cache alive longer: more storage
+    assert cli_main(["estimate-cost", "--model", "gemini-3-flash-preview", "--json", "--latency", "600"]) == 0
+    slow = json.loads(capsys.readouterr().out)
+    assert slow["cache_storage_usd"] == pytest.approx(10 * est["cache_storage_usd"])
+    # the stub data's 3 s videos: one frame at fps=0.25, below the minimum, so caching changes nothing
+    args = ["estimate-cost", "--model", "gemini-2.5-flash", "--data-dir", str(data), "--json"]
+    assert cli_main(args) == 0
+    small = json.loads(capsys.readouterr().out)
+    assert small["cache_videos"] == 0 and small["cost_usd_explicit_cache"] == pytest.approx(small["cost_usd"])
+    assert cli_main([*args, "--fps", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["cache_videos"] == 4
+    # a price table without storage or batch prices: those costs are unknown, not guessed
+    table = tmp_path / "p.json"
+    table.write_text(json.dumps({"as_of": "2030-01-01", "models": {"gemini-3-flash": {"input": 1, "output": 2}}}))
+    assert cli_main(["estimate-cost", "--model", "gemini-3-flash", "--prices", str(table), "--json"]) == 0
+    bare = json.loads(capsys.readouterr().out)
+    assert bare["cost_usd"] > 0 and bare["cost_usd_explicit_cache"] is None and bare["cost_usd_batch"] is None
+
+
+def test_caches_left_at_shutdown_are_deleted(tmp_path, docs):
+    """A run stopped between a video's questions (a breaker, an interrupt) deletes its caches at
+    exit (``atexit``: :meth:`VideoCaches.close`), and the record says when."""
+    with GeminiStub(api_key=FAKE_KEY, responder=responder) as stub:
+        model, _ = make_model(stub, tmp_path, docs, fps=2)
+        requests = model.to_naru_requests(instances(docs))
+        requests.sort(key=lambda r: r.video or "")
+        model.prepare(requests)
+        model.respond(requests[0])  # the first question of the first video: its cache is made
+        assert len(stub.caches) == 1 and stub.cache_deletes() == []
+        model.caches.close()
+        assert stub.caches == {} and len(stub.cache_deletes()) == 1
+    (record,) = jobs_of(tmp_path).caches()
+    assert record.deleted is not None and record.deleted <= record.expires

@@ -462,6 +462,13 @@ class RunEstimate:
     price_as_of: str
     price_source: str
     notes: list[str] = field(default_factory=list)
+    #: explicit context caching: each video cached once (creation at the input price), its
+    #: questions at the cached price, storage for as long as its questions take
+    cost_usd_explicit_cache: float | None = None
+    cache_videos: int = 0  # videos that get a cache (the others are asked uncached)
+    cache_storage_usd: float | None = None
+    #: every question through the Batch API, at the batch price
+    cost_usd_batch: float | None = None
 
     @property
     def input_tokens(self) -> int:
@@ -499,9 +506,12 @@ def estimate_run(
     prices: PriceTable | None = None,
     source: str = "data",
     longest: QuestionSpec | None = None,
+    latency_s: float = 60.0,
+    concurrency: int = 8,
 ) -> RunEstimate:
     """Sum :func:`estimate_request` over ``questions``; ``longest`` overrides the request the
-    context check is made on (default: the largest of ``questions``)."""
+    context check is made on (default: the largest of ``questions``). The explicit-cache price
+    assumes ``latency_s`` per question at ``concurrency`` questions at a time for storage."""
     prices = prices or load_prices()
     price = prices.for_model(model)
     res = normalise_resolution(media_resolution)
@@ -511,8 +521,20 @@ def estimate_run(
     vt = at = tt = 0
     cost = cost_cached = 0.0
     longest_t: tuple[int, str, float] = (0, "", 0.0)
+    by_video: dict[str, list[TokenEstimate]] = {}
+    batch: float | None = 0.0
     for q in qs:
         est = estimate_request(q.duration_s, model=model, fps=fps, media_resolution=res, audio=audio, prompt=q.prompt)
+        by_video.setdefault(q.video, []).append(est)
+        one_batch = request_cost(
+            price,
+            prompt_tokens=est.total,
+            output_tokens=output_tokens,
+            thinking_tokens=thinking_tokens,
+            audio_tokens=est.audio_tokens,
+            batch=True,
+        )
+        batch = None if batch is None or one_batch is None else batch + one_batch
         per_video[q.video] = per_video.get(q.video, 0) + 1
         durations[q.video] = q.duration_s
         vt += est.video_tokens
@@ -544,9 +566,18 @@ def estimate_run(
             longest.duration_s, model=model, fps=fps, media_resolution=res, audio=audio, prompt=longest.prompt
         )
         longest_t = (est.total, longest.video, longest.duration_s)
+    explicit, storage, cached_videos = _explicit_cache_cost(
+        by_video, price, model, res, output_tokens, thinking_tokens, latency_s, concurrency
+    )
     window, known = context_window(model)
     n_questions = len(qs)
     notes = []
+    if price is not None and explicit is None:
+        notes.append(f"{model}: no cache_storage_per_hour price; explicit caching cost unknown")
+    if price is not None and batch is None:
+        notes.append(f"{model}: no batch price; batch cost unknown")
+    if family(model) == "gemini-2" and res != "default":
+        notes.append("Gemini 2.x at a non-default media resolution is not cached explicitly (naru_gemini)")
     if not known:
         notes.append(f"{model}: not in the context-window table; assumed {window:,} tokens")
     if price is None:
@@ -579,7 +610,56 @@ def estimate_run(
         price_as_of=prices.as_of,
         price_source=prices.source,
         notes=notes,
+        cost_usd_explicit_cache=explicit,
+        cache_videos=cached_videos,
+        cache_storage_usd=storage,
+        cost_usd_batch=batch if price is not None else None,
     )
+
+
+def _explicit_cache_cost(
+    by_video: Mapping[str, list[TokenEstimate]],
+    price: Mapping[str, float] | None,
+    model: str,
+    resolution: str,
+    output_tokens: int,
+    thinking_tokens: int,
+    latency_s: float,
+    concurrency: int,
+) -> tuple[float | None, float | None, int]:
+    """(total cost, of which storage, videos cached) with one explicit cache per video, as the
+    adapter does it (providers/gemini/caching.py): a video below ``cache_min_tokens``, with a
+    single question, or Gemini 2.x at a non-default resolution is asked uncached."""
+    if price is None or "cache_storage_per_hour" not in price:
+        return None, None, 0
+    minimum = cache_min_tokens(price) or 0
+    refused = family(model) == "gemini-2" and resolution != "default"
+    total = storage = 0.0
+    cached_videos = 0
+    for ests in by_video.values():
+        media = ests[0].media_tokens
+        audio = ests[0].audio_tokens
+        use = not refused and len(ests) >= 2 and media >= minimum
+        for est in ests:
+            total += (
+                request_cost(
+                    price,
+                    prompt_tokens=est.total,
+                    output_tokens=output_tokens,
+                    thinking_tokens=thinking_tokens,
+                    audio_tokens=est.audio_tokens,
+                    cached_tokens=media if use else 0,
+                )
+                or 0.0
+            )
+        if use:
+            cached_videos += 1
+            total += request_cost(price, prompt_tokens=media, audio_tokens=audio) or 0.0  # the creation
+            hours = math.ceil(len(ests) / max(1, concurrency)) * latency_s / 3600
+            stored = cache_storage_cost(price, media, hours) or 0.0
+            storage += stored
+            total += stored
+    return total, storage, cached_videos
 
 
 def paper_questions(task: str) -> tuple[list[QuestionSpec], QuestionSpec, str]:
