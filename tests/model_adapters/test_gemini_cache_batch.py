@@ -343,3 +343,58 @@ def test_caches_left_at_shutdown_are_deleted(tmp_path, docs):
         assert stub.caches == {} and len(stub.cache_deletes()) == 1
     (record,) = jobs_of(tmp_path).caches()
     assert record.deleted is not None and record.deleted <= record.expires
+
+
+_SUBMIT_AND_WAIT = """
+import sys
+from pathlib import Path
+from model_adapters.gemini import Gemini
+from tests.helpers.data import docs_of
+from tests.helpers.gemini import SPLIT, TASK, instances
+base_url, tmp, data = sys.argv[1:4]
+docs = docs_of(Path(data))
+model = Gemini(model="gemini-2.5-flash", base_url=base_url, response_store=tmp + "/store.sqlite",
+               upload_registry=tmp + "/uploads.sqlite", batch=True, batch_poll_interval=0.05, batch_poll_max=0.05,
+               poll_interval=0.05)
+model.task_dict = {TASK: {SPLIT: docs}}
+model.generate_until(instances(docs))
+print("finished", flush=True)
+"""
+
+
+def test_a_batch_job_survives_kill_9_of_the_process_that_submitted_it(tmp_path, data, docs):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers.gemini import ROOT
+
+    with GeminiStub(api_key=FAKE_KEY, responder=responder, batch_polls=10**9) as stub:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SUBMIT_AND_WAIT, stub.base_url, str(tmp_path), str(data)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while len(stub.batch_gets()) < 2 and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert len(stub.batch_gets()) >= 2, "the first process never polled its batch job"
+            proc.send_signal(signal.SIGKILL)  # dies while the job runs: no result stored
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert b"finished" not in (proc.stdout.read() if proc.stdout else b"")
+        (name,) = stub.batches
+        for job in stub.batches.values():
+            job.polls_left = 0  # the job completes on the server meanwhile
+        stub.reset()
+        second, _ = make_model(stub, tmp_path, docs, batch=True)
+        out = second.generate_until(instances(docs))
+        assert stub.batch_creates() == [] and second.batcher.stats.resumed == [name]
+    assert out == [answer_for(doc_to_text(d)) for d in docs]
