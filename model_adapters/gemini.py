@@ -30,6 +30,10 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    A request that still fails, a blocked prompt (``promptFeedback.blockReason``), a SAFETY (or
    other non-answer) finish and an empty answer raise :class:`RequestFailed`: stored as a
    failure, scored invalid, listed, retried on the next run.
+   With ``context_cache=true`` (the default) each video's part sits in one explicit context
+   cache (naru_eval.providers.gemini.caching), created before the video's first question,
+   referenced by each (``cached_content``), deleted after its last; with ``batch=true`` the
+   questions go as one resumable batch job instead (naru_eval.providers.gemini.batch).
 5. **Usage**: input (per modality), output, thinking and cached tokens and the dollar cost of
    each request are stored with its answer (the store's ``usage`` column); the run's sums are
    logged and written to ``gemini_usage_<timestamp>.json`` (``usage_dir``, else

@@ -15,7 +15,9 @@ How Gemini counts a video sent through the Files API (sources in :data:`TOKEN_SO
 * the question's text costs about one token per Japanese character and one per ~4 ASCII
   characters (:func:`text_tokens`, an over-estimate on purpose).
 
-Each question re-sends its video: ~10 questions per NARU video means ~10x the video's tokens.
+Without a cache each question re-sends its video: ~10 questions per NARU video means ~10x the
+video's tokens; the adapter's explicit cache (providers/gemini/caching.py) and the Batch API
+(providers/gemini/batch.py) are priced here too (:func:`cache_storage_cost`, ``batch=``).
 These are estimates; the adapter calibrates them once per run with ``countTokens`` and records
 the true counts (``usageMetadata``) with every answer.
 """
