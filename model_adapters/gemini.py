@@ -84,6 +84,7 @@ from naru_eval.providers.gemini.cost import (
     TokenEstimate,
     UsageTotals,
     cache_min_tokens,
+    cache_storage_cost,
     check_thinking,
     family,
     load_prices,
@@ -836,9 +837,34 @@ class Gemini(NaruModel):
             "adaptive_concurrency": self.limiter.stats(),
             "prices": {"as_of": self.prices.as_of, "source": self.prices.source, "model": self.price},
             "context_caches": self.caches.stats.as_dict(),
+            "context_cache_storage_by_run_key": self._cache_storage(run.run_keys),
             "cost_usd_with_caches": self._cost_with_caches(run.totals),
             "batch": self.batcher.stats.as_dict() if self.batch else None,
         }
+
+    def _cache_storage(self, run_keys: Sequence[str]) -> dict[str, Any]:
+        """Per run key, every cache the record holds (earlier runs too): count, token-hours and
+        storage cost (null where the model has no storage price)."""
+        if self._jobs is None or not run_keys:
+            return {}
+        out: dict[str, Any] = {}
+        try:
+            for rec in self.jobs.caches(self.account):
+                if rec.run_key not in run_keys:
+                    continue
+                row = out.setdefault(rec.run_key, {"caches": 0, "token_hours": 0.0, "storage_cost_usd": 0.0})
+                hours = rec.stored_hours()
+                cost = cache_storage_cost(self.price, rec.tokens, hours)
+                row["caches"] += 1
+                row["token_hours"] = round(row["token_hours"] + rec.tokens * hours, 6)
+                row["storage_cost_usd"] = (
+                    None
+                    if cost is None or row["storage_cost_usd"] is None
+                    else round(row["storage_cost_usd"] + cost, 6)
+                )
+        except Exception as e:  # noqa: BLE001 - the summary must not break a run
+            return {"error": str(e)}
+        return out
 
     def _cost_with_caches(self, t: UsageTotals) -> float | None:
         """This run's answers plus its caches' creation and storage (None where one is unknown)."""

@@ -89,6 +89,8 @@ def test_one_cache_per_video_used_by_each_question_then_deleted(tmp_path, docs):
     assert summary["cost_usd_with_caches"] == pytest.approx(
         summary["this_run"]["cost_usd"] + cc["creation_cost_usd"] + cc["storage_cost_usd"], abs=1e-6
     )
+    (rk,) = summary["run_keys"]
+    assert summary["context_cache_storage_by_run_key"][rk]["caches"] == 4
     recorded = jobs_of(tmp_path).caches()
     assert {r.name for r in recorded} == set(tokens) and all(r.deleted is not None for r in recorded)
 
@@ -283,6 +285,11 @@ def test_a_failed_job_fails_its_questions_and_a_timeout_leaves_it_to_resume(tmp_
         model, _ = make_model(stub, tmp_path, docs[:3], batch=True)
         out = model.generate_until(instances(docs[:3]))
         assert all(o.startswith(FAILED_MARKER) and "JOB_STATE_FAILED" in o for o in out)
+        # a submit that fails for good fails the questions, not the run (400: not retried)
+        stub.batch_create_statuses = [400]
+        model, _ = make_model(stub, tmp_path / "s", docs[:3], batch=True)
+        out = model.generate_until(instances(docs[:3]))
+        assert all(o.startswith(FAILED_MARKER) and "not submitted" in o for o in out)
     with GeminiStub(api_key=FAKE_KEY, responder=responder, batch_polls=50) as stub:
         model, _ = make_model(stub, tmp_path / "t", docs[:3], batch=True, batch_timeout=100)
         out = model.generate_until(instances(docs[:3]))

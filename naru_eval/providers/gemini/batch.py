@@ -125,7 +125,12 @@ class BatchRunner:
             if not inlined:
                 continue
             cfg = types.CreateBatchJobConfig(display_name=f"naru-{rk[:16]}")
-            job = self._submit(inlined, cfg)
+            try:
+                job = self._submit(inlined, cfg)
+            except Exception as e:  # noqa: BLE001 - the questions fail (and are asked next run), not the run
+                for qk in keys:
+                    self._results[rk, qk] = fail(f"gemini: batch job not submitted: {e}", {"stage": "batch"})
+                continue
             now = time.time()
             rec = BatchRecord(str(job.name), self._account(), rk, self.model, tuple(keys), _state(job), now, now)
             self._jobs().put_batch(rec)  # recorded before any wait: a kill from here on resumes it

@@ -198,16 +198,16 @@ class VideoCaches:
         logger.info(f"naru_gemini: cached {Path(video).name}: {vc.name}, {tokens:,} tokens, ttl {ttl}s")
 
     def gone(self, video: str) -> None:
-        """The cache of ``video`` was refused (expired early, deleted elsewhere): stop using it."""
+        """The cache of ``video`` was refused (expired early, deleted elsewhere): stop using it,
+        and delete it in case it is still there."""
         vc = self._videos.get(video)
         if vc is None:
             return
         with vc.lock:
-            name, vc.name, vc.skipped = vc.name, None, "gone"
+            vc.skipped = "gone"
         with self._lock:
             self.stats.fallbacks += 1
-        if name:
-            self._account_storage(name, vc, self.clock())
+        self._delete(video, vc)
 
     def done(self, video: str, latency_s: float | None = None) -> None:
         """One question of ``video`` is over (answered or failed): after the last, delete its cache."""

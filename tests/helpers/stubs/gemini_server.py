@@ -291,6 +291,8 @@ class GeminiStub(LoopbackServer):
         self.caches_created: list[StubCache] = []
         self.batch_polls = batch_polls
         self.batch_final_state = batch_final_state
+        #: a script of statuses for batchGenerateContent (e.g. [503]: the submit fails)
+        self.batch_create_statuses: list[int] = []
         self.batches: dict[str, StubBatch] = {}
         self.requests: list[StubRequest] = []
         self.files: dict[str, StubFile] = {}
@@ -699,6 +701,11 @@ class _Handler(RecordingHandler):
 
     def _create_batch(self, req: StubRequest) -> None:
         stub = self.stub
+        with stub._lock:
+            scripted = stub.batch_create_statuses.pop(0) if stub.batch_create_statuses else None
+        if scripted is not None and scripted != 200:
+            self._error(req, scripted, f"stub batch error {scripted}")
+            return
         batch = field_of(req.body, "batch", {}) or {}
         requests = field_of(field_of(field_of(batch, "inputConfig", {}), "requests", {}), "requests")
         if not isinstance(requests, list) or not requests:
