@@ -642,17 +642,16 @@ class Gemini(NaruModel):
         _ = self.client  # no key: one clear error now
         _ = self.registry
         plan = self._preflight(requests)
-        if plan is None:
-            return
-        longest, longest_request, longest_est = plan
-        order = [longest] + [v for v in dict.fromkeys(r.video for r in requests) if v and v != longest]
-        pool = self.uploads.start(order, self.upload_concurrency)
-        if self.calibrate:
-            try:
-                self._calibrate(longest, longest_request, longest_est)
-            except ContextOverflow:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+        if plan is not None:  # None: text only, nothing to upload, calibrate or cache
+            longest, longest_request, longest_est = plan
+            order = [longest] + [v for v in dict.fromkeys(r.video for r in requests) if v and v != longest]
+            pool = self.uploads.start(order, self.upload_concurrency)
+            if self.calibrate:
+                try:
+                    self._calibrate(longest, longest_request, longest_est)
+                except ContextOverflow:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
         self._plan_caches(requests)
         if self.batch:
             self.batcher.run(

@@ -406,3 +406,21 @@ def test_a_batch_job_survives_kill_9_of_the_process_that_submitted_it(tmp_path, 
         out = second.generate_until(instances(docs))
         assert stub.batch_creates() == [] and second.batcher.stats.resumed == [name]
     assert out == [answer_for(doc_to_text(d)) for d in docs]
+
+
+def test_blind_questions_go_in_the_batch_job_too(tmp_path, data, monkeypatch):
+    """Text-only questions (no upload, nothing to cache) are batched like the others."""
+    from naru_eval.lmms.tasks import doc_to_visual_blind, process_docs_blind_500
+    from tests.helpers.data import lmms_instances
+
+    monkeypatch.setenv("NARU_DATA_DIR", str(data))
+    blind = [dict(d) for d in process_docs_blind_500(None)]
+    with GeminiStub(api_key=FAKE_KEY, responder=responder) as stub:
+        model, _ = make_model(stub, tmp_path, blind, batch=True)
+        model.task_dict = {"naru_mcq_500_blind": {"test": blind}}
+        out = model.generate_until(lmms_instances(blind, "naru_mcq_500_blind", "test", visual=doc_to_visual_blind))
+        (create,) = stub.batch_creates()
+        assert stub.uploads_started == 0 and stub.generate_requests() == []
+        sent = create.body["batch"]["inputConfig"]["requests"]["requests"]
+        assert all([next(iter(p)) for p in r["request"]["contents"][0]["parts"]] == ["text"] for r in sent)
+    assert out == [answer_for(doc_to_text(d)) for d in blind]

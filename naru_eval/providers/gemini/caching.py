@@ -124,7 +124,9 @@ class VideoCaches:
 
     # -- the plan ------------------------------------------------------------------------------
     def plan(self, videos: Mapping[str, tuple[int, str, int, int]]) -> None:
-        """``video -> (pending questions, run key, estimated media tokens, of which audio)``."""
+        """``video -> (pending questions, run key, estimated media tokens, of which audio)``; a
+        previous pass's caches still held (questions never asked) are deleted first."""
+        self.close()
         with self._lock:
             self._videos = {}
             for video, (n, rk, media, audio) in videos.items():
