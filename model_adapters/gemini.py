@@ -392,6 +392,7 @@ class Gemini(NaruModel):
             jobs=lambda: self.jobs,
             call=self._call,
             price=self.price,
+            call_once=lambda fn, what: self._call(fn, what, policy=RetryPolicy(max_attempts=1)),
         )
         self.batch = args.batch
         #: batch mode (providers/gemini/batch.py): the questions go as one resumable batch job
@@ -407,7 +408,7 @@ class Gemini(NaruModel):
         )
         self._run: _RunState | None = None
         atexit.register(self._write_usage_if_pending)
-        atexit.register(self.caches.close)
+        atexit.register(self.caches.close, at_exit=True)
 
     # -- configuration ------------------------------------------------------------------------
     @staticmethod

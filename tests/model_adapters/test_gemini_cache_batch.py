@@ -346,7 +346,7 @@ def test_caches_left_at_shutdown_are_deleted(tmp_path, docs):
         model.prepare(requests)
         model.respond(requests[0])  # the first question of the first video: its cache is made
         assert len(stub.caches) == 1 and stub.cache_deletes() == []
-        model.caches.close()
+        model.caches.close(at_exit=True)  # what the exit handler calls
         assert stub.caches == {} and len(stub.cache_deletes()) == 1
         model.write_usage_summary()  # the partial run's summary now, not at interpreter exit
     (record,) = jobs_of(tmp_path).caches()

@@ -111,10 +111,13 @@ class VideoCaches:
         call: Callable[[Callable[[], Any], str], Any],
         price: Mapping[str, float] | None,
         clock: Callable[[], float] = time.time,
+        call_once: Callable[[Callable[[], Any], str], Any] | None = None,
     ) -> None:
         self.policy = policy
         self.model = model
         self._client, self._account, self._jobs, self._call = client, account, jobs, call
+        #: one attempt, no backoff: what the exit handler deletes with (it must not hold up the exit)
+        self._call_once = call_once or call
         self.price = price
         self.clock = clock
         self._videos: dict[str, _VideoCache] = {}
@@ -225,12 +228,12 @@ class VideoCaches:
         if last:
             self._delete(video, vc)
 
-    def close(self) -> None:
-        """Delete every cache still held (at exit, best effort)."""
+    def close(self, at_exit: bool = False) -> None:
+        """Delete every cache still held (``at_exit``: one attempt each, best effort)."""
         for video, vc in list(self._videos.items()):
-            self._delete(video, vc)
+            self._delete(video, vc, once=at_exit)
 
-    def _delete(self, video: str, vc: _VideoCache) -> None:
+    def _delete(self, video: str, vc: _VideoCache, once: bool = False) -> None:
         with vc.lock:
             name, vc.name = vc.name, None
             if name is not None and vc.skipped is None:
@@ -238,7 +241,8 @@ class VideoCaches:
         if name is None:
             return
         try:
-            self._call(lambda: self._client().caches.delete(name=name), f"delete cache {Path(video).name}")
+            call = self._call_once if once else self._call
+            call(lambda: self._client().caches.delete(name=name), f"delete cache {Path(video).name}")
         except Exception as e:  # noqa: BLE001 - it expires at its TTL anyway
             logger.warning(f"naru_gemini: could not delete the context cache {name} ({e}); it expires at its TTL")
             with self._lock:
