@@ -30,6 +30,10 @@ What one run does (docs/gemini.md has the protocol and the arithmetic):
    A request that still fails, a blocked prompt (``promptFeedback.blockReason``), a SAFETY (or
    other non-answer) finish and an empty answer raise :class:`RequestFailed`: stored as a
    failure, scored invalid, listed, retried on the next run.
+   With ``context_cache=true`` (the default) each video's part sits in one explicit context
+   cache (naru_eval.providers.gemini.caching), created before the video's first question,
+   referenced by each (``cached_content``), deleted after its last; with ``batch=true`` the
+   questions go as one resumable batch job instead (naru_eval.providers.gemini.batch).
 5. **Usage**: input (per modality), output, thinking and cached tokens and the dollar cost of
    each request are stored with its answer (the store's ``usage`` column); the run's sums are
    logged and written to ``gemini_usage_<timestamp>.json`` (``usage_dir``, else
@@ -72,11 +76,15 @@ from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
 from naru_eval.api.retry import RetryError, RetryPolicy
 from naru_eval.providers.gemini import request as request_
+from naru_eval.providers.gemini.batch import BatchPolicy, BatchRunner
+from naru_eval.providers.gemini.caching import CachePolicy, VideoCaches
 from naru_eval.providers.gemini.client import DEFAULT_BASE_URL, KEY_ENV, api_key_from_env, genai_errors, make_client
 from naru_eval.providers.gemini.cost import (
     THINKING_LEVELS,
     TokenEstimate,
     UsageTotals,
+    cache_min_tokens,
+    cache_storage_cost,
     check_thinking,
     family,
     load_prices,
@@ -88,6 +96,7 @@ from naru_eval.providers.gemini.preflight import ConfigurationRefused, ContextOv
 from naru_eval.providers.gemini.uploads import Uploaded, Uploader, UploadFailed, UploadPolicy
 from naru_eval.providers.gemini.video import PrepSpec
 from naru_eval.settings import settings
+from naru_eval.store.gemini_jobs import GeminiJobs
 from naru_eval.store.uploads import UploadRegistry, account_id, default_registry_path
 
 __all__ = ["ConfigurationRefused", "ContextOverflow", "Gemini", "GeminiArgs", "UploadFailed"]
@@ -156,6 +165,12 @@ class GeminiArgs(AdapterArgs):
     storage_limit_gb: float = Field(20.0, ge=0, description="the Files API's per-project limit")
     usage_dir: str | None = Field(None, description="where gemini_usage_<timestamp>.json goes")
     prices: str | None = Field(None, description="a prices JSON file instead of the packaged one")
+    context_cache: bool = Field(True, description="one explicit context cache per video (false: implicit caching only)")
+    cache_ttl_max: float = Field(6 * 3600.0, ge=60, description="the longest TTL a video's cache gets, seconds")
+    batch: bool = Field(False, description="ask the questions as a Gemini batch job (the batch price; resumable)")
+    batch_poll_interval: float = Field(30.0, ge=0, description="first wait between batches.get polls, seconds")
+    batch_poll_max: float = Field(600.0, ge=0, description="the longest wait between polls (x1.5 backoff)")
+    batch_timeout: float = Field(86400.0, ge=0, description="seconds to wait for a batch job before its questions fail")
 
     @field_validator("model", mode="before")
     @classmethod
@@ -226,6 +241,7 @@ class _RunState:
     preflight: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None
     estimates: dict[tuple[str, str], int] = field(default_factory=dict)  # (task, question id)
+    durations: dict[str, float] = field(default_factory=dict)  # video -> seconds
     written: Path | None = None
 
 
@@ -355,8 +371,44 @@ class Gemini(NaruModel):
             clock=lambda: self.clock(),
             poll_sleep=lambda s: self.poll_sleep(s),
         )
+        self._jobs: GeminiJobs | None = None
+        self.context_cache = args.context_cache and not args.batch
+        refused = None
+        if family(self.model) == "gemini-2" and self.media_resolution != "default":
+            # Gemini 2.x takes the resolution in generationConfig only, which a cache cannot carry
+            refused = "Gemini 2.x at a non-default media_resolution"
+        #: explicit context caches, one per video (providers/gemini/caching.py)
+        self.caches = VideoCaches(
+            CachePolicy(
+                enabled=self.context_cache,
+                min_tokens=cache_min_tokens(self.price),
+                ttl_max_s=args.cache_ttl_max,
+                concurrency=self.max_concurrency,
+                refused=refused,
+            ),
+            model=self.model,
+            client=lambda: self.client,
+            account=lambda: self.account,
+            jobs=lambda: self.jobs,
+            call=self._call,
+            price=self.price,
+            call_once=lambda fn, what: self._call(fn, what, policy=RetryPolicy(max_attempts=1)),
+        )
+        self.batch = args.batch
+        #: batch mode (providers/gemini/batch.py): the questions go as one resumable batch job
+        self.batcher = BatchRunner(
+            BatchPolicy(args.batch_poll_interval, args.batch_poll_max, args.batch_timeout),
+            model=self.model,
+            client=lambda: self.client,
+            account=lambda: self.account,
+            jobs=lambda: self.jobs,
+            call=self._call,
+            clock=lambda: self.clock(),
+            sleep=lambda s: self.poll_sleep(s),
+        )
         self._run: _RunState | None = None
         atexit.register(self._write_usage_if_pending)
+        atexit.register(self.caches.close, at_exit=True)
 
     # -- configuration ------------------------------------------------------------------------
     @staticmethod
@@ -414,6 +466,16 @@ class Gemini(NaruModel):
                     path = self.registry_path or default_registry_path(self._store_path)
                     self._registry = UploadRegistry(path)
         return self._registry
+
+    @property
+    def jobs(self) -> GeminiJobs:
+        """Context caches and batch jobs, in the upload registry's file (naru_eval.store.gemini_jobs)."""
+        if self._jobs is None:
+            registry = self.registry
+            with self._client_lock:
+                if self._jobs is None:
+                    self._jobs = GeminiJobs(registry.path)
+        return self._jobs
 
     def _call(self, fn: Callable[[], Any], what: str, policy: RetryPolicy | None = None) -> Any:
         return self.caller.call(fn, what, policy=policy).value
@@ -476,6 +538,7 @@ class Gemini(NaruModel):
             self._run.estimates[r.task, r.question_id] = est.total
             if worst is None or est.total > worst[0]:
                 worst = (est.total, r.video, r, est)
+        self._run.durations = durations
         if worst is None:
             return None  # text only: nothing to upload or calibrate
         total, video, request, est = worst
@@ -580,17 +643,38 @@ class Gemini(NaruModel):
         _ = self.client  # no key: one clear error now
         _ = self.registry
         plan = self._preflight(requests)
-        if plan is None:
-            return
-        longest, longest_request, longest_est = plan
-        order = [longest] + [v for v in dict.fromkeys(r.video for r in requests) if v and v != longest]
-        pool = self.uploads.start(order, self.upload_concurrency)
-        if self.calibrate:
-            try:
-                self._calibrate(longest, longest_request, longest_est)
-            except ContextOverflow:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+        if plan is not None:  # None: text only, nothing to upload, calibrate or cache
+            longest, longest_request, longest_est = plan
+            order = [longest] + [v for v in dict.fromkeys(r.video for r in requests) if v and v != longest]
+            pool = self.uploads.start(order, self.upload_concurrency)
+            if self.calibrate:
+                try:
+                    self._calibrate(longest, longest_request, longest_est)
+                except ContextOverflow:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
+        self._plan_caches(requests)
+        if self.batch:
+            self.batcher.run(
+                [(self.request_key(r), r) for r in requests],
+                build=self._batch_request,
+                answer=self._batch_answer,
+                fail=RequestFailed,
+            )
+
+    def _plan_caches(self, requests: Sequence[NaruRequest]) -> None:
+        """Each video's pending questions, run key and estimated media tokens, for its cache."""
+        assert self._run is not None
+        plan: dict[str, tuple[int, str, int, int]] = {}
+        for r in requests:
+            if r.video is None:
+                continue
+            n, rk, media, audio = plan.get(r.video, (0, "", 0, 0))
+            if not n:
+                est = self.estimate(self._run.durations[r.video], "")
+                rk, media, audio = self.request_key(r)[0], est.media_tokens, est.audio_tokens
+            plan[r.video] = (n + 1, rk, media, audio)
+        self.caches.plan(plan)
 
     def respond(self, request: NaruRequest) -> Answer:
         try:
@@ -605,16 +689,50 @@ class Gemini(NaruModel):
             self._one_done()
 
     def _respond(self, request: NaruRequest) -> Answer:
-        uploaded = None
-        if request.video is not None:  # a blind question is asked as text alone
+        if self.batch:
             try:
-                uploaded = self.uploaded(request.video)
-            except Exception as e:  # noqa: BLE001 - any upload problem fails this video's questions, not the run
-                name = Path(request.video).name
-                raise RequestFailed(f"gemini: upload of {name} failed: {e}", {"stage": "upload"}) from e
+                answer = self.batcher.result(self.request_key(request))
+            except KeyError as e:
+                raise RequestFailed(f"gemini: {e.args[0]}", {"stage": "batch"}) from e
+            if self._run is not None:
+                with self._stats_lock:
+                    self._run.totals.add(answer.usage, ok=True)
+            return answer
+        started = time.monotonic()
+        try:
+            answer = self._ask(request)
+        finally:
+            if request.video is not None:
+                self.caches.done(request.video, time.monotonic() - started)
+        if self._run is not None:
+            with self._stats_lock:
+                self._run.totals.add(answer.usage, ok=True)
+        return answer
+
+    def _uploaded_for(self, request: NaruRequest) -> Uploaded | None:
+        """The question's upload (None for a blind question); RequestFailed if it failed."""
+        if request.video is None:  # a blind question is asked as text alone
+            return None
+        try:
+            return self.uploaded(request.video)
+        except Exception as e:  # noqa: BLE001 - any upload problem fails this video's questions, not the run
+            name = Path(request.video).name
+            raise RequestFailed(f"gemini: upload of {name} failed: {e}", {"stage": "upload"}) from e
+
+    def _video_part(self, settings: request_.Settings, uploaded: Uploaded) -> Any:
+        """The video part as the questions (or their cache) carry it."""
+        gemini3 = family(self.model) == "gemini-3"
+        return request_.video_part(settings, uploaded.uri, uploaded.mime_type, per_part_resolution=gemini3)
+
+    def _ask(self, request: NaruRequest) -> Answer:
+        uploaded = self._uploaded_for(request)
         settings = self.settings()
-        contents = request_.contents(settings, (uploaded.uri, uploaded.mime_type) if uploaded else None, request.prompt)
-        config = request_.generation_config(settings)
+        cache = None
+        if uploaded is not None and request.video is not None and self.caches.active:
+            cache = self.caches.name_for(request.video, lambda: self._video_part(settings, uploaded))
+        video = (uploaded.uri, uploaded.mime_type) if uploaded and cache is None else None
+        contents = request_.contents(settings, video, request.prompt)
+        config = request_.generation_config(settings, cached_content=cache)
 
         def generate() -> Any:
             return self.client.models.generate_content(model=self.model, contents=contents, config=config)
@@ -622,16 +740,38 @@ class Gemini(NaruModel):
         try:
             called = self.question_caller.call(generate, f"question {request.question_id}")
         except RetryError as e:
+            if cache is not None and request.video is not None and e.status in (400, 403, 404):
+                # the cache is gone (expired early, deleted elsewhere): ask with the video itself
+                logger.warning(f"naru_gemini: {cache} refused ({e}); asking {request.question_id} without it")
+                self.caches.gone(request.video)
+                return self._ask(request)
             raise RequestFailed(
                 f"gemini: {e}", {"attempts": e.attempts, "status": e.status, "error": type(e.last_error).__name__}
             ) from e
         response, attempts = called.value, called.attempts
         estimated = self._run.estimates.get((request.task, request.question_id)) if self._run is not None else None
         answer = self.answer_from(response, attempts, price=self.price, estimated=estimated)
-        if self._run is not None:
-            with self._stats_lock:
-                self._run.totals.add(answer.usage, ok=True)
+        if cache is not None:
+            answer = Answer(answer.text, {**(answer.usage or {}), "context_cache": cache})
         return answer
+
+    # -- batch mode -------------------------------------------------------------------------------
+    def _batch_request(self, request: NaruRequest) -> tuple[list[Any], Any]:
+        """(contents, config) of one question in a batch job; RequestFailed if its upload failed."""
+        uploaded = self._uploaded_for(request)
+        settings = self.settings()
+        video = (uploaded.uri, uploaded.mime_type) if uploaded else None
+        return request_.contents(settings, video, request.prompt), request_.generation_config(settings)
+
+    def _batch_answer(self, request: NaruRequest, response: Any, job: str) -> Answer:
+        """The answer in one batch result, priced at the batch price; RequestFailed otherwise."""
+        estimated = self._run.estimates.get((request.task, request.question_id)) if self._run is not None else None
+        try:
+            text, usage = request_.answer_text(response, 1, self.price, estimated, batch=True)
+        except request_.NoAnswer as e:
+            raise RequestFailed(f"{e} (batch job {job})", {**e.usage, "batch_job": job}) from e
+        usage["batch_job"] = job
+        return Answer(text, usage)
 
     @staticmethod
     def answer_from(
@@ -654,6 +794,8 @@ class Gemini(NaruModel):
             run.remaining -= 1
             last = run.remaining == 0
         if last:
+            if self.batch:
+                self.batcher.mark_consumed()
             self.write_usage_summary()
 
     def _usage_path(self) -> Path:
@@ -694,7 +836,42 @@ class Gemini(NaruModel):
             "calibration": run.calibration,
             "adaptive_concurrency": self.limiter.stats(),
             "prices": {"as_of": self.prices.as_of, "source": self.prices.source, "model": self.price},
+            "context_caches": self.caches.stats.as_dict(),
+            "context_cache_storage_by_run_key": self._cache_storage(run.run_keys),
+            "cost_usd_with_caches": self._cost_with_caches(run.totals),
+            "batch": self.batcher.stats.as_dict() if self.batch else None,
         }
+
+    def _cache_storage(self, run_keys: Sequence[str]) -> dict[str, Any]:
+        """Per run key, every cache the record holds (earlier runs too): count, token-hours and
+        storage cost (null where the model has no storage price)."""
+        if self._jobs is None or not run_keys:
+            return {}
+        out: dict[str, Any] = {}
+        try:
+            for rec in self.jobs.caches(self.account):
+                if rec.run_key not in run_keys:
+                    continue
+                row = out.setdefault(rec.run_key, {"caches": 0, "token_hours": 0.0, "storage_cost_usd": 0.0})
+                hours = rec.stored_hours()
+                cost = cache_storage_cost(self.price, rec.tokens, hours)
+                row["caches"] += 1
+                row["token_hours"] = round(row["token_hours"] + rec.tokens * hours, 6)
+                row["storage_cost_usd"] = (
+                    None
+                    if cost is None or row["storage_cost_usd"] is None
+                    else round(row["storage_cost_usd"] + cost, 6)
+                )
+        except Exception as e:  # noqa: BLE001 - the summary must not break a run
+            return {"error": str(e)}
+        return out
+
+    def _cost_with_caches(self, t: UsageTotals) -> float | None:
+        """This run's answers plus its caches' creation and storage (None where one is unknown)."""
+        c = self.caches.stats
+        if t.cost_unknown or c.creation_cost_usd is None or c.storage_cost_usd is None:
+            return None
+        return round(t.cost_usd + c.creation_cost_usd + c.storage_cost_usd, 6)
 
     def write_usage_summary(self) -> Path | None:
         run = self._run
@@ -714,7 +891,8 @@ class Gemini(NaruModel):
         logger.info(
             f"naru_gemini: {t.requests} request(s) ({t.ok} answered, {t.failed} failed): "
             f"{t.input_tokens:,} input tokens {t.by_modality}, {t.output_tokens:,} output, "
-            f"{t.thinking_tokens:,} thinking, {t.cached_tokens:,} cached; cost {cost} at prices as of "
+            f"{t.thinking_tokens:,} thinking, {t.cached_tokens:,} cached (the API's count; "
+            f"{self.caches.stats.created} explicit cache(s)); cost {cost} at prices as of "
             f"{self.prices.as_of} (to be checked); uploads: {self.upload_stats['uploaded']} new "
             f"({self.upload_stats['bytes_sent']:,} bytes), {self.upload_stats['reused']} reused. Usage: {path}"
         )

@@ -4,7 +4,10 @@
         --media-resolution low --no-audio [--data-dir DIR]
 
 With a data directory (``--data-dir`` or ``$NARU_DATA_DIR``) every question is counted on its
-own video's duration (``duration_s`` from the annotations, else read from the file). Without
+own video's duration (``duration_s`` from the annotations, else read from the file).
+Three prices side by side: uncached (``context_cache=false``), with one explicit context cache
+per video (the default; creation, cached reads and storage for ``--latency`` seconds per
+question at ``--concurrency``), and through the Batch API (``batch=true``). Without
 one, the paper's totals stand in: 146.8 h over 155 videos, 1,481 questions (500 for
 ``naru_mcq_500``), every video at the mean duration, and the context check on a 4 h video. Each
 question re-sends its video, so a video's tokens are paid once per question on it.
@@ -73,6 +76,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--prices", help="a price-table JSON (default: $NARU_GEMINI_PRICES, else naru_eval/data_files/prices.json)"
     )
     p.add_argument("--max-input-tokens", type=int, help="override the model's context window")
+    p.add_argument(
+        "--latency",
+        type=float,
+        default=60.0,
+        help="seconds per question, for how long an explicit cache is stored (default 60)",
+    )
+    p.add_argument(
+        "--concurrency", type=int, default=8, help="questions at a time, as naru_gemini's max_concurrency (default 8)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -121,6 +133,8 @@ def estimate(args: argparse.Namespace) -> RunEstimate:
         prices=prices,
         source=source,
         longest=longest,
+        latency_s=args.latency,
+        concurrency=args.concurrency,
     )
     if args.max_input_tokens:
         est.context_window, est.context_known = args.max_input_tokens, True
@@ -152,8 +166,11 @@ def report(est: RunEstimate) -> str:
         f"  longest request : {est.longest_video} ({est.longest_s / 3600:.2f} h): {est.longest_request_tokens:,} "
         f"tokens vs context {est.context_window:,}: "
         + ("fits" if est.fits else "WOULD BE REFUSED by the naru_gemini preflight"),
-        f"  cost            : {_money(est.cost_usd)} without caching; {_money(est.cost_usd_cached)} if every "
-        "repeat of a video hit the implicit cache (a lower bound)",
+        f"  cost uncached   : {_money(est.cost_usd)} (context_cache=false; {_money(est.cost_usd_cached)} if every "
+        "repeat of a video hit the implicit cache, a lower bound)",
+        f"  cost cached     : {_money(est.cost_usd_explicit_cache)} with one explicit cache per video "
+        f"(the default; {est.cache_videos:,} of {est.videos:,} videos cached, storage {_money(est.cache_storage_usd)})",
+        f"  cost batch      : {_money(est.cost_usd_batch)} through the Batch API (batch=true)",
         f"  prices          : as of {est.price_as_of}, {est.price_source}",
     ]
     lines += [f"  note            : {n}" for n in est.notes]

@@ -489,7 +489,7 @@ def test_estimate_cost_cli_unknown_price(capsys):
         cli_main(["estimate-cost", "--model", "gemini-2.5-flash-image", "--media-resolution", "low", "--no-audio"]) == 0
     )
     out = capsys.readouterr().out
-    assert "cost            : n/a (model not in the price table)" in out and "not in the price table" in out
+    assert "cost uncached   : n/a (model not in the price table)" in out and "not in the price table" in out
     assert (
         cli_main(
             ["estimate-cost", "--model", "gemini-2.5-flash-image", "--no-audio", "--media-resolution", "low", "--json"]
@@ -498,6 +498,7 @@ def test_estimate_cost_cli_unknown_price(capsys):
     )
     est = json.loads(capsys.readouterr().out)
     assert est["cost_usd"] is None and est["cost_usd_cached"] is None and est["fits"]
+    assert est["cost_usd_explicit_cache"] is None and est["cost_usd_batch"] is None
 
 
 def test_estimate_cost_cli(capsys, data):

@@ -15,7 +15,9 @@ How Gemini counts a video sent through the Files API (sources in :data:`TOKEN_SO
 * the question's text costs about one token per Japanese character and one per ~4 ASCII
   characters (:func:`text_tokens`, an over-estimate on purpose).
 
-Each question re-sends its video: ~10 questions per NARU video means ~10x the video's tokens.
+Without a cache each question re-sends its video: ~10 questions per NARU video means ~10x the
+video's tokens; the adapter's explicit cache (providers/gemini/caching.py) and the Batch API
+(providers/gemini/batch.py) are priced here too (:func:`cache_storage_cost`, ``batch=``).
 These are estimates; the adapter calibrates them once per run with ``countTokens`` and records
 the true counts (``usageMetadata``) with every answer.
 """
@@ -312,17 +314,25 @@ def request_cost(
     thinking_tokens: int = 0,
     cached_tokens: int = 0,
     audio_tokens: int = 0,
+    batch: bool = False,
 ) -> float | None:
     """Dollars for one request (None without a price). Thinking tokens are billed as output;
-    cached tokens at the cached price, split between audio and the rest in proportion."""
+    cached tokens at the cached price, split between audio and the rest in proportion.
+
+    ``batch``: the Batch API's prices (``batch_*`` fields; cached tokens without a
+    ``batch_cached_input`` price at the batch input price). A model without ``batch_input`` has
+    an unknown batch cost (None), never the standard one."""
     if not prices:
+        return None
+    pre = "batch_" if batch else ""
+    if batch and "batch_input" not in prices:
         return None
     long = prompt_tokens > prices.get("long_context_threshold", math.inf)
 
     def price(name: str, fallback: str | None = None) -> float:
         for key in ([f"{name}_long"] if long else []) + [name] + ([fallback] if fallback else []):
-            if key in prices:
-                return float(prices[key])
+            if pre + key in prices:
+                return float(prices[pre + key])
         return price(fallback) if fallback else 0.0
 
     cached = min(max(0, cached_tokens), prompt_tokens)
@@ -337,6 +347,33 @@ def request_cost(
         + (output_tokens + thinking_tokens) * price("output")
     )
     return dollars / 1_000_000
+
+
+def cache_storage_cost(prices: Mapping[str, float] | None, tokens: int, hours: float) -> float | None:
+    """Dollars for keeping ``tokens`` in an explicit context cache for ``hours`` (None: no
+    ``cache_storage_per_hour`` price, an unknown cost)."""
+    if not prices or "cache_storage_per_hour" not in prices:
+        return None
+    return float(prices["cache_storage_per_hour"]) * max(0, tokens) * max(0.0, hours) / 1_000_000
+
+
+def cache_ttl(
+    n_questions: int, latency_s: float, concurrency: int, ttl_min_s: float = 300.0, ttl_max_s: float = 6 * 3600.0
+) -> float:
+    """Seconds an explicit cache of a video must live to serve its ``n_questions``: the questions
+    in rounds of ``concurrency`` at twice ``latency_s`` each (retries, queueing), plus the
+    minimum as a margin, at most ``ttl_max_s``. Storage is billed by the hour, so the cache is
+    deleted after the last question anyway; the TTL only bounds what a crash leaves behind."""
+    rounds = math.ceil(max(1, n_questions) / max(1, concurrency))
+    return float(min(ttl_max_s, max(ttl_min_s, ttl_min_s + rounds * 2 * max(0.0, latency_s))))
+
+
+def cache_min_tokens(prices: Mapping[str, float] | None) -> int | None:
+    """The smallest explicit context cache the API accepts for the model (``cache_min_tokens``
+    of its price entry); None when the table does not say (the API's 400 then decides)."""
+    if not prices or "cache_min_tokens" not in prices:
+        return None
+    return int(prices["cache_min_tokens"])
 
 
 # ------------------------------------------------------------------------------- usage sums
@@ -427,6 +464,13 @@ class RunEstimate:
     price_as_of: str
     price_source: str
     notes: list[str] = field(default_factory=list)
+    #: explicit context caching: each video cached once (creation at the input price), its
+    #: questions at the cached price, storage for as long as its questions take
+    cost_usd_explicit_cache: float | None = None
+    cache_videos: int = 0  # videos that get a cache (the others are asked uncached)
+    cache_storage_usd: float | None = None
+    #: every question through the Batch API, at the batch price
+    cost_usd_batch: float | None = None
 
     @property
     def input_tokens(self) -> int:
@@ -464,9 +508,12 @@ def estimate_run(
     prices: PriceTable | None = None,
     source: str = "data",
     longest: QuestionSpec | None = None,
+    latency_s: float = 60.0,
+    concurrency: int = 8,
 ) -> RunEstimate:
     """Sum :func:`estimate_request` over ``questions``; ``longest`` overrides the request the
-    context check is made on (default: the largest of ``questions``)."""
+    context check is made on (default: the largest of ``questions``). The explicit-cache price
+    assumes ``latency_s`` per question at ``concurrency`` questions at a time for storage."""
     prices = prices or load_prices()
     price = prices.for_model(model)
     res = normalise_resolution(media_resolution)
@@ -476,8 +523,20 @@ def estimate_run(
     vt = at = tt = 0
     cost = cost_cached = 0.0
     longest_t: tuple[int, str, float] = (0, "", 0.0)
+    by_video: dict[str, list[TokenEstimate]] = {}
+    batch: float | None = 0.0
     for q in qs:
         est = estimate_request(q.duration_s, model=model, fps=fps, media_resolution=res, audio=audio, prompt=q.prompt)
+        by_video.setdefault(q.video, []).append(est)
+        one_batch = request_cost(
+            price,
+            prompt_tokens=est.total,
+            output_tokens=output_tokens,
+            thinking_tokens=thinking_tokens,
+            audio_tokens=est.audio_tokens,
+            batch=True,
+        )
+        batch = None if batch is None or one_batch is None else batch + one_batch
         per_video[q.video] = per_video.get(q.video, 0) + 1
         durations[q.video] = q.duration_s
         vt += est.video_tokens
@@ -509,9 +568,18 @@ def estimate_run(
             longest.duration_s, model=model, fps=fps, media_resolution=res, audio=audio, prompt=longest.prompt
         )
         longest_t = (est.total, longest.video, longest.duration_s)
+    explicit, storage, cached_videos = _explicit_cache_cost(
+        by_video, price, model, res, output_tokens, thinking_tokens, latency_s, concurrency
+    )
     window, known = context_window(model)
     n_questions = len(qs)
     notes = []
+    if price is not None and explicit is None:
+        notes.append(f"{model}: no cache_storage_per_hour price; explicit caching cost unknown")
+    if price is not None and batch is None:
+        notes.append(f"{model}: no batch price; batch cost unknown")
+    if family(model) == "gemini-2" and res != "default":
+        notes.append("Gemini 2.x at a non-default media resolution is not cached explicitly (naru_gemini)")
     if not known:
         notes.append(f"{model}: not in the context-window table; assumed {window:,} tokens")
     if price is None:
@@ -544,7 +612,56 @@ def estimate_run(
         price_as_of=prices.as_of,
         price_source=prices.source,
         notes=notes,
+        cost_usd_explicit_cache=explicit,
+        cache_videos=cached_videos,
+        cache_storage_usd=storage,
+        cost_usd_batch=batch if price is not None else None,
     )
+
+
+def _explicit_cache_cost(
+    by_video: Mapping[str, list[TokenEstimate]],
+    price: Mapping[str, float] | None,
+    model: str,
+    resolution: str,
+    output_tokens: int,
+    thinking_tokens: int,
+    latency_s: float,
+    concurrency: int,
+) -> tuple[float | None, float | None, int]:
+    """(total cost, of which storage, videos cached) with one explicit cache per video, as the
+    adapter does it (providers/gemini/caching.py): a video below ``cache_min_tokens``, with a
+    single question, or Gemini 2.x at a non-default resolution is asked uncached."""
+    if price is None or "cache_storage_per_hour" not in price:
+        return None, None, 0
+    minimum = cache_min_tokens(price) or 0
+    refused = family(model) == "gemini-2" and resolution != "default"
+    total = storage = 0.0
+    cached_videos = 0
+    for ests in by_video.values():
+        media = ests[0].media_tokens
+        audio = ests[0].audio_tokens
+        use = not refused and len(ests) >= 2 and media >= minimum
+        for est in ests:
+            total += (
+                request_cost(
+                    price,
+                    prompt_tokens=est.total,
+                    output_tokens=output_tokens,
+                    thinking_tokens=thinking_tokens,
+                    audio_tokens=est.audio_tokens,
+                    cached_tokens=media if use else 0,
+                )
+                or 0.0
+            )
+        if use:
+            cached_videos += 1
+            total += request_cost(price, prompt_tokens=media, audio_tokens=audio) or 0.0  # the creation
+            hours = math.ceil(len(ests) / max(1, concurrency)) * latency_s / 3600
+            stored = cache_storage_cost(price, media, hours) or 0.0
+            storage += stored
+            total += stored
+    return total, storage, cached_videos
 
 
 def paper_questions(task: str) -> tuple[list[QuestionSpec], QuestionSpec, str]:

@@ -75,10 +75,14 @@ def text_part(text: str) -> Any:
     return types.Part(text=text)
 
 
-def generation_config(s: Settings) -> Any:
+def generation_config(s: Settings, cached_content: str | None = None) -> Any:
+    """The request's config; ``cached_content``: the name of the explicit cache holding the
+    video (the request then carries the question alone)."""
     from google.genai import types
 
     cfg: dict[str, Any] = {}
+    if cached_content is not None:
+        cfg["cached_content"] = cached_content
     if s.media_resolution != "default":
         cfg["media_resolution"] = types.MediaResolution(MEDIA_RESOLUTION_ENUM[s.media_resolution])
     if s.thinking_budget is not None:
@@ -94,8 +98,11 @@ def generation_config(s: Settings) -> Any:
     return types.GenerateContentConfig(**cfg)
 
 
-def usage_of(response: Any, attempts: int, price: Mapping[str, float] | None, estimated: int | None) -> dict:
-    """Tokens, cost and provenance of a ``GenerateContentResponse`` (stored with the answer)."""
+def usage_of(
+    response: Any, attempts: int, price: Mapping[str, float] | None, estimated: int | None, batch: bool = False
+) -> dict:
+    """Tokens, cost and provenance of a ``GenerateContentResponse`` (stored with the answer);
+    ``batch``: priced at the Batch API's prices."""
     u = getattr(response, "usage_metadata", None)
     prompt = int(getattr(u, "prompt_token_count", 0) or 0)
     output = int(getattr(u, "candidates_token_count", 0) or 0)
@@ -122,6 +129,7 @@ def usage_of(response: Any, attempts: int, price: Mapping[str, float] | None, es
             thinking_tokens=thinking,
             cached_tokens=cached,
             audio_tokens=by.get("AUDIO", 0),
+            batch=batch,
         )
         if u is not None
         else None
@@ -130,11 +138,15 @@ def usage_of(response: Any, attempts: int, price: Mapping[str, float] | None, es
 
 
 def answer_text(
-    response: Any, attempts: int = 1, price: Mapping[str, float] | None = None, estimated: int | None = None
+    response: Any,
+    attempts: int = 1,
+    price: Mapping[str, float] | None = None,
+    estimated: int | None = None,
+    batch: bool = False,
 ) -> tuple[str, dict[str, Any]]:
     """The answer and usage of a response, or NoAnswer: blocked prompt, no candidate, a non-answer
     finish (SAFETY, RECITATION, ...), or no text."""
-    usage = usage_of(response, attempts, price, estimated)
+    usage = usage_of(response, attempts, price, estimated, batch)
     candidates = getattr(response, "candidates", None) or []
     if not candidates:
         feedback = getattr(response, "prompt_feedback", None)

@@ -21,6 +21,23 @@ It speaks the wire protocol the real ``google-genai`` client uses (read off the 
   ``thoughtsTokenCount``). A ``fileData`` whose file is not ACTIVE is a 400, as on the real API.
 * ``POST /{ver}/models/{model}:countTokens``: ``{"totalTokens"}``, all the SDK keeps of the
   reply (its ``CountTokensResponse`` drops per-modality details); no ``generationConfig``.
+* Context caching: ``POST /{ver}/cachedContents`` (``model``, ``contents``, ``ttl``,
+  ``displayName``) answers a ``CachedContent`` (``name`` ``cachedContents/…``, ``expireTime``,
+  ``usageMetadata.totalTokenCount``); a cache below ``min_cache_tokens`` is a 400 as on the real
+  API ("Cached content is too small"). ``GET``/``DELETE /{ver}/cachedContents/{id}`` and the list.
+  A ``generateContent`` with ``cachedContent`` counts the cache's contents before its own, reports
+  them as ``cachedContentTokenCount`` (and ``cacheTokensDetails``), and is a 403 for a cache it
+  does not hold (deleted, expired) or a 400 for another model. ``implicit_cache=True`` plays the
+  implicit cache: a request whose first part repeats an earlier request's first part reports that
+  part's tokens as cached.
+* Batch mode: ``POST /{ver}/models/{model}:batchGenerateContent`` with
+  ``{"batch": {"displayName", "inputConfig": {"requests": {"requests": [{"request", "metadata"}]}}}}``
+  answers the job (an operation: ``name`` ``batches/…``, ``metadata.state`` ``BATCH_STATE_PENDING``);
+  ``GET /{ver}/batches/{id}`` shows it ``BATCH_STATE_RUNNING`` for ``batch_polls`` reads, then
+  ``BATCH_STATE_SUCCEEDED`` (or ``batch_final_state``) with ``metadata.output.inlinedResponses
+  .inlinedResponses``: per request its ``response`` (a GenerateContentResponse made as for a direct
+  request) or its ``error``, and its ``metadata``. ``GET /{ver}/batches`` lists the jobs,
+  ``POST …:cancel`` cancels one, ``DELETE`` removes it.
 * Checks the real API makes on every request: a part's own ``mediaResolution`` only on Gemini 3
   models; ``videoMetadata.contentLayers`` only FRAMES/AUDIO/TRANSCRIPT; ``thinkingConfig`` with
   ``thinkingBudget`` only on Gemini 2.5 and ``thinkingLevel`` only on Gemini 3 (else 400).
@@ -134,6 +151,30 @@ class StubRequest(RecordedRequest):
 
 
 @dataclass
+class StubCache:
+    name: str  # cachedContents/<id>
+    model: str  # models/<id>
+    contents: list[dict[str, Any]]
+    tokens: int
+    by_modality: dict[str, int]
+    created: datetime
+    expires: datetime
+    display_name: str | None = None
+
+
+@dataclass
+class StubBatch:
+    name: str  # batches/<id>
+    model: str
+    display_name: str | None
+    requests: list[dict[str, Any]]  # [{"request": {...}, "metadata": {...}}]
+    created: datetime
+    polls_left: int
+    state: str = "BATCH_STATE_PENDING"
+    output: list[dict[str, Any]] | None = None
+
+
+@dataclass
 class StubFile:
     name: str  # files/<id>
     display_name: str | None
@@ -221,6 +262,10 @@ class GeminiStub(LoopbackServer):
         token_scale: float = 1.0,
         default_fps: float = 1.0,
         model_version: str = "gemini-stub-001",
+        min_cache_tokens: int = 1024,
+        implicit_cache: bool = False,
+        batch_polls: int = 1,
+        batch_final_state: str = "BATCH_STATE_SUCCEEDED",
     ) -> None:
         self.responder = responder
         self.api_key = api_key
@@ -239,6 +284,16 @@ class GeminiStub(LoopbackServer):
         self.token_scale = token_scale
         self.default_fps = default_fps
         self.model_version = model_version
+        self.min_cache_tokens = min_cache_tokens
+        self.implicit_cache = implicit_cache
+        self._seen_prefixes: set[str] = set()
+        self.caches: dict[str, StubCache] = {}
+        self.caches_created: list[StubCache] = []
+        self.batch_polls = batch_polls
+        self.batch_final_state = batch_final_state
+        #: a script of statuses for batchGenerateContent (e.g. [503]: the submit fails)
+        self.batch_create_statuses: list[int] = []
+        self.batches: dict[str, StubBatch] = {}
         self.requests: list[StubRequest] = []
         self.files: dict[str, StubFile] = {}
         self._sessions: dict[str, StubFile] = {}
@@ -272,6 +327,18 @@ class GeminiStub(LoopbackServer):
 
     def file_gets(self) -> list[StubRequest]:
         return self._select(lambda r: r.method == "GET" and "/files/" in r.route)
+
+    def cache_creates(self) -> list[StubRequest]:
+        return self._select(lambda r: r.method == "POST" and r.route.endswith("/cachedContents"))
+
+    def cache_deletes(self) -> list[StubRequest]:
+        return self._select(lambda r: r.method == "DELETE" and "/cachedContents/" in r.route)
+
+    def batch_creates(self) -> list[StubRequest]:
+        return self._select(lambda r: r.route.endswith(":batchGenerateContent"))
+
+    def batch_gets(self) -> list[StubRequest]:
+        return self._select(lambda r: r.method == "GET" and "/batches/" in r.route)
 
     @property
     def uploads_started(self) -> int:
@@ -319,6 +386,36 @@ class GeminiStub(LoopbackServer):
                         by["AUDIO"] = by.get("AUDIO", 0) + int(math.ceil(f.duration_s * self.audio_tokens_per_s))
         return sum(by.values()), by
 
+    def prompt_usage(self, body: dict[str, Any], model: str) -> tuple[int, dict[str, int], int, dict[str, int]]:
+        """(prompt tokens, per modality, cached tokens, cached per modality) of a request: an
+        explicit cache's contents count first and are cached; with ``implicit_cache``, a first
+        part seen before (same model) is reported cached."""
+        prompt, by = self.count(body)
+        cached, cached_by = 0, {}
+        name = field_of(body, "cachedContent")
+        if name:
+            with self._lock:
+                cache = self.caches.get(name)
+            assert cache is not None  # checked by the handler
+            prompt += cache.tokens
+            for m, n in cache.by_modality.items():
+                by[m] = by.get(m, 0) + n
+            cached, cached_by = cache.tokens, dict(cache.by_modality)
+        elif self.implicit_cache:
+            parts = [p for c in body.get("contents", []) for p in (c.get("parts") or [])]
+            if parts and field_of(parts[0], "fileData"):
+                key = model + json.dumps(parts[0], sort_keys=True)
+                first = {
+                    "contents": [{"parts": [parts[0]]}],
+                    "generationConfig": field_of(body, "generationConfig", {}),
+                }
+                with self._lock:
+                    seen = key in self._seen_prefixes
+                    self._seen_prefixes.add(key)
+                if seen:
+                    cached, cached_by = self.count(first)
+        return prompt, by, cached, cached_by
+
     def file_by_uri(self, uri: str) -> StubFile | None:
         name = "files/" + uri.rstrip("/").rsplit("/", 1)[-1]
         with self._lock:
@@ -355,14 +452,17 @@ class GeminiStub(LoopbackServer):
         out = self.responder(req) if self.responder is not None else None
         return out if isinstance(out, GReply) else GReply(text=out if out is not None else "A")
 
-    def generate_payload(self, req: StubRequest, reply: GReply) -> dict[str, Any]:
-        prompt, by = self.count(req.body)
+    def generate_payload(self, req: StubRequest, reply: GReply, model: str = "") -> dict[str, Any]:
+        prompt, by, cached, cached_by = self.prompt_usage(req.body, model or _model_of(req.route))
         out_tokens = len((reply.text or "").split()) if reply.text else 0
         usage: dict[str, Any] = {
             "promptTokenCount": prompt,
             "totalTokenCount": prompt + out_tokens + reply.thoughts_tokens,
             "promptTokensDetails": [{"modality": m, "tokenCount": n} for m, n in sorted(by.items())],
         }
+        if cached:
+            usage["cachedContentTokenCount"] = cached
+            usage["cacheTokensDetails"] = [{"modality": m, "tokenCount": n} for m, n in sorted(cached_by.items())]
         if reply.text:
             usage["candidatesTokenCount"] = out_tokens
         if reply.thoughts_tokens:
@@ -386,6 +486,20 @@ class GeminiStub(LoopbackServer):
             cand["content"] = {"role": "model", "parts": [{"text": reply.text}]}
         payload["candidates"] = [cand]
         return payload
+
+
+def _model_of(route: str) -> str:
+    """``gemini-2.5-flash`` of ``/v1beta/models/gemini-2.5-flash:generateContent``."""
+    return route.rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def _bare(model: str) -> str:
+    return model.split("/", 1)[1] if model.startswith("models/") else model
+
+
+def _ttl_seconds(ttl: Any) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)s", str(ttl or ""))
+    return float(m.group(1)) if m else 3600.0  # the API's default TTL: 1 hour
 
 
 class _Handler(RecordingHandler):
@@ -420,10 +534,10 @@ class _Handler(RecordingHandler):
             ]
         self._send(req, status, {"error": error}, headers)
 
-    def _refused(self, req: StubRequest) -> str | None:
+    def _refused(self, req: StubRequest, model: str | None = None) -> str | None:
         """What the real API refuses with a 400 on any request: a part's own mediaResolution off
         Gemini 3, an unknown content layer, a thinking setting the model does not take."""
-        model = req.route.rsplit("/", 1)[-1].split(":", 1)[0]
+        model = model or _model_of(req.route)
         gemini3 = re.match(r"gemini-([3-9]|\d\d)", model) is not None
         for p in req.parts:
             if field_of(p, "mediaResolution") is not None and not gemini3:
@@ -455,6 +569,8 @@ class _Handler(RecordingHandler):
         req = self._record(None)
         if not self._authorised(req):
             return
+        if self._get_cache_or_batch(req):
+            return
         m = re.fullmatch(r"/[^/]+/(files/[^/:?]+)", req.route)
         if not m:
             self._error(req, 404, f"no route {req.route}")
@@ -477,9 +593,16 @@ class _Handler(RecordingHandler):
         req = self._record(None)
         if not self._authorised(req):
             return
-        m = re.fullmatch(r"/[^/]+/(files/[^/:?]+)", req.route)
+        m = re.fullmatch(r"/[^/]+/((?:files|cachedContents|batches)/[^/:?]+)", req.route)
         with self.stub._lock:
-            gone = self.stub.files.pop(m.group(1), None) if m else None
+            table: dict[str, Any] = (
+                self.stub.caches
+                if m and m.group(1).startswith("cachedContents/")
+                else self.stub.batches
+                if m and m.group(1).startswith("batches/")
+                else self.stub.files
+            )
+            gone = table.pop(m.group(1), None) if m else None
         if gone is None:
             self._error(req, 404, "File not found.")
         else:
@@ -505,8 +628,166 @@ class _Handler(RecordingHandler):
             self._generate(req)
         elif re.fullmatch(r"/[^/]+/models/[^/:]+:countTokens", route):
             self._count_tokens(req)
+        elif re.fullmatch(r"/[^/]+/cachedContents", route):
+            self._create_cache(req)
+        elif re.fullmatch(r"/[^/]+/models/[^/:]+:batchGenerateContent", route):
+            self._create_batch(req)
+        elif m := re.fullmatch(r"/[^/]+/(batches/[^/:]+):cancel", route):
+            with self.stub._lock:
+                job = self.stub.batches.get(m.group(1))
+                if job is not None and job.state in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
+                    job.state = "BATCH_STATE_CANCELLED"
+            if job is None:
+                self._error(req, 404, f"Batch {m.group(1)} not found.")
+            else:
+                self._send(req, 200, {})
         else:
             self._error(req, 404, f"no route {route}")
+
+    # -- context caching and batches -------------------------------------------------------------
+
+    def _check_cache(self, req: StubRequest) -> bool:
+        name = field_of(req.body, "cachedContent")
+        if not name:
+            return True
+        with self.stub._lock:
+            cache = self.stub.caches.get(name)
+            if cache is not None and cache.expires <= datetime.now(timezone.utc):
+                self.stub.caches.pop(name, None)
+                cache = None
+        if cache is None:
+            self._error(req, 403, f"CachedContent not found (or permission denied): {name}")
+            return False
+        if _bare(cache.model) != _model_of(req.route):
+            self._error(req, 400, f"Model {_model_of(req.route)} does not match the cached content's {cache.model}")
+            return False
+        return True
+
+    def _create_cache(self, req: StubRequest) -> None:
+        stub, body = self.stub, req.body
+        if not isinstance(body, dict) or not field_of(body, "model") or not body.get("contents"):
+            self._error(req, 400, "cachedContents.create needs model and contents")
+            return
+        model = _bare(str(field_of(body, "model")))
+        if not self._check_files(req):
+            return
+        refused = self._refused(req, model)
+        if refused:
+            self._error(req, 400, refused)
+            return
+        tokens, by = stub.count({"contents": body["contents"]})
+        if tokens < stub.min_cache_tokens:
+            self._error(
+                req,
+                400,
+                f"Cached content is too small. total_token_count={tokens}, min_total_token_count={stub.min_cache_tokens}",
+            )
+            return
+        now = datetime.now(timezone.utc)
+        cache = StubCache(
+            name=f"cachedContents/{uuid.uuid4().hex[:12]}",
+            model=f"models/{model}",
+            contents=body["contents"],
+            tokens=tokens,
+            by_modality=by,
+            created=now,
+            expires=now + timedelta(seconds=_ttl_seconds(field_of(body, "ttl"))),
+            display_name=field_of(body, "displayName"),
+        )
+        with stub._lock:
+            stub.caches[cache.name] = cache
+            stub.caches_created.append(cache)
+        self._send(req, 200, _cache_json(cache))
+
+    def _create_batch(self, req: StubRequest) -> None:
+        stub = self.stub
+        with stub._lock:
+            scripted = stub.batch_create_statuses.pop(0) if stub.batch_create_statuses else None
+        if scripted is not None and scripted != 200:
+            self._error(req, scripted, f"stub batch error {scripted}")
+            return
+        batch = field_of(req.body, "batch", {}) or {}
+        requests = field_of(field_of(field_of(batch, "inputConfig", {}), "requests", {}), "requests")
+        if not isinstance(requests, list) or not requests:
+            self._error(req, 400, "batch.inputConfig.requests.requests is required")
+            return
+        job = StubBatch(
+            name=f"batches/{uuid.uuid4().hex[:12]}",
+            model=f"models/{_model_of(req.route)}",
+            display_name=field_of(batch, "displayName"),
+            requests=requests,
+            created=datetime.now(timezone.utc),
+            polls_left=stub.batch_polls,
+        )
+        with stub._lock:
+            stub.batches[job.name] = job
+        self._send(req, 200, _batch_json(job))
+
+    def _run_batch(self, job: StubBatch) -> list[dict[str, Any]]:
+        """Each inlined request answered as a direct generateContent would be (or its error)."""
+        stub, out = self.stub, []
+        route = f"/v1beta/{job.model}:generateContent"
+        for item in job.requests:
+            body = field_of(item, "request", {}) or {}
+            inner = StubRequest(index=-1, method="POST", path=route, headers={}, body=body, received=time.monotonic())
+            reply = stub.decide(inner)
+            entry: dict[str, Any] = {}
+            if field_of(item, "metadata") is not None:
+                entry["metadata"] = field_of(item, "metadata")
+            missing = [u for u in inner.file_uris if (f := stub.file_by_uri(u)) is None or f.state != "ACTIVE"]
+            refused = self._refused(inner, _bare(job.model))
+            if reply.status != 200 or missing or refused:
+                code = reply.status if reply.status != 200 else 400
+                msg = refused or (f"file not ACTIVE: {missing}" if missing else f"stub error {code}")
+                entry["error"] = {"code": code, "message": msg, "status": _STATUS_NAMES.get(code, "UNKNOWN")}
+            else:
+                entry["response"] = stub.generate_payload(inner, reply, _bare(job.model))
+            out.append(entry)
+        return out
+
+    def _get_cache_or_batch(self, req: StubRequest) -> bool:
+        stub, route = self.stub, req.route
+        if re.fullmatch(r"/[^/]+/cachedContents", route):
+            with stub._lock:
+                shown = [_cache_json(c) for c in stub.caches.values()]
+            self._send(req, 200, {"cachedContents": shown} if shown else {})
+            return True
+        if m := re.fullmatch(r"/[^/]+/(cachedContents/[^/:?]+)", route):
+            with stub._lock:
+                cache = stub.caches.get(m.group(1))
+            if cache is None:
+                self._error(req, 403, f"CachedContent not found (or permission denied): {m.group(1)}")
+            else:
+                self._send(req, 200, _cache_json(cache))
+            return True
+        if re.fullmatch(r"/[^/]+/batches", route):
+            with stub._lock:
+                shown = [_batch_json(b) for b in stub.batches.values()]
+            self._send(req, 200, {"operations": shown} if shown else {})
+            return True
+        if m := re.fullmatch(r"/[^/]+/(batches/[^/:?]+)", route):
+            with stub._lock:
+                job = stub.batches.get(m.group(1))
+                run = False
+                if job is not None and job.state in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
+                    if job.polls_left > 0:
+                        job.polls_left -= 1
+                        job.state = "BATCH_STATE_RUNNING"
+                    else:
+                        run = True
+            if job is None:
+                self._error(req, 404, f"Batch {m.group(1)} not found.")
+                return True
+            if run:
+                final = stub.batch_final_state
+                output = self._run_batch(job) if final == "BATCH_STATE_SUCCEEDED" else None
+                with stub._lock:
+                    job.state, job.output = final, output
+            with stub._lock:
+                shown_job = _batch_json(job)
+            self._send(req, 200, shown_job)
+            return True
+        return False
 
     # -- the Files API ------------------------------------------------------------------------------
     def _upload_start(self, req: StubRequest) -> None:
@@ -637,7 +918,7 @@ class _Handler(RecordingHandler):
             if refused:
                 self._error(req, 400, refused)
                 return
-            if not self._check_files(req):
+            if not self._check_files(req) or not self._check_cache(req):
                 return
             self._send(req, 200, stub.generate_payload(req, reply), reply.headers)
         except (BrokenPipeError, ConnectionResetError):
@@ -645,6 +926,47 @@ class _Handler(RecordingHandler):
         finally:
             with stub._lock:
                 stub.in_flight -= 1
+
+
+def _cache_json(c: StubCache) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": c.name,
+        "model": c.model,
+        "createTime": _rfc3339(c.created),
+        "updateTime": _rfc3339(c.created),
+        "expireTime": _rfc3339(c.expires),
+        "usageMetadata": {"totalTokenCount": c.tokens},
+    }
+    if c.display_name:
+        out["displayName"] = c.display_name
+    return out
+
+
+def _batch_json(b: StubBatch) -> dict[str, Any]:
+    """The job as the API shapes it: an operation whose ``metadata`` is the GenerateContentBatch."""
+    meta: dict[str, Any] = {
+        "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+        "name": b.name,
+        "model": b.model,
+        "state": b.state,
+        "createTime": _rfc3339(b.created),
+        "updateTime": _rfc3339(b.created),
+        "batchStats": {"requestCount": str(len(b.requests))},
+    }
+    if b.display_name:
+        meta["displayName"] = b.display_name
+    out: dict[str, Any] = {"name": b.name, "metadata": meta}
+    if b.output is not None:
+        meta["output"] = {"inlinedResponses": {"inlinedResponses": b.output}}
+        meta["endTime"] = _rfc3339(datetime.now(timezone.utc))
+        out["done"] = True
+        out["response"] = {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+            "inlinedResponses": {"inlinedResponses": b.output},
+        }
+    elif b.state in ("BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED", "BATCH_STATE_EXPIRED"):
+        out["done"] = True
+    return out
 
 
 GeminiStub.handler_class = _Handler
