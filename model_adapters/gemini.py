@@ -63,7 +63,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from loguru import logger
@@ -247,6 +247,7 @@ class _RunState:
 
 class Gemini(NaruModel):
     model_id = "naru_gemini"
+    Args: ClassVar[type[GeminiArgs]] = GeminiArgs
     needs_frames = False  # Gemini samples the uploaded file itself
     default_num_frames = None
     max_concurrency = 8
