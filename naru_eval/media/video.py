@@ -386,11 +386,13 @@ def frame_index(
 #: Default pixel budget per frame while decoding (448 x 448): bounds memory on 4-hour videos.
 DEFAULT_MAX_PIXELS = 448 * 448
 
-#: Frame threads only while this many cores are idle (cores minus the 1-minute load average).
-#: Measured (docs/performance.md): with idle cores frame threads can win even at 200x120; once
-#: the cores are taken they keep several packets in flight that every seek flushes, and slice
-#: threads win by up to 35 % (and by 1.5x at 200x120 with a load of 1.9 on 2 cores).
-IDLE_CORES_FOR_FRAME_THREADS = 1.0
+#: Frame threads only while this many cores are idle (cores minus the 1-minute load average,
+#: which counts the sampling process itself). Measured (docs/performance.md): once the cores are
+#: taken, frame threads keep several packets in flight that every seek flushes, and slice
+#: threads win by up to 35 % (1.5x at 200x120 with a load of 1.9 on 2 cores); with one core
+#: idle of 2 (the sampler alone, load ~1) they still lost at 1080p N=8 (0.50 s vs 0.36 s), so a
+#: 2-core machine always decodes with slice threads and frame threads need two idle cores.
+IDLE_CORES_FOR_FRAME_THREADS = 2.0
 
 
 class SampledFrames(NamedTuple):
