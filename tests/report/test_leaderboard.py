@@ -449,12 +449,12 @@ def test_html_page_renders_offline_in_headless_chromium(runs, tmp_path):
     assert html.count('src="data:image/png;base64,') == imgs
 
     shot = tmp_path / "page.png"
-    cap = chromium("--window-size=1300,3200", "--hide-scrollbars", f"--screenshot={shot}", page.as_uri(), cwd=tmp_path)
+    cap = chromium("--window-size=1300,9000", "--hide-scrollbars", f"--screenshot={shot}", page.as_uri(), cwd=tmp_path)
     assert cap.returncode == 0 and shot.exists(), cap.stderr[-2000:]
     from PIL import Image
 
     img = Image.open(shot).convert("RGB")
-    assert img.size == (1300, 3200)
+    assert img.size == (1300, 9000)  # tall: the published tables come first, the figures below them
     colours = img.getcolors(maxcolors=1 << 20)
     assert colours is not None and len(colours) > 50  # not blank
     # the figures' colours (viridis cells, blue/orange lines and bars) reach the screen: the inline
