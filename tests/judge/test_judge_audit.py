@@ -21,21 +21,10 @@ from naru_eval.judge.score import JudgedSample
 
 
 def paper_validation() -> dict:
-    from pathlib import Path
+    """The judge validation of the paper's sec. IV-D, from the package's copy of its figures."""
+    from naru_eval.report.paper import paper_source
 
-    p = Path("/work/shared/reference/naru_paper.json")
-    if p.exists():
-        return json.loads(p.read_text())["judge_validation"]
-    # the figures of sec. IV-D, for checkouts without the shared reference
-    return {
-        "sampled_responses": 50,
-        "annotators": 3,
-        "verdicts": 150,
-        "acceptance": 0.9,
-        "acceptance_per_annotator": [0.88, 0.92],
-        "majority_acceptance": 0.96,
-        "mean_pairwise_agreement": 0.827,
-    }
+    return paper_source()["judge_validation"]
 
 
 def judged(i: int, category: str, recall: float, status: str = "scored") -> JudgedSample:
