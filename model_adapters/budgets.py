@@ -162,3 +162,16 @@ def default_sampling(model_id: str, pretrained: str | None = None) -> Sampling |
         if name in CHECKPOINT_SAMPLING and model_id in DEFAULT_SAMPLING:
             return CHECKPOINT_SAMPLING[name]
     return DEFAULT_SAMPLING.get(model_id)
+
+
+def resolve_sampling(
+    model_id: str, num_frames: int | None, fps: float | None, pretrained: str | None = None
+) -> tuple[int | None, float | None]:
+    """``(num_frames, fps)`` as given, or, when neither is, the adapter's official default (the
+    one place every adapter takes it from); an adapter without a default then is an error."""
+    if num_frames is not None or fps is not None:
+        return num_frames, fps
+    official = default_sampling(model_id, pretrained)
+    if official is None:
+        raise ValueError(f"{model_id}: no default sampling in model_adapters.budgets.DEFAULT_SAMPLING")
+    return official.frames, official.fps

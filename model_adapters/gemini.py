@@ -71,7 +71,7 @@ from pydantic import Field, field_validator, model_validator
 
 from model_adapters.args import AdapterArgs, ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
-from model_adapters.budgets import default_sampling
+from model_adapters.budgets import resolve_sampling
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
 from naru_eval.api.retry import RetryError, RetryPolicy
@@ -267,11 +267,10 @@ class Gemini(NaruModel):
         args, base = GeminiArgs.parse(self.model_id, kwargs, passthrough=_BASE_ARGS)
         #: the typed model args, as given (``fps`` None: the default sampling below)
         self.args = args
-        fps_value = args.fps
-        if fps_value is None:  # unset: the official leaderboard's sampling, from the one table of defaults
-            official = default_sampling(self.model_id)
-            assert official is not None and official.fps is not None, "budgets.DEFAULT_SAMPLING: naru_gemini"
-            fps_value = official.fps
+        # unset: the official leaderboard's sampling, from the one table of defaults
+        _, fps_value = resolve_sampling(self.model_id, None, args.fps)
+        if fps_value is None:
+            raise ValueError(f"{self.model_id}: its default sampling must be a rate (fps), not a frame count")
         super().__init__(fps=fps_value, **base)
         self.model = args.model
         self.media_resolution = args.media_resolution

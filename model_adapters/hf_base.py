@@ -42,7 +42,7 @@ from loguru import logger
 
 from model_adapters.args import HFArgs, parse_model_args
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed, _as_bool, _opt_int
-from model_adapters.budgets import default_sampling
+from model_adapters.budgets import resolve_sampling
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
 DEFAULT_MAX_NEW_TOKENS = 16
@@ -89,15 +89,8 @@ class HFVideoModel(NaruModel):
         args = parse_model_args(self.Args, model_args, self.model_id)
         self.args = args
         base = args.base_kwargs()
-        if args.num_frames is None and args.fps is None:
-            # the default: the official leaderboard's setting for this model (one place: budgets.py)
-            official = default_sampling(self.model_id, args.pretrained)
-            if official is None:
-                raise ValueError(f"{self.model_id}: no default sampling in model_adapters.budgets.DEFAULT_SAMPLING")
-            if official.fps is not None:
-                base["fps"] = official.fps
-            else:
-                base["num_frames"] = official.frames
+        # unset: the official leaderboard's setting for this model (one place: budgets.py)
+        base["num_frames"], base["fps"] = resolve_sampling(self.model_id, args.num_frames, args.fps, args.pretrained)
         super().__init__(**base)
         self.pretrained = args.pretrained
         self.dtype_name = args.dtype
