@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from model_adapters.args import AdapterArgs
 from naru_eval.api.retry import ConfigErrorBreaker
+from naru_eval.core import provenance
 from naru_eval.settings import parse_flag, settings
 from naru_eval.store.responses import ResponseStore, redact, run_key
 
@@ -157,6 +158,12 @@ class NaruModel(lmms):
     def finish(self) -> None:
         """Called after the last answer of a ``generate_until`` call (release per-video state)."""
 
+    def provenance(self) -> dict[str, str | None]:
+        """What the model is given (``naru_eval.core.provenance``): written into every sample
+        payload of the run. Families that send media differently override ``input_mode``; the
+        HF families add their position layout."""
+        return {"adapter": self.model_id, "input_mode": "video" if self.needs_frames else None}
+
     def describe(self) -> dict[str, Any]:
         """What, besides the task and prompt, changes this adapter's answers (for the run key)."""
         return {
@@ -234,6 +241,7 @@ class NaruModel(lmms):
         return run_key(desc), f"{request.question_id}:{digest}"
 
     def generate_until(self, requests: list[Instance]) -> list[str]:
+        provenance.record(**self.provenance())
         reqs = self.to_naru_requests(requests)
         out: list[str | None] = [None] * len(reqs)
         store = self.store

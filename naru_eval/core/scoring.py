@@ -58,6 +58,10 @@ class ScoredSample:
     valid: bool
     duration_s: float | None = None  # the video's length when the data has it (diagnostics)
     data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset)
+    # what the model was given, as its adapter recorded it (naru_eval.core.provenance)
+    adapter: str | None = None
+    input_mode: str | None = None  # video | images | server-sampled | text
+    positions: str | None = None  # the position layout of the model's input (e.g. qwen-reference)
 
 
 def score_response(
@@ -65,6 +69,7 @@ def score_response(
     response: str | None,
     data_fingerprint: str | None = None,
     fallback: Fallback | None = None,
+    provenance: Mapping[str, str] | None = None,
 ) -> ScoredSample:
     """Extract the letter from ``response`` and compare it with the gold answer. ``fallback``
     (none by default) gets a second look at an invalid answer; scoring itself reads no setting."""
@@ -83,6 +88,9 @@ def score_response(
         valid=ext.valid,
         duration_s=question.duration_s,
         data_fingerprint=data_fingerprint,
+        adapter=(provenance or {}).get("adapter"),
+        input_mode=(provenance or {}).get("input_mode"),
+        positions=(provenance or {}).get("positions"),
     )
 
 

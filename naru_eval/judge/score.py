@@ -74,6 +74,10 @@ class JudgedSample:
     judge: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
     data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset), as MCQ records it
+    # what the model was given, as its adapter recorded it (naru_eval.core.provenance)
+    adapter: str | None = None
+    input_mode: str | None = None
+    positions: str | None = None
 
     @classmethod
     def unscored(cls, item: Any, response: str | None, **fields: Any) -> JudgedSample:

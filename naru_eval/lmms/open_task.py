@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from naru_eval.api.retry import ConfigurationError
+from naru_eval.core import provenance
 from naru_eval.core.data import NaruQuestion
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem, open_prompt_question
@@ -136,6 +137,9 @@ def judge_doc(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict[
         )
     # the data the question came from, as the MCQ payloads record it (the leaderboard's ``data``)
     sample.data_fingerprint = doc.get("data_fingerprint") or None
+    # what the model was given (naru_eval.core.provenance), as the MCQ payloads record it
+    prov = provenance.current()
+    sample.adapter, sample.input_mode, sample.positions = (prov.get(k) for k in provenance.FIELDS)
     return open_payloads(sample)
 
 

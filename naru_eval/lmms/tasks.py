@@ -12,6 +12,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+from naru_eval.core import provenance
 from naru_eval.core.data import Dataset, NaruQuestion
 from naru_eval.core.prompts import mcq_prompt
 from naru_eval.core.scoring import Fallback, ScoredSample, aggregate_score, metric_payloads, score_response
@@ -99,9 +100,17 @@ def process_results(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dic
     return metric_payloads(_score(doc, response))
 
 
-def _score(doc: Mapping[str, Any], response: str | None) -> ScoredSample:
+def _score(doc: Mapping[str, Any], response: str | None, input_mode: str | None = None) -> ScoredSample:
+    """Score ``response``; ``input_mode`` overrides the adapter's (a blind task sends no media)."""
+    prov = provenance.current()
+    if input_mode is not None:
+        prov["input_mode"] = input_mode
     return score_response(
-        NaruQuestion.from_doc(doc), response, data_fingerprint=doc.get("data_fingerprint"), fallback=mcq_fallback()
+        NaruQuestion.from_doc(doc),
+        response,
+        data_fingerprint=doc.get("data_fingerprint"),
+        fallback=mcq_fallback(),
+        provenance=prov,
     )
 
 
@@ -179,7 +188,7 @@ def process_results_blind(doc: Mapping[str, Any], results: list[Any]) -> dict[st
     from naru_eval.core.variants import blind_payloads
 
     response = _response(results)
-    return blind_payloads(_score(doc, response))
+    return blind_payloads(_score(doc, response, input_mode="text"))
 
 
 def process_docs_circular_500(_placeholder: Any) -> Any:
