@@ -106,7 +106,7 @@ class NaruModel(lmms):
     needs_frames: bool = True
     #: whether answers go through the response store by default
     uses_store: ClassVar[bool] = True
-    #: the family's maximum frame budget (see model_adapters/budgets.py)
+    #: the family's maximum frame budget (see naru_eval/core/budgets.py)
     default_num_frames: ClassVar[int | None] = 32
     #: how many :meth:`respond` calls run at once (API adapters raise it, per class or instance).
     #: Above 1, pending requests are submitted in the same by-video order to a thread pool and

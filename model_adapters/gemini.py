@@ -71,10 +71,10 @@ from pydantic import Field, field_validator, model_validator
 
 from model_adapters.args import AdapterArgs, ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
-from model_adapters.budgets import resolve_sampling
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
 from naru_eval.api.retry import RetryError, RetryPolicy
+from naru_eval.core.budgets import resolve_sampling
 from naru_eval.providers.gemini import request as request_
 from naru_eval.providers.gemini.batch import BatchPolicy, BatchRunner
 from naru_eval.providers.gemini.caching import CachePolicy, VideoCaches

@@ -27,7 +27,7 @@ the checkpoint's), ``device_map`` (e.g. ``auto`` to shard a large checkpoint ove
 GPUs), ``attn_implementation``, ``max_new_tokens`` (else a reasoning family's budget, else the
 task's, else 16), ``system_prompt``, ``trust_remote_code``, ``revision``, plus the base's
 ``num_frames`` / ``fps`` / ``max_frames`` / ``max_pixels`` (their default: the model's official
-setting, ``model_adapters.budgets.default_sampling``) the throughput args ``shared_prefix`` (true), ``decode_workers`` (0: decode inline) and
+setting, ``naru_eval.core.budgets.default_sampling``) the throughput args ``shared_prefix`` (true), ``decode_workers`` (0: decode inline) and
 ``decode_budget_mb`` (4096), and a family's own args. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
 on ``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
 """
@@ -42,7 +42,7 @@ from loguru import logger
 
 from model_adapters.args import HFArgs, parse_model_args
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed, _as_bool, _opt_int
-from model_adapters.budgets import resolve_sampling
+from naru_eval.core.budgets import resolve_sampling
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
 DEFAULT_MAX_NEW_TOKENS = 16
@@ -63,7 +63,7 @@ class HFVideoModel(NaruModel):
     """Base of the transformers families; subclasses set the class attributes below."""
 
     model_id = "naru_hf"
-    #: key of model_adapters.budgets.FRAME_BUDGETS
+    #: key of naru_eval.core.budgets.FRAME_BUDGETS
     family: ClassVar[str] = ""
     #: config.model_type -> the transformers class that loads it (the family's checkpoints)
     model_classes: ClassVar[Mapping[str, str]] = {}
@@ -71,7 +71,7 @@ class HFVideoModel(NaruModel):
     video_kwargs: ClassVar[Mapping[str, Any]] = {"do_sample_frames": False}
     #: extra variables for the chat template (e.g. enable_thinking; a family may set it per instance)
     template_kwargs: Mapping[str, Any] = {}
-    #: the sampling comes from model_adapters.budgets.default_sampling (the official leaderboard's)
+    #: the sampling comes from naru_eval.core.budgets.default_sampling (the official leaderboard's)
     default_num_frames = None
     #: a reasoning family's generation budget (set per instance when its reasoning is on): it
     #: replaces the task's max_new_tokens, which budgets an answer, not the reasoning before it

@@ -4,7 +4,7 @@ Each family in ``scripts/gpu_configs/*.json`` is built at its real size (hidden 
 heads, vocabulary and vision tower of the public ``config.json``; random bf16 weights, so the
 same compute as the real checkpoint) with the family's real processor classes and a small
 tokenizer trained here (its token ids fit the real vocabulary). A video is generated; a few
-questions are answered at the official frame budget (``model_adapters.budgets.DEFAULT_SAMPLING``)
+questions are answered at the official frame budget (``naru_eval.core.budgets.DEFAULT_SAMPLING``)
 through the adapter's own ``respond`` with the shared video prefix and per question. One JSON
 file gets, per family: seconds per question (shared and per question), the vision-encoder and
 prefill work, peak GPU memory, and whether the greedy answers are identical.
@@ -170,7 +170,7 @@ def requests(video: Path, n: int) -> list[Any]:
 
 def dry_run(name: str, video: Path) -> dict[str, Any]:
     """Meta-device build and processor shapes: no GPU, no weights."""
-    from model_adapters.budgets import DEFAULT_SAMPLING
+    from naru_eval.core.budgets import DEFAULT_SAMPLING
 
     spec = load_spec(name)
     _, proc, ids = tokenizer_and_processor(spec)

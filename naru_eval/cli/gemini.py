@@ -46,11 +46,11 @@ GEMINI_POST_PROMPT = "Answer with only the letter (A, B, C or D) of the correct 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="Gemini model id, e.g. gemini-3-flash-preview or gemini-2.5-flash")
     p.add_argument("--task", default="naru_mcq", help="naru_mcq (1,481 questions) or naru_mcq_500 (default: naru_mcq)")
-    from model_adapters.budgets import default_sampling
+    from naru_eval.core.budgets import default_sampling
 
     sampling = default_sampling("naru_gemini")  # naru_gemini's default, the official sampling
     if sampling is None or sampling.fps is None:
-        raise RuntimeError("model_adapters.budgets has no fps default for naru_gemini")
+        raise RuntimeError("naru_eval.core.budgets has no fps default for naru_gemini")
     fps = sampling.fps
     p.add_argument(
         "--fps", type=float, default=fps, help=f"videoMetadata.fps, frames sampled per second (default {fps:g})"

@@ -135,8 +135,8 @@ def budget_of(model_args: Mapping[str, str]) -> tuple[int | None, float | None]:
 def sampling_label(frames: int | None, fps: float | None, adapter: str | None = None) -> str:
     """How a run sampled its video, as the official table prints it ("128 Frames", "0.25 FPS"):
     explicit ``num_frames=``/``fps=`` of the model_args win; else the adapter's default
-    (``model_adapters.budgets.default_sampling``); "default" when neither is known."""
-    from model_adapters.budgets import Sampling, default_sampling
+    (``naru_eval.core.budgets.default_sampling``); "default" when neither is known."""
+    from naru_eval.core.budgets import Sampling, default_sampling
 
     if fps is not None or frames is not None:
         return Sampling(frames=None if fps is not None else frames, fps=fps).label

@@ -21,7 +21,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "judge": frozenset({"core", "store", "api"}),
     "model_adapters": frozenset({"core", "media", "store", "api", "providers", "judge"}),
     "lmms": frozenset({"core", "media", "store", "api", "judge"}),
-    "report": frozenset({"core", "media", "store", "api", "judge", "model_adapters"}),
+    "report": frozenset({"core", "media", "store", "api", "judge"}),
     "cli": frozenset({"core", "media", "store", "api", "providers", "judge", "lmms", "report", "model_adapters"}),
     "tasks": frozenset({"lmms"}),
 }

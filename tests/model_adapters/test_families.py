@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from model_adapters.base import Answer, RequestFailed
-from model_adapters.budgets import FRAME_BUDGETS
+from naru_eval.core.budgets import FRAME_BUDGETS
 from naru_eval.core.synthetic import read_frame_index
 from tests.helpers.families import ALL_FAMILIES, HF_FAMILIES, N, Spy, adapter_class, expected, make, request
 

@@ -11,8 +11,8 @@ import pytest
 
 from model_adapters import ADAPTERS
 from model_adapters.base import NaruRequest
-from model_adapters.budgets import DEFAULT_SAMPLING, default_sampling
 from model_adapters.qwen import qwen_video_plan, resize_frames
+from naru_eval.core.budgets import DEFAULT_SAMPLING, default_sampling
 
 # The official leaderboard's "sampling" strings, copied from the NARU authors' project page
 # (repository ma-labo/naru, src/data/results_RQ1.json; the same strings in results_RQ3.json),
@@ -50,9 +50,9 @@ def test_adapter_default_is_the_official_sampling(model_id, pretrained):
 
 
 def test_gemini_default_is_the_official_sampling(monkeypatch):
-    from model_adapters.budgets import Sampling
     from model_adapters.gemini import Gemini
     from naru_eval.cli import gemini as cli_gemini
+    from naru_eval.core.budgets import Sampling
 
     monkeypatch.setenv("GOOGLE_API_KEY", "test-key-not-real")
     g = Gemini(model="gemini-2.5-flash", store="false")

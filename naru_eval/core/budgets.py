@@ -173,5 +173,5 @@ def resolve_sampling(
         return num_frames, fps
     official = default_sampling(model_id, pretrained)
     if official is None:
-        raise ValueError(f"{model_id}: no default sampling in model_adapters.budgets.DEFAULT_SAMPLING")
+        raise ValueError(f"{model_id}: no default sampling in naru_eval.core.budgets.DEFAULT_SAMPLING")
     return official.frames, official.fps
