@@ -451,7 +451,8 @@ def test_concurrency_backs_off_on_a_429_and_grows_again(tmp_path, docs):
         return answer_for(req.text)
 
     with OpenAIStub(responder=responder, statuses=[429], latency=0.15) as stub:
-        model, sleeps = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=8)
+        # every question at once (prefix_first off): the limiter is measured at full fan-out
+        model, sleeps = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=8, prefix_first=False)
         out = model.generate_until(instances(docs))
         statuses = [r.status for r in sorted(stub.chat_requests(), key=lambda r: r.received)]
     assert out == [answer_for(doc_to_text(d)) for d in docs]
