@@ -80,6 +80,14 @@ def is_qwen_video_family(model: str) -> bool:
     return bool(_QWEN_VIDEO.search(str(model).rsplit("/", 1)[-1]))
 
 
+def qwen_patch_size(model: str) -> int | None:
+    """qwen-vl-utils' ``image_patch_size`` of a Qwen video family by its served name (16 for
+    Qwen3-VL / Qwen3.5, 14 for Qwen2-VL / Qwen2.5-VL / Omni), None for any other model."""
+    if not is_qwen_video_family(model):
+        return None
+    return 16 if re.search(r"qwen3", str(model), re.IGNORECASE) else 14
+
+
 def resolve_video_mode(mode: str, model: str | None) -> str:
     """``auto`` -> ``video`` for a Qwen-family served model, else ``frames``; others as given."""
     if mode != "auto":
@@ -277,6 +285,8 @@ class OpenAICompat(NaruModel):
         self._unreachable = 0
         self._unreachable_lock = threading.Lock()
         self.prefix_first = args.prefix_first
+        #: video -> the qwen-vl-utils plan of a rate-sampled Qwen video (video mode)
+        self._plans: dict[str, Any] = {}
         #: video -> set once its first question of this call is answered (prefix_first)
         self._first_done: dict[str, threading.Event] = {}
         self._first_lock = threading.Lock()
@@ -307,6 +317,11 @@ class OpenAICompat(NaruModel):
         }
         if self.video_mode in ("frames", "video"):
             desc["jpeg_quality"] = self.jpeg_quality
+        patch = qwen_patch_size(self.model)
+        if self.video_mode == "video" and self.fps is not None and patch is not None:
+            from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
+
+            desc["qwen_vl_utils_sizing"] = {"patch_size": patch, "model_seq_len": vp.MODEL_SEQ_LEN}
         if self.reasoning:  # no temperature, max_completion_tokens: another request
             desc["reasoning"] = True
             desc["max_completion_tokens"] = self.max_completion_tokens
@@ -407,6 +422,45 @@ class OpenAICompat(NaruModel):
                 "Use video_mode=frames (our frames as images) or video_mode=video_url (server-sampled), "
                 "or serve the model with vLLM. Nothing was asked."
             )
+
+    # -- the frames -------------------------------------------------------------------------------
+    def video_plan(self, video: str) -> Any:
+        """Video mode, rate sampling (``fps=``), a Qwen family: the frame count and size
+        qwen-vl-utils gives (``model_adapters.qwen.qwen_video_plan``, the HF path's rule), so the
+        server gets the frames and tokens the HF path feeds the model; None otherwise."""
+        patch = qwen_patch_size(self.model)
+        if self.video_mode != "video" or self.fps is None or patch is None:
+            return None
+        if video not in self._plans:
+            from model_adapters.qwen import qwen_video_plan
+            from naru_eval.media.video import probe_video
+
+            info = probe_video(video, check_end=False)
+            try:
+                self._plans[video] = qwen_video_plan(
+                    info.frame_count, info.fps, info.height, info.width, fps=self.fps, patch_size=patch,
+                    max_frames=self.max_frames, max_pixels=self.max_pixels,
+                )  # fmt: skip
+            except ValueError as e:  # e.g. fewer frames than qwen-vl-utils' FRAME_FACTOR
+                raise RequestFailed(f"video {video}: qwen-vl-utils sampling at fps={self.fps:g}: {e}") from None
+        return self._plans[video]
+
+    def frame_params(self, video: str) -> dict[str, Any]:
+        plan = self.video_plan(video)
+        if plan is None:
+            return super().frame_params(video)
+        from naru_eval.media.frame_cache import sampling_params
+
+        return sampling_params(num_frames=plan.nframes, max_pixels=plan.max_pixels)
+
+    def frames(self, request: NaruRequest) -> Any:
+        sampled = super().frames(request)
+        plan = self.video_plan(request.video) if request.video is not None else None
+        if plan is None:
+            return sampled
+        from model_adapters.qwen import resize_frames
+
+        return sampled._replace(frames=resize_frames(sampled.frames, plan.height, plan.width))
 
     # -- the message ------------------------------------------------------------------------------
     def video_url(self, path: str) -> str:

@@ -248,3 +248,26 @@ def test_a_failed_first_question_releases_the_others(tmp_path, docs):
         model = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=4, max_retries=0)
         out = model.generate_until(instances(docs))
     assert sum(o == "B" for o in out) == len(docs) - 1 and list(model.failures) == [docs[first]["question_id"]]
+
+
+@pytest.mark.parametrize("served,hf_model", [(QWEN, "Qwen2_5_VL"), ("Qwen/Qwen3-VL-8B-Instruct", "Qwen3_VL")])
+def test_rate_sampling_sends_the_frames_the_hf_path_gives_the_model(tmp_path, docs, served, hf_model):
+    """fps= on a Qwen family: qwen-vl-utils' frame count and size, the very frames (same pixels,
+    same frame numbers) the HF adapter of that family hands its processor."""
+    from model_adapters import qwen
+
+    hf = getattr(qwen, hf_model)(pretrained="unused", fps="2", device="cpu", store="false")
+    asked = docs[:1]
+    with OpenAIStub(models=(served,)) as stub:
+        model = make_model(stub, tmp_path, asked, model=served, fps=2)
+        model.generate_until(instances(asked))
+        (req,) = stub.chat_requests()
+    request = model.to_naru_requests(instances(asked))[0]
+    ours, theirs = model.frames(request), hf.frames(request)
+    plan = hf.video_plan(request.video)
+    assert len(ours.frames) == plan.nframes and ours.frames.shape[1:3] == (plan.height, plan.width)
+    assert list(ours.indices) == list(theirs.indices) and (ours.frames == theirs.frames).all()
+    (video,) = req.video_frames()
+    assert len(video) == plan.nframes and video[0].shape[:2] == (plan.height, plan.width)
+    assert req.media_io_kwargs["video"]["frames_indices"] == [int(i) for i in theirs.indices]
+    assert model.describe()["qwen_vl_utils_sizing"]["patch_size"] == hf.patch_size
