@@ -203,11 +203,14 @@ def video_metadata(sampled: Any) -> dict[str, Any]:
     timestamps): the same numbers the HF path hands its processor. ``num_frames=-1`` keeps
     every frame sent, whatever the server's default."""
     info = sampled.info
+    indices = [int(i) for i in sampled.indices]
     return {
         "num_frames": -1,
         "fps": float(info.fps),
-        "frames_indices": [int(i) for i in sampled.indices],
-        "total_num_frames": int(info.frame_count),
+        "frames_indices": indices,
+        # vLLM requires at least one frame number per frame sent; a budget above the video's
+        # frame count repeats frames (the sampler's rule), so the count is at least the frames sent
+        "total_num_frames": max(int(info.frame_count), len(indices)),
         "duration": float(info.duration_s),
     }
 

@@ -271,3 +271,18 @@ def test_rate_sampling_sends_the_frames_the_hf_path_gives_the_model(tmp_path, do
     assert len(video) == plan.nframes and video[0].shape[:2] == (plan.height, plan.width)
     assert req.media_io_kwargs["video"]["frames_indices"] == [int(i) for i in theirs.indices]
     assert model.describe()["qwen_vl_utils_sizing"]["patch_size"] == hf.patch_size
+
+
+def test_a_budget_above_the_videos_frames_is_still_a_valid_video(tmp_path, docs, indexed_video):
+    """96 frames of a 60-frame video: the sampler repeats frames; the part still holds one frame
+    number per frame and a frame count that covers them (else vLLM refuses it)."""
+    asked = on_video(docs, indexed_video, n=1)
+    with OpenAIStub(models=(QWEN,)) as stub:
+        model = make_model(stub, tmp_path, asked, num_frames=96)
+        model.generate_until(instances(asked))
+        (req,) = stub.chat_requests()
+    assert req.status == 200
+    meta = req.media_io_kwargs["video"]
+    (video,) = req.video_frames()
+    assert [read_frame_index(f) for f in video] == meta["frames_indices"] == uniform_indices(60, 96)
+    assert meta["total_num_frames"] == 96 and meta["fps"] == pytest.approx(10.0)
