@@ -141,6 +141,8 @@ class OpenAICompatArgs(AdapterArgs):
     max_images_per_prompt: int | None = Field(None, ge=1, description="the server's image limit (frames mode)")
     reasoning: bool | Literal["auto"] = Field("auto", description="a reasoning model (auto: gpt-5*, o-series)")
     max_completion_tokens: int | None = Field(None, ge=1, description="reasoning models' output budget")
+    decode_workers: int = Field(0, ge=0, description="processes decoding the next videos ahead (0: decode inline)")
+    decode_budget_mb: int = Field(4096, ge=1, description="decoded frames held ahead, in MiB")
     prefix_first: Flag = Field(
         True, description="ask a video's first question alone, its others once it is answered (prefix cache)"
     )
@@ -288,6 +290,10 @@ class OpenAICompat(NaruModel):
         self._unreachable = 0
         self._unreachable_lock = threading.Lock()
         self.prefix_first = args.prefix_first
+        # decode-ahead (the base's, naru_eval.media.prefetch): the next videos decode in worker
+        # processes while the server answers this one (video and frames modes)
+        self.decode_workers = args.decode_workers
+        self.decode_budget_bytes = args.decode_budget_mb << 20
         #: video -> the qwen-vl-utils plan of a rate-sampled Qwen video (video mode)
         self._plans: dict[str, Any] = {}
         #: video -> set once its first question of this call is answered (prefix_first)

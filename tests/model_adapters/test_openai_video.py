@@ -286,3 +286,26 @@ def test_a_budget_above_the_videos_frames_is_still_a_valid_video(tmp_path, docs,
     (video,) = req.video_frames()
     assert [read_frame_index(f) for f in video] == meta["frames_indices"] == uniform_indices(60, 96)
     assert meta["total_num_frames"] == 96 and meta["fps"] == pytest.approx(10.0)
+
+
+def test_decode_ahead_sends_the_same_bytes(tmp_path, docs, monkeypatch):
+    """decode_workers: the next videos decode in worker processes (the base's decode-ahead, a
+    fresh frame cache each run); what is sent does not change."""
+    from naru_eval.media import frame_cache
+
+    monkeypatch.delenv("NARU_FRAME_CACHE", raising=False)
+    asked = docs[:9]
+    videos = {d["video"] for d in asked}
+    bodies = []
+    for workers in (0, 2):
+        monkeypatch.setattr(frame_cache, "_DEFAULT", None)
+        with OpenAIStub(models=(QWEN,), latency=0.2) as stub:
+            model = make_model(
+                stub, tmp_path / str(workers), asked, num_frames=4, decode_workers=workers, max_concurrency=2
+            )
+            model.generate_until(instances(asked))
+            bodies.append(sorted(r.raw for r in stub.chat_requests()))
+        stats = frame_cache.default_cache().stats
+        assert stats.decodes + stats.prefetched == len(videos)  # each video decoded once
+        assert (stats.prefetched > 0) == (workers > 0)  # with workers, some of them ahead
+    assert bodies[0] == bodies[1] and len(bodies[0]) == 9
