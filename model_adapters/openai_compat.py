@@ -560,6 +560,7 @@ class OpenAICompat(NaruModel):
                 done = self._first_done[request.video] = threading.Event()
                 return done
         done.wait()
+        self.breaker.check()  # the first question may have stopped the run (a configuration error)
         return None
 
     def finish(self) -> None:
