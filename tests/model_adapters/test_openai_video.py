@@ -94,17 +94,29 @@ def test_video_is_the_default_for_qwen_family_models(served, mode):
 # -------------------------------------------------------------------- the video part itself
 
 
-def test_one_video_part_holds_exactly_the_sampled_frames_in_order_with_their_timing(tmp_path, docs, indexed_video):
-    """Qwen default at 8 frames of a 60-frame, 10 fps video whose frames show their own number:
-    one video part and no image part per question; the stub decodes it back to pixels and every
-    frame is the one the sampler picked, in order; the timing is the sampler's."""
-    asked = on_video(docs, indexed_video)
+@pytest.fixture(scope="module")
+def long_indexed_video(tmp_path_factory) -> Path:
+    """600 frames at 10 fps (60 s), 64x64, frame i showing i in binary."""
+    from naru_eval.core.synthetic import write_indexed_video
+
+    return write_indexed_video(tmp_path_factory.mktemp("idx600") / "v600.mp4", n_frames=600, fps=10, gop=50)
+
+
+@pytest.mark.parametrize("n,total", [(8, 60), (128, 600)])
+def test_one_video_part_holds_exactly_the_sampled_frames_in_order_with_their_timing(
+    tmp_path, docs, indexed_video, long_indexed_video, n, total
+):
+    """Qwen default at ``n`` frames of a 10 fps video whose frames show their own number (128:
+    the official budget): one video part and no image part per question; the stub decodes it
+    back to pixels and every frame is the one the sampler picked, in order; the timing is the
+    sampler's."""
+    asked = on_video(docs, indexed_video if total == 60 else long_indexed_video)
     with OpenAIStub(models=(QWEN,), owner="vllm") as stub:
-        model = make_model(stub, tmp_path, asked, num_frames=8)
+        model = make_model(stub, tmp_path, asked, num_frames=n)
         out = model.generate_until(instances(asked))
         reqs = stub.chat_requests()
     assert [r.status for r in reqs] == [200] * 3 and not any(o.startswith("[NARU") for o in out)
-    picked = uniform_indices(60, 8)
+    picked = uniform_indices(total, n)
     sampled = model.frames(model.to_naru_requests(instances(asked))[0])
     assert list(sampled.indices) == picked
     for r in reqs:
@@ -117,8 +129,8 @@ def test_one_video_part_holds_exactly_the_sampled_frames_in_order_with_their_tim
                 "num_frames": -1,  # keep every frame sent, whatever the server's default
                 "fps": pytest.approx(10.0),
                 "frames_indices": picked,
-                "total_num_frames": 60,
-                "duration": pytest.approx(6.0, abs=0.11),
+                "total_num_frames": total,
+                "duration": pytest.approx(total / 10, abs=0.11),
             }
         }
     # the timestamps the model's processor derives (frame / fps) are the sampler's
