@@ -88,6 +88,30 @@ def qwen_patch_size(model: str) -> int | None:
     return 16 if re.search(r"qwen3", str(model), re.IGNORECASE) else 14
 
 
+#: prompt tokens left beside the media for the question, the options and the answer
+TEXT_MARGIN_TOKENS = 1024
+
+
+def media_tokens(model: str, mode: str, frames: int, height: int, width: int) -> int | None:
+    """The prompt tokens ``frames`` frames of ``height`` x ``width`` px cost a Qwen family, by its
+    processor's rule (qwen-vl-utils ``smart_resize`` and limits; factor = patch x the 2x2 merge):
+    as one video, frame pairs share a temporal patch's tokens (Qwen3-VL / Qwen3.5 add a ``<t
+    seconds>`` timestamp and vision start/end per patch, counted as 8); as images, every frame
+    pays its own. None for another family or a server-sampled video (unknown here)."""
+    patch = qwen_patch_size(model)
+    if patch is None or mode not in ("video", "frames"):
+        return None
+    from qwen_vl_utils import vision_process as vp
+
+    f = patch * vp.SPATIAL_MERGE_SIZE
+    lo, hi = (vp.VIDEO_MIN_TOKEN_NUM, vp.VIDEO_MAX_TOKEN_NUM) if mode == "video" else (4, vp.IMAGE_MAX_TOKEN_NUM)
+    rh, rw = vp.smart_resize(int(height), int(width), factor=f, min_pixels=lo * f * f, max_pixels=hi * f * f)
+    grid = (rh // f) * (rw // f)
+    if mode == "video":
+        return -(-int(frames) // 2) * (grid + (8 if patch == 16 else 0)) + 2
+    return int(frames) * (grid + 2)
+
+
 def resolve_video_mode(mode: str, model: str | None) -> str:
     """``auto`` -> ``video`` for a Qwen-family served model, else ``frames``; others as given."""
     if mode != "auto":
@@ -423,7 +447,9 @@ class OpenAICompat(NaruModel):
             raise ValueError(
                 f"naru_openai_compat: model {self.model!r} is not served at {self.base_url}; it serves {served}"
             )
-        owner = next((getattr(m, "owned_by", None) for m in models if m.id == self.model), None)
+        card = next((m for m in models if m.id == self.model), None)
+        owner = getattr(card, "owned_by", None)
+        self._check_model_len(requests, getattr(card, "max_model_len", None))
         if self.video_mode == "video" and owner == "sglang" and any(r.video for r in requests):
             raise ValueError(
                 f"naru_openai_compat: {self.base_url} is an SGLang server, which takes no pre-extracted "
@@ -431,6 +457,47 @@ class OpenAICompat(NaruModel):
                 "Use video_mode=frames (our frames as images) or video_mode=video_url (server-sampled), "
                 "or serve the model with vLLM. Nothing was asked."
             )
+
+    def most_media_tokens(self, requests: Sequence[NaruRequest]) -> tuple[int, int, int, int, str] | None:
+        """(tokens, frames, height, width, video) of the video whose frames cost the most prompt
+        tokens (:func:`media_tokens`), or None when the rule is not known here."""
+        if qwen_patch_size(self.model) is None or self.video_mode == "video_url":
+            return None
+        from naru_eval.media.video import DEFAULT_MAX_PIXELS, frames_for_fps, probe_video, target_size
+
+        worst: tuple[int, int, int, int, str] | None = None
+        for video in dict.fromkeys(r.video for r in requests if r.video is not None):
+            plan = self.video_plan(video)
+            if plan is not None:
+                n, h, w = plan.nframes, plan.height, plan.width
+            else:
+                info = probe_video(video, check_end=False)
+                w, h = target_size(info.width, info.height, self.max_pixels or DEFAULT_MAX_PIXELS)
+                if self.num_frames is not None:
+                    n = min(self.num_frames, self.max_frames) if self.max_frames else self.num_frames
+                else:
+                    n = frames_for_fps(info.duration_s, float(self.fps or 0), self.max_frames)
+            tokens = media_tokens(self.model, self.video_mode, n, h, w)
+            if tokens is not None and (worst is None or tokens > worst[0]):
+                worst = (tokens, n, h, w, video)
+        return worst
+
+    def _check_model_len(self, requests: Sequence[NaruRequest], max_model_len: Any) -> None:
+        """The server's ``max_model_len`` (vLLM and SGLang list it in ``GET /models``) holds the
+        longest video's tokens and the question: else one clear error before the first question,
+        instead of a 400 on every question of the long videos."""
+        if not isinstance(max_model_len, int) or max_model_len <= 0:
+            return
+        worst = self.most_media_tokens(requests)
+        if worst is None or worst[0] + TEXT_MARGIN_TOKENS <= max_model_len:
+            return
+        tokens, n, h, w, video = worst
+        raise ValueError(
+            f"naru_openai_compat: {Path(video).name} costs {self.model} {tokens:,} prompt tokens as "
+            f"{'one video' if self.video_mode == 'video' else 'images'} ({n} frames of {w}x{h} px) + "
+            f"~{TEXT_MARGIN_TOKENS} for the question, over the server's max_model_len={max_model_len:,}. "
+            "Raise --max-model-len (docs/openai_compat.md, Server recipes) or lower the budget. Nothing was asked."
+        )
 
     # -- the frames -------------------------------------------------------------------------------
     def video_plan(self, video: str) -> Any:

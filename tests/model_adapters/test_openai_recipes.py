@@ -11,7 +11,6 @@ length and the checkpoint's context, and the prefix cache left on.
 from __future__ import annotations
 
 import json
-import math
 import re
 import shlex
 from pathlib import Path
@@ -19,15 +18,15 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from model_adapters.openai_compat import OpenAICompat, qwen_patch_size
+from model_adapters.openai_compat import TEXT_MARGIN_TOKENS, OpenAICompat, media_tokens, qwen_patch_size
 from naru_eval.core.budgets import FRAME_BUDGETS
 from naru_eval.media.video import DEFAULT_MAX_PIXELS, frames_for_fps, target_size
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openai_compat.md"
 #: the video a recipe is sized for: NARU's longest (240 min), 1080p at 30 fps
 WIDTH, HEIGHT, VIDEO_FPS, LONGEST_S = 1920, 1080, 30.0, 240 * 60
-#: the question, the options and the answer: room left beside the video
-TEXT_MARGIN = 1024
+#: the question, the options and the answer: room left beside the video (the adapter's own margin)
+TEXT_MARGIN = TEXT_MARGIN_TOKENS
 #: family of a served name (the keys of naru_eval.core.budgets.FRAME_BUDGETS)
 FAMILIES = [
     (r"qwen2\.5-vl", "qwen2_5_vl"),
@@ -110,29 +109,11 @@ def frames_sent(model: OpenAICompat) -> tuple[int, int, int]:
     return frames_for_fps(LONGEST_S, model.fps, model.max_frames), h, w
 
 
-def qwen_grid(h: int, w: int, patch: int, video: bool) -> int:
-    """Tokens of one frame (image) or one temporal patch of two frames (video), after the
-    processor's smart_resize (qwen-vl-utils' rule and limits, factor = patch x 2x2 merge)."""
-    from qwen_vl_utils import vision_process as vp
-
-    f = patch * vp.SPATIAL_MERGE_SIZE
-    lo, hi = (
-        (vp.VIDEO_MIN_TOKEN_NUM, vp.VIDEO_MAX_TOKEN_NUM) if video else (vp.IMAGE_MIN_TOKEN_NUM, vp.IMAGE_MAX_TOKEN_NUM)
-    )
-    rh, rw = vp.smart_resize(h, w, factor=f, min_pixels=lo * f * f, max_pixels=hi * f * f)
-    return (rh // f) * (rw // f)
-
-
 def prompt_tokens(family: str, mode: str, n: int, h: int, w: int, model: str) -> int:
     """The media's prompt tokens by the family's rule (the text margin is added by the caller)."""
-    patch = qwen_patch_size(model)
-    if patch is not None and mode == "video":
-        patches = math.ceil(n / 2)  # 2-frame temporal patches
-        # Qwen3-VL / Qwen3.5: "<t seconds>" and its own vision start/end per temporal patch (<= 8)
-        per_patch = 8 if patch == 16 else 0
-        return patches * (qwen_grid(h, w, patch, video=True) + per_patch) + 2
-    if patch is not None and mode == "frames":
-        return n * (qwen_grid(h, w, patch, video=False) + 2)
+    qwen = media_tokens(model, mode, n, h, w)  # the Qwen processor's rule, as the adapter checks it
+    if qwen is not None:
+        return qwen
     budget = FRAME_BUDGETS[family]
     if mode == "video_url":  # the server samples: its own frames at its own per-frame cost
         return n * budget.tokens_per_frame

@@ -321,3 +321,31 @@ def test_decode_ahead_sends_the_same_bytes(tmp_path, docs, monkeypatch):
         assert stats.decodes + stats.prefetched == len(videos)  # each video decoded once
         assert (stats.prefetched > 0) == (workers > 0)  # with workers, some of them ahead
     assert bodies[0] == bodies[1] and len(bodies[0]) == 9
+
+
+def test_a_server_too_short_for_the_longest_video_is_refused_before_any_question(tmp_path, docs):
+    """vLLM and SGLang list ``max_model_len``: the media tokens of the costliest video (the Qwen
+    processor's rule) plus the question must fit it, else one error and nothing asked."""
+    from model_adapters.openai_compat import TEXT_MARGIN_TOKENS, media_tokens
+    from naru_eval.media.video import probe_video, target_size
+
+    assert media_tokens(QWEN, "video", 4, 64, 64) == 2 * (12 * 12) + 2  # 64 px grows to the 336 px floor
+    info = probe_video(docs[0]["video"], check_end=False)
+    w, h = target_size(info.width, info.height, 448 * 448)
+    tokens = media_tokens(QWEN, "video", 4, h, w)
+    assert tokens is not None  # the synthetic videos all have one size
+    with OpenAIStub(models=(QWEN,), max_model_len=tokens + TEXT_MARGIN_TOKENS - 1) as stub:
+        model = make_model(stub, tmp_path, docs, num_frames=4)
+        with pytest.raises(
+            ValueError, match=rf"costs Qwen/Qwen2.5-VL-7B-Instruct {tokens:,} prompt tokens as one video"
+        ):
+            model.generate_until(instances(docs))
+        assert stub.chat_requests() == []
+    with OpenAIStub(models=(QWEN,), max_model_len=tokens + TEXT_MARGIN_TOKENS) as stub:
+        model = make_model(stub, tmp_path / "b", docs[:2], num_frames=4)
+        model.generate_until(instances(docs[:2]))
+        assert len(stub.chat_requests()) == 2
+    assert media_tokens(QWEN, "frames", 128, 336, 596) == 128 * (12 * 21 + 2)  # images: no temporal merge
+    assert media_tokens(QWEN, "video", 128, 336, 596) == 64 * 252 + 2
+    assert media_tokens("Qwen/Qwen3-VL-8B-Instruct", "video", 128, 336, 596) == 64 * (10 * 19 + 8) + 2
+    assert media_tokens("OpenGVLab/InternVL3_5-8B", "frames", 128, 336, 596) is None

@@ -19,7 +19,8 @@ be changed between requests:
 * ``latency``: seconds each reply waits before it is sent;
 * ``hold_after``: let that many chat requests through (counted on arrival), then hold every
   later one until :meth:`release`;
-* ``models``: the ids ``GET /v1/models`` lists (``owned_by``: ``owner``, vLLM's is ``vllm``).
+* ``models``: the ids ``GET /v1/models`` lists (``owned_by``: ``owner``, vLLM's is ``vllm``,
+  SGLang's ``sglang``; ``max_model_len`` when given, as both list it).
 
 **The video part** is read as vLLM reads it (vllm/multimodal/media/video.py): a ``video_url``
 data URL of media type ``video/jpeg`` is comma-separated base64 JPEG frames, one video, not
@@ -301,6 +302,7 @@ class OpenAIStub(LoopbackServer):
         fingerprint: str = "fp_naru_stub",
         models: Sequence[str] = ("stub",),
         owner: str = "stub",
+        max_model_len: int | None = None,
         prefix_cache: bool = False,
         tokens_per_frame: int = 64,
         prefill_s_per_token: float = 0.0,
@@ -319,6 +321,7 @@ class OpenAIStub(LoopbackServer):
         self.fingerprint = fingerprint
         self.models = list(models)
         self.owner = owner
+        self.max_model_len = max_model_len
         self.prefix_cache = prefix_cache
         self.tokens_per_frame = tokens_per_frame
         self.prefill_s_per_token = prefill_s_per_token
@@ -587,7 +590,11 @@ class _Handler(RecordingHandler):
         parts = path.split("/")
         req.status = 200
         if path.endswith("/models"):
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": self.stub.owner} for m in self.stub.models]
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": self.stub.owner}
+                | ({"max_model_len": self.stub.max_model_len} if self.stub.max_model_len else {})
+                for m in self.stub.models
+            ]
             self._send_json(200, {"object": "list", "data": data})
         elif len(parts) >= 3 and parts[-3] == "files" and parts[-1] == "content":
             f = stub.files.get(parts[-2])
