@@ -104,7 +104,11 @@ def media_tokens(model: str, mode: str, frames: int, height: int, width: int) ->
     from qwen_vl_utils import vision_process as vp
 
     f = patch * vp.SPATIAL_MERGE_SIZE
-    lo, hi = (vp.VIDEO_MIN_TOKEN_NUM, vp.VIDEO_MAX_TOKEN_NUM) if mode == "video" else (4, vp.IMAGE_MAX_TOKEN_NUM)
+    lo, hi = (
+        (vp.VIDEO_MIN_TOKEN_NUM, vp.VIDEO_MAX_TOKEN_NUM)
+        if mode == "video"
+        else (vp.IMAGE_MIN_TOKEN_NUM, vp.IMAGE_MAX_TOKEN_NUM)
+    )
     rh, rw = vp.smart_resize(int(height), int(width), factor=f, min_pixels=lo * f * f, max_pixels=hi * f * f)
     grid = (rh // f) * (rw // f)
     if mode == "video":
