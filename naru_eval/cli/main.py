@@ -1,7 +1,8 @@
 """``naru-eval``: the project's one console script.
 
 Subcommands: ``validate-data``, ``demo``, ``score``, ``make-synthetic``, ``tasks-path``,
-``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``: one
+``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``,
+``store …``: one
 parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
 """
 
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import diagnose, gemini, judge, results
+from naru_eval.cli import diagnose, gemini, judge, results, store
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -136,14 +137,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge):
+    for module in (results, diagnose, gemini, judge, store):
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from naru_eval.store.db import StoreError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except StoreError as e:  # a store that cannot be used: its path, what is wrong, what to do; no traceback
+        print(f"naru-eval {args.command}: {e}", file=sys.stderr)
+        return 1
