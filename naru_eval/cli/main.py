@@ -1,6 +1,6 @@
 """``naru-eval``: the project's one console script.
 
-Subcommands: ``validate-data``, ``demo``, ``score``, ``make-synthetic``, ``tasks-path``,
+Subcommands: ``validate-data``, ``demo``, ``score``, ``verify-run``, ``make-synthetic``, ``tasks-path``,
 ``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``,
 ``store …``: one
 parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
@@ -97,6 +97,22 @@ def cmd_tasks_path(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify_run(args: argparse.Namespace) -> int:
+    """Exit 0 when the run is complete (results, one parsable sample-log line per question, metrics
+    that recompute); else 1, listing why. lmms-eval's own exit status does not tell."""
+    from naru_eval.lmms.run import verify_run
+
+    tasks = [t for t in (args.tasks or "").split(",") if t]
+    problems = verify_run(args.path, tasks, args.since)
+    if not problems:
+        print(f"{args.path}: complete")
+        return 0
+    print(f"{args.path}: the run is not complete ({len(problems)} problem(s)):", file=sys.stderr)
+    for p in problems:
+        print(f"  - {p}", file=sys.stderr)
+    return 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.out), per_category=args.per_category, videos=args.videos)
 
@@ -124,6 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, default=DEFAULT_BOOTSTRAP_REPS, help="bootstrap replicates (default 2000)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default 0)")
     p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser(
+        "verify-run",
+        help="exit 1 unless an lmms-eval run is complete: its sample logs parse, hold one line per question, "
+        "and its metrics recompute from them",
+    )
+    p.add_argument("path", help="a *_results.json, or a folder (its newest results file)")
+    p.add_argument("--tasks", help="comma-separated tasks that must have results")
+    p.add_argument("--since", type=float, help="only a results file written at or after this Unix time")
+    p.set_defaults(func=cmd_verify_run)
 
     p = sub.add_parser("make-synthetic", help="write a synthetic NARU-format data directory")
     p.add_argument("out_dir")

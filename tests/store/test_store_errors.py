@@ -11,7 +11,7 @@ import pytest
 from naru_eval.cli import main
 from naru_eval.store.db import StoreError, StoreWriteError, check
 from naru_eval.store.responses import ResponseStore
-from tests.store.conftest import fill_disk
+from tests.helpers.disk import fill_disk, make_read_only
 
 
 def _filled_store(path, n: int = 200) -> ResponseStore:
@@ -82,7 +82,7 @@ def test_a_directory_where_the_store_should_be(tmp_path):
     assert "Remove or rename that directory, or point NARU_RESPONSE_STORE at another file" in str(err.value)
 
 
-def test_a_read_only_store(small_fs, make_read_only):
+def test_a_read_only_store(small_fs):
     path = small_fs / "responses.sqlite"
     _filled_store(path, 3)
     for side in ("-wal", "-shm"):
