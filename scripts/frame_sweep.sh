@@ -180,7 +180,7 @@ for F in "${SELECTED[@]}"; do
   STATUS_MSG="$("$PY" -m naru_eval.cli sweep-status "$DIR" 2>&1)"
   CODE=$?
   set -e
-  if [[ $CODE -eq 0 ]] && ! VERIFY_MSG="$("$PY" -m naru_eval.cli verify-run "$DIR" --tasks "$TASKS" 2>&1)"; then
+  if [[ $CODE -eq 0 ]] && ! VERIFY_MSG="$("$PY" -m naru_eval.cli verify-run "$DIR" 2>&1)"; then
     CODE=3  # results beside a cut or altered sample log (a full disk): not done, run it again
     STATUS_MSG="$(printf '%s' "$VERIFY_MSG" | tr '\n' ' ')"
   fi
@@ -223,7 +223,7 @@ for F in "${SELECTED[@]}"; do
   STATUS_MSG="$("$PY" -m naru_eval.cli sweep-status "$DIR" --since "$START" 2>&1)"
   CODE=$?
   if [[ $CODE -eq 0 ]]; then  # complete also means: every sample log parses, one line per question, metrics recompute
-    STATUS_MSG="$("$PY" -m naru_eval.cli verify-run "$DIR" --tasks "$TASKS" --since "$START" 2>&1)"
+    STATUS_MSG="$("$PY" -m naru_eval.cli verify-run "$DIR" --since "$START" 2>&1)"
     CODE=$?
     STATUS_MSG="$(printf '%s' "$STATUS_MSG" | tr '\n' ' ')"
   fi

@@ -49,10 +49,10 @@ def _run_demo(out: Path, per_category: int, videos: int) -> int:
     run = run_lmms_eval(
         "naru_replay", f"predictions={preds}", TASKS, out / "lmms_eval", env={"NARU_DATA_DIR": str(data_dir)}
     )
-    (out / "lmms_eval.log").write_text(run.stdout + "\n" + run.stderr, encoding="utf-8")
     if not run.ok:  # no results, or a sample log that is cut, short or does not recompute (a full disk)
-        print(f"demo: FAILED: {run.failure()}\nsee {out / 'lmms_eval.log'}", file=sys.stderr)
+        print(f"demo: FAILED: {run.failure()}", file=sys.stderr)
         return 1
+    (out / "lmms_eval.log").write_text(run.stdout + "\n" + run.stderr, encoding="utf-8")
     results = run.results()["results"]
     summary: dict[str, dict[str, float | None]] = {}
     mismatches = []

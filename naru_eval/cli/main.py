@@ -102,8 +102,7 @@ def cmd_verify_run(args: argparse.Namespace) -> int:
     that recompute); else 1, listing why. lmms-eval's own exit status does not tell."""
     from naru_eval.lmms.run import verify_run
 
-    tasks = [t for t in (args.tasks or "").split(",") if t]
-    problems = verify_run(args.path, tasks, args.since)
+    problems = verify_run(args.path, args.since)
     if not problems:
         print(f"{args.path}: complete")
         return 0
@@ -147,7 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
         "and its metrics recompute from them",
     )
     p.add_argument("path", help="a *_results.json, or a folder (its newest results file)")
-    p.add_argument("--tasks", help="comma-separated tasks that must have results")
     p.add_argument("--since", type=float, help="only a results file written at or after this Unix time")
     p.set_defaults(func=cmd_verify_run)
 

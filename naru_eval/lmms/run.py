@@ -116,12 +116,12 @@ def _recomputed(log: Path) -> dict[str, float | None] | None:
     return None
 
 
-def run_problems(results_file: str | os.PathLike[str], tasks: Sequence[str] = ()) -> list[str]:
+def run_problems(results_file: str | os.PathLike[str]) -> list[str]:
     """Why the run that wrote ``results_file`` is not complete (empty: complete).
 
-    Complete means: the results file parses; every task in ``tasks`` (groups included) has
-    results; every task evaluated (``n-samples``) has a sample log that parses line by line,
-    holds one line per question evaluated, and from which every reported metric recomputes."""
+    Complete means: the results file parses, and every task evaluated (``n-samples``; a group or
+    tag asked for expands to its tasks there) has a sample log that parses line by line, holds
+    one line per question evaluated, and from which every reported metric recomputes."""
     rf = Path(results_file)
     try:
         results = json.loads(rf.read_text(encoding="utf-8"), parse_constant=_no_constant)
@@ -131,8 +131,7 @@ def run_problems(results_file: str | os.PathLike[str], tasks: Sequence[str] = ()
         return [f"{rf}: not an lmms-eval results file"]
     reported_all: Mapping[str, Any] = results.get("results") or {}
     n_samples: Mapping[str, Any] = results.get("n-samples") or {}
-    known = {*reported_all, *(results.get("groups") or {}), *(results.get("group_subtasks") or {})}
-    problems = [f"{rf}: task {t} has no results" for t in tasks if t not in known]
+    problems: list[str] = []
     if not n_samples:
         problems.append(f"{rf}: no task was evaluated (no n-samples)")
     logs = sample_files_of(rf)
@@ -169,14 +168,14 @@ def newest_results(directory: str | os.PathLike[str], since: float | None = None
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
-def verify_run(path: str | os.PathLike[str], tasks: Sequence[str] = (), since: float | None = None) -> list[str]:
+def verify_run(path: str | os.PathLike[str], since: float | None = None) -> list[str]:
     """``naru-eval verify-run PATH``: :func:`run_problems` of a results file, or of the newest one
     below a folder (written at or after ``since``)."""
     p = Path(path)
     rf = p if p.is_file() else newest_results(p, since) if p.is_dir() else None
     if rf is None:
         return [f"{p}: no results file{'' if since is None else ' written by this run'}"]
-    return run_problems(rf, tasks)
+    return run_problems(rf)
 
 
 def lmms_eval_command() -> list[str]:
@@ -216,5 +215,5 @@ def run_lmms_eval(
     fresh = [p for p in out.rglob("*_results.json") if before.get(p) != p.stat().st_mtime]
     results_file = max(fresh, key=lambda p: p.stat().st_mtime) if fresh else None
     samples = sample_files_of(results_file) if results_file is not None else {}
-    problems = run_problems(results_file, tasks) if results_file is not None else [f"{out}: no fresh results file"]
+    problems = run_problems(results_file) if results_file is not None else [f"{out}: no fresh results file"]
     return LmmsRun(proc.returncode, proc.stdout, proc.stderr, results_file, samples, seconds, problems)

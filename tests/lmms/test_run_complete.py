@@ -38,7 +38,7 @@ def replay_run(small_data, tmp_path_factory):
         "naru_replay", f"predictions={preds}", [TASK], root / "out", env={"NARU_DATA_DIR": str(small_data)}
     )
     assert run.ok, run.failure()
-    assert run.problems == [] and run_problems(run.results_file, [TASK]) == []
+    assert run.problems == [] and run_problems(run.results_file) == []
     return run
 
 
@@ -54,7 +54,7 @@ def test_a_sample_log_cut_in_its_last_line_is_not_complete(replay_run, tmp_path,
     rf, log = _copy(replay_run, tmp_path)
     data = log.read_bytes()
     log.write_bytes(data[:-200])
-    (problem,) = run_problems(rf, [TASK])
+    (problem,) = run_problems(rf)
     assert f"{log}:36: not a JSON line (cut short: was the disk full?)" in problem
     assert main(["verify-run", str(rf.parent)]) == 1
     err = capsys.readouterr().err
@@ -65,25 +65,21 @@ def test_a_short_an_empty_and_an_altered_log(replay_run, tmp_path):
     rf, log = _copy(replay_run, tmp_path)
     lines = log.read_bytes().split(b"\n")
     log.write_bytes(b"\n".join(lines[:24]) + b"\n" + lines[24][:100])  # 24 of 36 lines and a cut one
-    problems = run_problems(rf, [TASK])
+    problems = run_problems(rf)
     assert any(f"{log}:25: not a JSON line" in p for p in problems)
     assert any("25 line(s), expected one per question: 36" in p for p in problems)
     log.write_bytes(b"")
-    assert run_problems(rf, [TASK]) == [f"{log}: 0 line(s), expected one per question: 36"]
+    assert run_problems(rf) == [f"{log}: 0 line(s), expected one per question: 36"]
     # every line parses and is there, but one answer was changed after scoring: nothing recomputes
     recs = [json.loads(line) for line in lines if line.strip()]
     payload = recs[0]["overall"]
     payload["correct"] = not payload["correct"]
     log.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
-    (problem,) = run_problems(rf, [TASK])
+    (problem,) = run_problems(rf)
     assert problem.startswith(f"{log}: ") and "do not recompute from the sample log" in problem
     assert "accuracy" in problem
     log.unlink()
-    assert run_problems(rf, [TASK]) == [f"{rf}: {TASK}: no sample log (run lmms-eval with --log_samples)"]
-    assert run_problems(rf, ["naru_open"]) == [
-        f"{rf}: task naru_open has no results",
-        f"{rf}: {TASK}: no sample log (run lmms-eval with --log_samples)",
-    ]
+    assert run_problems(rf) == [f"{rf}: {TASK}: no sample log (run lmms-eval with --log_samples)"]
 
 
 def test_a_full_output_disk_fails_the_run_and_the_rerun_asks_nothing_again(small_data, tmp_path):
@@ -134,3 +130,15 @@ def test_the_frame_sweep_fails_a_run_whose_sample_log_was_cut(small_data, tmp_pa
     assert "f=8 FAILED" in p.stderr and "cut short: was the disk full?" in p.stderr
     manifest = json.loads((out / "f8" / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "cut short" in manifest["message"]
+
+
+def test_the_demo_reports_a_run_cut_by_a_full_disk(tmp_path, capsys):
+    """The demo's folder on a 64 KiB tmpfs: the data, the predictions and the results file fit
+    (9 pages), the first sample log (43 KB) does not. The demo says FAILED and why."""
+    from naru_eval.cli.demo import run_demo
+
+    with small_disk(tmp_path / "full", "64k") as full:
+        assert run_demo(full / "demo", per_category=1, videos=2) == 1
+        err = capsys.readouterr().err
+    assert "demo: FAILED: the lmms-eval run is not complete" in err
+    assert "cut short: was the disk full?" in err or "line(s), expected one per question" in err, err[-3000:]
