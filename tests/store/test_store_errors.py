@@ -171,3 +171,18 @@ def test_once_a_store_write_fails_no_new_question_is_asked_and_the_rerun_asks_on
         answers = model(stub).generate_until(requests)
         assert len(stub.chat_requests()) == len(docs) - 4  # the 4 stored answers are not asked again
     assert answers == ["The answer is B."] * len(docs)
+
+
+def test_a_naru_eval_command_on_a_corrupt_judge_cache_names_it_without_a_traceback(
+    tmp_path, small_data, monkeypatch, capsys
+):
+    cache = tmp_path / "judge.sqlite"
+    garbage = b"garbage" * 300
+    cache.write_bytes(garbage)
+    monkeypatch.setenv("NARU_JUDGE_CACHE", str(cache))
+    monkeypatch.setenv("NARU_JUDGE_BACKEND", "offline-lexical")
+    assert main(["judge", "facts", "--data-dir", str(small_data), "--out", str(tmp_path / "facts.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"naru-eval judge: the judge cache {cache} is corrupt")
+    assert "NARU_JUDGE_CACHE" in err and "move-aside" in err and "Traceback" not in err
+    assert cache.read_bytes() == garbage
