@@ -236,7 +236,7 @@ def open_readonly(path: Path, what: str = "store") -> GuardedConnection:
         kind = "a directory, not a SQLite file" if path.is_dir() else "no such file"
         raise StoreError(path, "not-a-file" if path.is_dir() else "missing", f"the {what} {path}: {kind}")
     try:
-        return _connect(path, f"file:{path}?mode=ro", what, None, uri=True, timeout=10)
+        return _connect(path, f"{path.resolve().as_uri()}?mode=ro", what, None, uri=True, timeout=10)
     except sqlite3.Error as e:
         raise store_error(path, e, "opening", what) from None
 
