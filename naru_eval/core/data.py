@@ -253,9 +253,13 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """
     suffix = path.suffix.lower()
     if suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq  # lazy: only parquet users pay for it
 
-        return pq.read_table(path).to_pylist(), []
+        try:
+            return pq.read_table(path).to_pylist(), []
+        except (OSError, pa.ArrowException) as e:  # not Parquet, truncated, invalid UTF-8 in a string column
+            raise DataError([f"{path}: not a readable Parquet file ({e})"]) from None
     try:
         data = path.read_bytes()
     except OSError as e:

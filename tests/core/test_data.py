@@ -263,3 +263,11 @@ def test_non_finite_numbers_from_parquet_or_the_hub_are_refused():
     questions, problems = parse_rows(rows, "hf:x[test]")
     assert questions == [] and len(problems) == 3
     assert all("'duration_s' must be a positive finite number" in p for p in problems)
+
+
+def test_an_unreadable_parquet_file_is_named(copy_data):
+    d = copy_data()
+    (d / "annotations.jsonl").unlink()
+    (d / "annotations.parquet").write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(DataError, match=r"annotations.parquet: not a readable Parquet file"):
+        load_local(d)
