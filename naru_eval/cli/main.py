@@ -167,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from naru_eval.core.data import DataError
     from naru_eval.store.db import StoreError
 
     args = build_parser().parse_args(argv)
@@ -174,6 +175,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except StoreError as e:  # a store that cannot be used: its path, what is wrong, what to do; no traceback
+    except (StoreError, DataError) as e:  # a store that cannot be used, or bad data: named, no traceback
         print(f"naru-eval {args.command}: {e}", file=sys.stderr)
         return 1

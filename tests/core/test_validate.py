@@ -140,3 +140,16 @@ def test_hostile_annotations_all_reported_by_validate_data_and_the_task_prefligh
     assert "NARU preflight failed; nothing was run (4 problem(s))" in str(preflight.value)
     for needle in expected:
         assert needle in str(preflight.value), needle
+
+
+def test_a_command_given_hostile_data_names_it_without_a_traceback(copy_data, monkeypatch, capsys):
+    d = copy_data()
+    rows = read_jsonl(d / "annotations.jsonl")
+    rows[0]["video_path"] = "/etc/hostname"
+    write_jsonl(d / "annotations.jsonl", rows)
+    monkeypatch.setenv("NARU_JUDGE_BACKEND", "offline-lexical")
+    monkeypatch.setenv("NARU_JUDGE_CACHE", str(d / "judge.sqlite"))
+    assert main(["judge", "facts", "--data-dir", str(d), "--out", str(d / "facts.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("naru-eval judge: NARU data is invalid (1 problem(s))")
+    assert "'video_path' must be relative to the data folder" in err and "Traceback" not in err
