@@ -88,7 +88,7 @@ def _field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
-class BatchRunner:
+class JudgeBatchRunner:
     """Submits (or resumes) the jobs of one client's collected requests and fills its cache."""
 
     def __init__(self, client: JudgeClient, store: JudgeStore, *, sleep: Callable[[float], None] | None = None):

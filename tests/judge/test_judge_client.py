@@ -172,7 +172,7 @@ def test_the_price_file_ships_as_package_data():
 
     import tomllib
 
-    from naru_eval.providers.gemini.cost import load_prices
+    from naru_eval.providers.gemini.pricing import load_prices
 
     root = Path(__file__).resolve().parents[2]
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]

@@ -21,15 +21,10 @@ from naru_eval.core.data import NaruQuestion
 from naru_eval.core.scoring import METRICS, score_response
 from naru_eval.lmms.run import run_lmms_eval
 from naru_eval.lmms.tasks import doc_to_text
-from naru_eval.providers.gemini.cost import (
-    AUDIO_TOKENS_PER_S,
-    canonical_model,
-    context_window,
-    estimate_request,
-    load_prices,
-    request_cost,
-    usage_from_store,
-)
+from naru_eval.providers.gemini.families import canonical_model, context_window
+from naru_eval.providers.gemini.pricing import load_prices, request_cost
+from naru_eval.providers.gemini.tokens import AUDIO_TOKENS_PER_S, estimate_request
+from naru_eval.providers.gemini.usage import usage_from_store
 from naru_eval.store.uploads import UploadRegistry
 from tests.helpers.expected import expected_metrics
 from tests.helpers.gemini import (
@@ -336,7 +331,7 @@ def test_bad_model_args_are_clear_errors(tmp_path, docs, monkeypatch):
         "model=gemini-3-pro-preview,fps=0.5,media_resolution=low,audio=false,max_concurrency=3,max_retries=0",
         {"batch_size": 1, "device": "cuda"},
     )
-    assert (m.fps, m.media_resolution, m.audio, m.max_concurrency, m.retry_policy.max_attempts) == (
+    assert (m.fps, m.args.media_resolution, m.args.audio, m.max_concurrency, m.args.retry_policy().max_attempts) == (
         0.5,
         "low",
         False,
@@ -395,7 +390,7 @@ def test_count_tokens_calibration_refuses_before_any_question(tmp_path, docs):
         assert len(stub.count_requests()) == 2  # the text and the video, counted apart
         assert stub.generate_requests() == []
         assert all("generationConfig" not in r.body for r in stub.count_requests())  # not accepted by the API
-    assert model._run.calibration["ratio"] > 10
+    assert model._run.calibration.ratio > 10
 
 
 # -------------------------------------------------------------- local pre-processing (PyAV)
@@ -474,9 +469,7 @@ def test_gemini_prices_match_exactly(model, entry):
 def test_gemini_price_override_file_takes_aliases(tmp_path, monkeypatch):
     path = tmp_path / "p.json"
     path.write_text(
-        json.dumps(
-            {"as_of": "2030-01-01", "models": {"Gemini-X": {"input": 1, "output": 2, "aliases": ["gemini-x-preview"]}}}
-        )
+        json.dumps({"Gemini-X": {"input": 1, "output": 2, "aliases": ["gemini-x-preview"], "as_of": "2030-01-01"}})
     )
     monkeypatch.setenv("NARU_GEMINI_PRICES", str(path))
     table = load_prices()

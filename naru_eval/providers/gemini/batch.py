@@ -1,7 +1,7 @@
 """Batch mode: the pending questions go as one Gemini batch job, at the batch price, resumably.
 
 With ``batch=true`` the adapter's ``prepare`` hands every pending question to
-:meth:`BatchRunner.run`, which
+:meth:`GeminiBatchRunner.run`, which
 
 1. looks up the run key's open jobs in :class:`naru_eval.store.gemini_jobs.GeminiJobs`: a job a
    killed run submitted is picked up, never submitted again;
@@ -60,7 +60,7 @@ class BatchStats:
         return {"submitted": self.submitted, "resumed": self.resumed, "polls": self.polls, "states": self.states}
 
 
-class BatchRunner:
+class GeminiBatchRunner:
     """Submits or resumes the run's batch jobs and holds their results until the loop asks."""
 
     def __init__(

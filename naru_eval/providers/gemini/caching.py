@@ -19,7 +19,7 @@ A video is not cached (its questions send the video, as without caching) when:
   hold the video at the default resolution (other tokens, other answers);
 * the create call fails (logged; the questions fall back).
 
-The TTL covers the video's questions: ``cache_ttl`` of :mod:`naru_eval.providers.gemini.cost`
+The TTL covers the video's questions: ``cache_ttl`` of :mod:`naru_eval.providers.gemini.pricing`
 (questions in rounds of the concurrency, at twice the observed latency, plus a margin, bounded).
 A question whose cache is gone after all (a 4xx naming it) is asked again without the cache.
 Every cache is recorded in :class:`naru_eval.store.gemini_jobs.GeminiJobs` when created and when
@@ -37,7 +37,7 @@ from typing import Any
 
 from loguru import logger
 
-from naru_eval.providers.gemini.cost import cache_storage_cost, cache_ttl, request_cost
+from naru_eval.providers.gemini.pricing import cache_storage_cost, cache_ttl, request_cost
 from naru_eval.store.gemini_jobs import CacheRecord, GeminiJobs
 
 
@@ -70,7 +70,7 @@ class _VideoCache:
 
 
 @dataclass
-class CacheStats:
+class ContextCacheStats:
     created: int = 0
     deleted: int = 0
     delete_failed: int = 0
@@ -123,7 +123,7 @@ class VideoCaches:
         self._videos: dict[str, _VideoCache] = {}
         self._lock = threading.Lock()
         self._latencies: list[float] = []
-        self.stats = CacheStats()
+        self.stats = ContextCacheStats()
 
     # -- the plan ------------------------------------------------------------------------------
     def plan(self, videos: Mapping[str, tuple[int, str, int, int]]) -> None:

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from naru_eval.providers.gemini.cost import MEDIA_RESOLUTION_ENUM, request_cost
+from naru_eval.providers.gemini.families import MEDIA_RESOLUTION_ENUM
+from naru_eval.providers.gemini.pricing import request_cost
 
 #: finish reasons that carry an answer; every other one is a failure (SAFETY, RECITATION, ...)
 ANSWER_FINISH_REASONS = frozenset({"STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED", ""})
@@ -23,8 +24,9 @@ class NoAnswer(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Settings:
-    """What a request carries besides the parts (from the adapter's typed args)."""
+class RequestConfig:
+    """What a request carries besides the parts (from the adapter's typed args): the video
+    part's ``videoMetadata`` and the ``generationConfig``."""
 
     fps: float
     media_resolution: str = "default"
@@ -37,7 +39,7 @@ class Settings:
 
 
 def video_part(
-    s: Settings, uri: str, mime_type: str, layers: list[str] | None = None, per_part_resolution: bool = False
+    s: RequestConfig, uri: str, mime_type: str, layers: list[str] | None = None, per_part_resolution: bool = False
 ) -> Any:
     """``fileData`` + ``videoMetadata`` (fps, content layers); optionally the part's own
     ``mediaResolution`` (countTokens takes no generationConfig; Gemini 3 takes it per part)."""
@@ -54,7 +56,7 @@ def video_part(
     return types.Part(file_data=types.FileData(file_uri=uri, mime_type=mime_type), video_metadata=meta, **extra)
 
 
-def contents(s: Settings, video: tuple[str, str] | None, prompt: str) -> list[Any]:
+def contents(s: RequestConfig, video: tuple[str, str] | None, prompt: str) -> list[Any]:
     """The video part first (``video`` = (uri, mime type)), then the question; the question
     alone for a text-only (blind) request."""
     from google.genai import types
@@ -75,7 +77,7 @@ def text_part(text: str) -> Any:
     return types.Part(text=text)
 
 
-def generation_config(s: Settings, cached_content: str | None = None) -> Any:
+def generation_config(s: RequestConfig, cached_content: str | None = None) -> Any:
     """The request's config; ``cached_content``: the name of the explicit cache holding the
     video (the request then carries the question alone)."""
     from google.genai import types
