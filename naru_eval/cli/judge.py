@@ -33,15 +33,20 @@ OPEN_LOG_GLOB = "*_samples_naru_open*.jsonl"
 
 
 def add_judge_args(p: argparse.ArgumentParser) -> None:
+    from naru_eval.judge.config import BACKENDS
+
     g = p.add_argument_group("judge (defaults from NARU_JUDGE_* environment variables)")
     g.add_argument("--judge-model", help="judge model (default $NARU_JUDGE_MODEL or gpt-5.5)")
     g.add_argument("--facts-model", help="use the facts frozen by this model (default: the judge model)")
     g.add_argument("--base-url", help="OpenAI-compatible /v1 URL (default $NARU_JUDGE_BASE_URL, $OPENAI_BASE_URL)")
-    g.add_argument("--backend", choices=("openai", "offline", "offline-minilm", "offline-lexical"))
+    g.add_argument("--backend", choices=BACKENDS)
     g.add_argument("--reasoning-effort", choices=("minimal", "low", "medium", "high"))
     g.add_argument("--concurrency", type=int, help="requests in flight (default 16)")
     g.add_argument("--cache", help="judge SQLite cache (default $NARU_CACHE_DIR/judge.sqlite)")
-    g.add_argument("--prices", help="JSON or JSON file: {model: {input, cached_input, output}} USD per 1M tokens")
+    g.add_argument(
+        "--prices",
+        help="JSON or JSON file over the built-in prices: {model: {input, cached_input, output}}, USD per 1M",
+    )
     g.add_argument("--refresh", action="store_true", help="ask again even when an output is cached")
 
 

@@ -156,7 +156,7 @@ class Judge:
             "fact_model": self.fact_model,
             "facts_prompt_version": self.decomposer.prompt_version,
             "verify_prompt_version": self.verifier.prompt_version,
-            "settings": self.config.settings() if self.config.backend == "openai" else {},
+            "settings": self.config.request_params() if self.config.backend == "openai" else {},
         }
         sample = JudgedSample.unscored(
             item,
