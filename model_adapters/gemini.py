@@ -5,39 +5,24 @@
         --model_args model=gemini-3-flash-preview,fps=0.25,media_resolution=low \\
         --tasks naru_mcq --output_path results --log_samples
 
-What one run does (docs/gemini.md has the protocol and the arithmetic):
+What one run does (docs/gemini.md has the protocol and the arithmetic), all before the first
+question but the last two steps, each in naru_eval.providers.gemini:
 
-1. **Preflight**, before any request: each question's prompt tokens are estimated from its
-   video's duration, ``fps``, ``media_resolution`` and ``audio`` (naru_eval.providers.gemini.tokens); a
-   configuration whose longest request would overflow the model's context is refused with the
+1. **Preflight** (``preflight``, ``tokens``): a configuration whose longest request would
+   overflow the context, or whose files exceed the Files API's limits, is refused with the
    numbers and what would fit.
-2. **Uploads**: every distinct video of the pending questions goes to an upload pool
-   (``upload_concurrency`` at a time, the longest first), once per run; the upload registry
-   (naru_eval.store.uploads) reuses live uploads from earlier runs after checking
-   ``files.get``. Each upload is polled until ACTIVE, for at most ``active_timeout`` seconds.
-   Optional local pre-processing (``downsample=true``, ``strip_audio=true``;
-   naru_eval.providers.gemini.video) shrinks what is sent.
-3. **Calibration**: ``countTokens`` (free) on the longest video's text and video part apart
-   corrects the estimate (the API returns totals only; naru_eval.providers.gemini.preflight); a
-   configuration that would still overflow is refused before any ``generateContent``.
-4. **Questions**: ``generateContent`` with the video part first (``fileData`` plus
-   ``videoMetadata``: ``fps``, and ``contentLayers=[FRAMES]`` for ``audio=false``), the question
-   after it (a blind question: the text alone), ``mediaResolution`` / ``thinkingConfig`` /
-   ``temperature`` / ``seed`` in ``generationConfig``. At most ``max_concurrency`` in flight,
-   adaptively (AIMD: halved on a 429, grown by one per window of successes). Bounded retries
-   with full-jitter backoff on 429/5xx/timeouts: every call goes through naru_eval.api.caller
-   (retries by naru_eval.api.retry, the limit by naru_eval.api.limiter; the SDK's retries are off).
-   A request that still fails, a blocked prompt (``promptFeedback.blockReason``), a SAFETY (or
-   other non-answer) finish and an empty answer raise :class:`RequestFailed`: stored as a
-   failure, scored invalid, listed, retried on the next run.
-   With ``context_cache=true`` (the default) each video's part sits in one explicit context
-   cache (naru_eval.providers.gemini.caching), created before the video's first question,
-   referenced by each (``cached_content``), deleted after its last; with ``batch=true`` the
-   questions go as one resumable batch job instead (naru_eval.providers.gemini.batch).
-5. **Usage**: input (per modality), output, thinking and cached tokens and the dollar cost of
-   each request are stored with its answer (the store's ``usage`` column); the run's sums are
-   logged and written to ``gemini_usage_<timestamp>.json`` (``usage_dir``, else
-   ``$NARU_CACHE_DIR``, else next to the response store).
+2. **Uploads** (``uploads``, naru_eval.store.uploads): each distinct video once per run, the
+   longest first, live uploads of earlier runs reused; optional local pre-processing (``video``).
+3. **Calibration** (``preflight.calibrate``): ``countTokens`` on the longest video corrects the
+   estimate; a configuration that would still overflow is refused.
+4. **Questions** (``request``): ``generateContent``, the video part first, the question after it
+   (a blind question: the text alone), at most ``max_concurrency`` in flight (AIMD), every call
+   through naru_eval.api.caller. A failure, a blocked prompt, a non-answer finish or an empty
+   answer raises :class:`RequestFailed`: stored as a failure, scored invalid, retried on the next
+   run. One explicit context cache per video (``caching``), or one batch job (``batch``).
+5. **Usage** (``usage``, ``pricing``): tokens and cost stored with each answer; the run's
+   :class:`~naru_eval.providers.gemini.usage.UsageSummary` written to
+   ``gemini_usage_<timestamp>.json``.
 
 This module is the lmms-eval class and its typed arguments (:class:`GeminiArgs`, kept whole on
 ``self.args``); the work is in naru_eval.providers.gemini: ``client`` (the SDK client),
@@ -45,9 +30,8 @@ This module is the lmms-eval class and its typed arguments (:class:`GeminiArgs`,
 (estimates and calibration), ``caching``, ``batch``, ``families``, ``tokens``, ``pricing`` and
 ``usage`` (the run's summary).
 
-Thinking settings are checked against the model's family when the adapter starts
-(naru_eval.providers.gemini.families.check_thinking): a pairing the API would answer 400 on every request is
-refused, naming what the model takes.
+Thinking settings are checked against the model's family at start (``families.check_thinking``):
+a pairing the API would answer 400 on every request is refused, naming what the model takes.
 
 The API key is read from ``GOOGLE_API_KEY`` (then ``GEMINI_API_KEY``) only; a key in
 ``model_args`` is refused (lmms-eval writes model_args into results.json). The key never
@@ -63,23 +47,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-from urllib.parse import urlsplit
+from typing import Any, ClassVar
 
 from loguru import logger
-from pydantic import Field, field_validator, model_validator
 
-from model_adapters.args import AdapterArgs, ArgParser, is_none
+from model_adapters.args import ArgParser, is_none
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from model_adapters.gemini_args import DEFAULT_MODEL, GeminiArgs, check_base_url
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
-from naru_eval.api.retry import RetryArgs, RetryError, RetryPolicy
+from naru_eval.api.retry import RetryError, RetryPolicy
 from naru_eval.core.budgets import resolve_sampling
 from naru_eval.providers.gemini import request as request_
 from naru_eval.providers.gemini.batch import BatchPolicy, GeminiBatchRunner
 from naru_eval.providers.gemini.caching import CachePolicy, VideoCaches
 from naru_eval.providers.gemini.client import DEFAULT_BASE_URL, KEY_ENV, api_key_from_env, genai_errors, make_client
-from naru_eval.providers.gemini.families import THINKING_LEVELS, check_thinking, family, normalise_resolution
+from naru_eval.providers.gemini.families import check_thinking, family
 from naru_eval.providers.gemini.preflight import (
     Asked,
     ConfigurationRefused,
@@ -107,9 +90,7 @@ from naru_eval.settings import settings
 from naru_eval.store.gemini_jobs import GeminiJobs
 from naru_eval.store.uploads import UploadRegistry, account_id, default_registry_path
 
-__all__ = ["ConfigurationRefused", "ContextOverflow", "Gemini", "GeminiArgs", "UploadFailed"]
-
-DEFAULT_MODEL = "gemini-3-flash-preview"
+__all__ = ["DEFAULT_MODEL", "ConfigurationRefused", "ContextOverflow", "Gemini", "GeminiArgs", "UploadFailed"]
 
 _LMMS_EVAL_EXTRAS = ("device", "max_batch_size")
 _NOT_SECRET = frozenset({"max_output_tokens", "max_input_tokens"})
@@ -119,123 +100,6 @@ _NOT_FOR_GEMINI = ("num_frames", "max_frames", "max_pixels")
 _ARGS = ArgParser("naru_gemini")
 #: the base's arguments (response store, batch size) passed through; the frame budget is fps= only
 _BASE_ARGS = ("response_store", "store", "batch_size")
-
-
-def check_base_url(url: str) -> str:
-    """An http(s) URL without credentials or a query (lmms-eval writes model_args into results.json)."""
-    parts = urlsplit(str(url))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"base_url must be an http(s) URL, got {url!r}")
-    if parts.username or parts.password or parts.query:
-        raise ValueError(
-            "base_url must not carry credentials or a query (lmms-eval writes model_args "
-            "into results.json); the key comes from GOOGLE_API_KEY / GEMINI_API_KEY"
-        )
-    return str(url)
-
-
-class GeminiArgs(RetryArgs, AdapterArgs):
-    """``naru_gemini``'s ``--model_args`` (docs/gemini.md has the protocol behind each)."""
-
-    model: str = Field(DEFAULT_MODEL, description="Gemini model id, e.g. gemini-3-flash-preview")
-    fps: float | None = Field(None, description="videoMetadata.fps, in (0, 24]; unset: the leaderboard's sampling")
-    media_resolution: str = Field("default", description="low, medium, high or default (mediaResolution)")
-    audio: bool = Field(True, description="send the audio track (false: contentLayers=[FRAMES])")
-    strip_audio: bool = Field(False, description="audio=false by stripping the track locally instead")
-    thinking_budget: int | None = Field(None, ge=-1, description="Gemini 2.5 thinkingBudget (-1: dynamic)")
-    thinking_level: str | None = Field(None, description="Gemini 3 thinkingLevel (minimal, low, medium, high)")
-    temperature: float | Literal["auto"] | None = Field(
-        "auto", description="auto: the API's default for Gemini 3, 0 for earlier models"
-    )
-    seed: int | None = Field(None, description="generationConfig.seed")
-    max_output_tokens: int | None = Field(None, ge=1, description="generationConfig.maxOutputTokens")
-    base_url: str | None = Field(None, description="another endpoint (else $GOOGLE_GEMINI_BASE_URL, else Google's)")
-    api_version: str = Field("v1beta", description="the API version in the URL")
-    max_concurrency: int = Field(8, ge=1, description="the ceiling of questions in flight (AIMD below it)")
-    initial_concurrency: int | None = Field(None, ge=1, description="questions in flight at the start")
-    upload_concurrency: int = Field(4, ge=1, description="uploads at a time")
-    timeout: float = Field(600.0, ge=0, description="seconds per HTTP request")
-    active_timeout: float = Field(1800.0, ge=0, description="seconds an upload may take to become ACTIVE")
-    poll_interval: float = Field(5.0, ge=0, description="seconds between files.get polls")
-    upload_registry: str | None = Field(None, description="the upload registry's SQLite file")
-    reuse_uploads: bool = Field(True, description="reuse live uploads of earlier runs")
-    reuse_margin_s: float = Field(6 * 3600.0, ge=0, description="an upload expiring sooner is not reused")
-    downsample: bool = Field(False, description="re-encode before upload (fps x downsample_factor, downsample_height)")
-    downsample_factor: float = Field(4.0, description="re-encode at fps x this (>= 1)")
-    downsample_height: int | None = Field(360, ge=2, description="re-encoded height in pixels (none: keep)")
-    video_cache: str | None = Field(None, description="where re-encoded videos are kept")
-    calibrate: bool = Field(True, description="countTokens on the longest video before the questions")
-    max_input_tokens: int | None = Field(None, ge=1, description="the context limit, for a model not in the table")
-    max_file_gb: float = Field(2.0, ge=0, description="the Files API's per-file limit")
-    storage_limit_gb: float = Field(20.0, ge=0, description="the Files API's per-project limit")
-    usage_dir: str | None = Field(None, description="where gemini_usage_<timestamp>.json goes")
-    prices: str | None = Field(None, description="a prices JSON file instead of the packaged one")
-    context_cache: bool = Field(True, description="one explicit context cache per video (false: implicit caching only)")
-    cache_ttl_max: float = Field(6 * 3600.0, ge=60, description="the longest TTL a video's cache gets, seconds")
-    batch: bool = Field(False, description="ask the questions as a Gemini batch job (the batch price; resumable)")
-    batch_poll_interval: float = Field(30.0, ge=0, description="first wait between batches.get polls, seconds")
-    batch_poll_max: float = Field(600.0, ge=0, description="the longest wait between polls (x1.5 backoff)")
-    batch_timeout: float = Field(86400.0, ge=0, description="seconds to wait for a batch job before its questions fail")
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _model(cls, v: Any) -> Any:
-        if v is None or not str(v).strip():
-            raise ValueError("model=<Gemini model id> is required, e.g. gemini-3-flash-preview")
-        return str(v).strip()
-
-    @field_validator("fps")
-    @classmethod
-    def _fps(cls, v: float | None) -> float | None:
-        if v is not None and not 0 < v <= 24:
-            raise ValueError(f"fps must be in (0, 24] (videoMetadata.fps), got {v}")
-        return v
-
-    @field_validator("media_resolution", mode="before")
-    @classmethod
-    def _resolution(cls, v: Any) -> str:
-        return normalise_resolution(v)
-
-    @field_validator("thinking_level")
-    @classmethod
-    def _level(cls, v: str | None) -> str | None:
-        if v is None:
-            return None
-        level = v.strip().lower()
-        if level not in THINKING_LEVELS:
-            raise ValueError(f"thinking_level must be one of {THINKING_LEVELS}, got {v!r}")
-        return level
-
-    @field_validator("temperature", mode="before")
-    @classmethod
-    def _auto(cls, v: Any) -> Any:
-        return "auto" if isinstance(v, str) and v.strip().lower() == "auto" else v
-
-    @field_validator("base_url")
-    @classmethod
-    def _url(cls, v: str | None) -> str | None:
-        return None if v is None else check_base_url(v)
-
-    @field_validator("downsample_factor")
-    @classmethod
-    def _factor(cls, v: float) -> float:
-        if v < 1:
-            raise ValueError(f"downsample_factor must be >= 1 (re-encode at >= the sampling fps), got {v}")
-        return v
-
-    @model_validator(mode="after")
-    def _thinking(self) -> GeminiArgs:
-        if self.thinking_level is not None and self.thinking_budget is not None:
-            raise ValueError("give thinking_budget (Gemini 2.5) or thinking_level (Gemini 3), not both")
-        return self
-
-
-def _temperature(args: GeminiArgs) -> float | None:
-    """``auto``: Google advises leaving Gemini 3 at its default temperature (1.0; lower values
-    can loop or degrade reasoning), so none is sent; earlier models: 0, as the task asks."""
-    if args.temperature == "auto":
-        return None if family(args.model) == "gemini-3" else 0.0
-    return args.temperature
 
 
 class Gemini(NaruModel):
@@ -258,7 +122,7 @@ class Gemini(NaruModel):
         if warning:
             logger.warning(warning)
         #: what is derived from the args: the temperature sent, the endpoint, the local preparation
-        self.temperature = _temperature(args)
+        self.temperature = args.temperature_sent()
         env_url = os.environ.get("GOOGLE_GEMINI_BASE_URL")
         self.endpoint = args.base_url or (check_base_url(env_url) if env_url else None) or DEFAULT_BASE_URL
         self.prep_spec = PrepSpec(
