@@ -580,11 +580,11 @@ class Gemini(NaruModel):
             calibration=run.calibration,
             adaptive_concurrency=self.limiter.stats(),
             prices=PriceSource(as_of=self.prices.as_of, source=self.prices.source, model=self.price),
-            context_caches=self.caches.stats.as_dict(),
+            context_caches=self.caches.stats,
             context_cache_storage_by_run_key=storage,
             context_cache_storage_error=storage_error,
             cost_usd_with_caches=cost_with_caches(run.totals, self.caches.stats),
-            batch=self.batcher.stats.as_dict() if self.args.batch else None,
+            batch=self.batcher.stats if self.args.batch else None,
         )
 
     def write_usage_summary(self) -> Path | None:

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from loguru import logger
+from pydantic import BaseModel, Field
 
 from naru_eval.providers.gemini.request import enum_value
-from naru_eval.store.gemini_jobs import BatchRecord, GeminiJobs
+from naru_eval.store.gemini_jobs import GeminiBatchRecord, GeminiJobs
 
 #: job states after which a job changes no more (the SDK maps ``BATCH_STATE_*`` to these)
 TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"})
@@ -49,15 +50,13 @@ class BatchPolicy:
     timeout: float = 86400.0
 
 
-@dataclass
-class BatchStats:
-    submitted: list[str] = field(default_factory=list)
-    resumed: list[str] = field(default_factory=list)
-    polls: int = 0
-    states: dict[str, str] = field(default_factory=dict)
+class BatchStats(BaseModel):
+    """The run's batch jobs (the usage summary's ``batch``): submitted, resumed, polls, states."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"submitted": self.submitted, "resumed": self.resumed, "polls": self.polls, "states": self.states}
+    submitted: list[str] = Field(default_factory=list)
+    resumed: list[str] = Field(default_factory=list)
+    polls: int = 0
+    states: dict[str, str] = Field(default_factory=dict)
 
 
 class GeminiBatchRunner:
@@ -80,7 +79,7 @@ class GeminiBatchRunner:
         self._client, self._account, self._jobs, self._call = client, account, jobs, call
         self.clock, self.sleep = clock, sleep
         self._results: dict[Key, Any] = {}
-        self._finished: list[BatchRecord] = []
+        self._finished: list[GeminiBatchRecord] = []
         self.stats = BatchStats()
 
     def run(
@@ -100,7 +99,7 @@ class GeminiBatchRunner:
         by_run: dict[str, dict[str, Any]] = {}
         for (rk, qk), request in keyed:
             by_run.setdefault(rk, {})[qk] = request
-        waiting: list[tuple[BatchRecord, dict[str, Any], str]] = []
+        waiting: list[tuple[GeminiBatchRecord, dict[str, Any], str]] = []
         for rk, requests in by_run.items():
             covered: set[str] = set()
             for rec in self._jobs().open_batches(rk, self._account()):
@@ -132,7 +131,7 @@ class GeminiBatchRunner:
                     self._results[rk, qk] = fail(f"gemini: batch job not submitted: {e}", {"stage": "batch"})
                 continue
             now = time.time()
-            rec = BatchRecord(str(job.name), self._account(), rk, self.model, tuple(keys), _state(job), now, now)
+            rec = GeminiBatchRecord(str(job.name), self._account(), rk, self.model, tuple(keys), _state(job), now, now)
             self._jobs().put_batch(rec)  # recorded before any wait: a kill from here on resumes it
             self.stats.submitted.append(rec.name)
             logger.info(f"naru_gemini: submitted batch job {rec.name} with {len(keys)} question(s)")
@@ -145,7 +144,7 @@ class GeminiBatchRunner:
             lambda: self._client().batches.create(model=self.model, src=inlined, config=cfg), "batch create"
         )
 
-    def _wait(self, rec: BatchRecord) -> tuple[Any, str]:
+    def _wait(self, rec: GeminiBatchRecord) -> tuple[Any, str]:
         p = self.policy
         start, delay = self.clock(), p.poll_interval
         while True:
@@ -162,7 +161,7 @@ class GeminiBatchRunner:
 
     def _collect(
         self,
-        rec: BatchRecord,
+        rec: GeminiBatchRecord,
         requests: dict[str, Any],
         rk: str,
         answer: Callable[[Any, Any, str], Any],

@@ -21,6 +21,7 @@ from typing import Any
 from loguru import logger
 from pydantic import BaseModel, Field, field_serializer
 
+from naru_eval.providers.gemini.batch import BatchStats
 from naru_eval.providers.gemini.caching import ContextCacheStats
 from naru_eval.providers.gemini.preflight import Calibration, PreflightReport
 from naru_eval.providers.gemini.pricing import cache_storage_cost
@@ -150,11 +151,11 @@ class UsageSummary(BaseModel):
     calibration: Calibration | None
     adaptive_concurrency: dict[str, float | int]
     prices: PriceSource
-    context_caches: dict[str, Any]
+    context_caches: ContextCacheStats
     context_cache_storage_by_run_key: dict[str, CacheStorage] = Field(default_factory=dict)
     context_cache_storage_error: str | None = None
     cost_usd_with_caches: float | None
-    batch: dict[str, Any] | None
+    batch: BatchStats | None
 
 
 @dataclass
@@ -217,7 +218,7 @@ def log_summary(summary: UsageSummary, path: Path) -> None:
         f"naru_gemini: {t.requests} request(s) ({t.ok} answered, {t.failed} failed): "
         f"{t.input_tokens:,} input tokens {t.by_modality}, {t.output_tokens:,} output, "
         f"{t.thinking_tokens:,} thinking, {t.cached_tokens:,} cached (the API's count; "
-        f"{summary.context_caches.get('created', 0)} explicit cache(s)); cost {cost} at prices as of "
+        f"{summary.context_caches.created} explicit cache(s)); cost {cost} at prices as of "
         f"{summary.prices.as_of} (to be checked); uploads: {up.get('uploaded', 0)} new "
         f"({up.get('bytes_sent', 0):,} bytes), {up.get('reused', 0)} reused. Usage: {path}"
     )
