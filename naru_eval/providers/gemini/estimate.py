@@ -111,6 +111,36 @@ class QuestionSpec:
     prompt: str | None = None
 
 
+@dataclass(frozen=True)
+class _Pricer:
+    """The dollars of one estimated request for one model's price entry (None: unknown)."""
+
+    price: Mapping[str, float] | None
+    output_tokens: int
+    thinking_tokens: int
+
+    def cost(self, est: TokenEstimate, cached: int = 0, batch: bool = False) -> float | None:
+        return request_cost(
+            self.price,
+            prompt_tokens=est.total,
+            output_tokens=self.output_tokens,
+            thinking_tokens=self.thinking_tokens,
+            audio_tokens=est.audio_tokens,
+            cached_tokens=cached,
+            batch=batch,
+        )
+
+
+def _total(costs: Iterable[float | None]) -> float | None:
+    """The sum, or None (unknown) as soon as one cost is."""
+    out = 0.0
+    for c in costs:
+        if c is None:
+            return None
+        out += c
+    return out
+
+
 def estimate_run(
     questions: Iterable[QuestionSpec],
     *,
@@ -133,75 +163,30 @@ def estimate_run(
     prices = prices or load_prices()
     price = prices.for_model(model)
     res = normalise_resolution(media_resolution)
-    qs = list(questions)
-    per_video: dict[str, int] = {}
-    durations: dict[str, float] = {}
-    vt = at = tt = 0
-    cost = cost_cached = 0.0
-    longest_t: tuple[int, str, float] = (0, "", 0.0)
+    pricer = _Pricer(price, output_tokens, thinking_tokens)
+
+    def estimate(q: QuestionSpec) -> TokenEstimate:
+        return estimate_request(q.duration_s, model=model, fps=fps, media_resolution=res, audio=audio, prompt=q.prompt)
+
+    asked = [(q, estimate(q)) for q in questions]
     by_video: dict[str, list[TokenEstimate]] = {}
-    batch: float | None = 0.0
-    for q in qs:
-        est = estimate_request(q.duration_s, model=model, fps=fps, media_resolution=res, audio=audio, prompt=q.prompt)
+    durations: dict[str, float] = {}
+    for q, est in asked:
         by_video.setdefault(q.video, []).append(est)
-        one_batch = request_cost(
-            price,
-            prompt_tokens=est.total,
-            output_tokens=output_tokens,
-            thinking_tokens=thinking_tokens,
-            audio_tokens=est.audio_tokens,
-            batch=True,
-        )
-        batch = None if batch is None or one_batch is None else batch + one_batch
-        per_video[q.video] = per_video.get(q.video, 0) + 1
         durations[q.video] = q.duration_s
-        vt += est.video_tokens
-        at += est.audio_tokens
-        tt += est.text_tokens
-        longest_t = max(longest_t, (est.total, q.video, q.duration_s))
-        one = request_cost(
-            price,
-            prompt_tokens=est.total,
-            output_tokens=output_tokens,
-            thinking_tokens=thinking_tokens,
-            audio_tokens=est.audio_tokens,
-        )
-        if one is not None:
-            cost += one
-            # the first question on a video pays in full, the others hit the implicit cache
-            repeat = per_video[q.video] > 1
-            cached = request_cost(
-                price,
-                prompt_tokens=est.total,
-                output_tokens=output_tokens,
-                thinking_tokens=thinking_tokens,
-                audio_tokens=est.audio_tokens,
-                cached_tokens=est.media_tokens if repeat else 0,
-            )
-            cost_cached += cached or 0.0
+    # the implicit cache: the first question on a video pays in full, the others hit the cache
+    seen: set[str] = set()
+    implicit: list[float | None] = []
+    for q, est in asked:
+        implicit.append(pricer.cost(est, cached=est.media_tokens if q.video in seen else 0))
+        seen.add(q.video)
+    longest_t = max(((est.total, q.video, q.duration_s) for q, est in asked), default=(0, "", 0.0))
     if longest is not None:
-        est = estimate_request(
-            longest.duration_s, model=model, fps=fps, media_resolution=res, audio=audio, prompt=longest.prompt
-        )
-        longest_t = (est.total, longest.video, longest.duration_s)
-    explicit, storage, cached_videos = _explicit_cache_cost(
-        by_video, price, model, res, output_tokens, thinking_tokens, latency_s, concurrency
-    )
+        longest_t = (estimate(longest).total, longest.video, longest.duration_s)
+    explicit, storage, cached_videos = _explicit_cache_cost(by_video, pricer, model, res, latency_s, concurrency)
+    batch = _total(pricer.cost(est, batch=True) for _, est in asked)
     window, known = context_window(model)
-    n_questions = len(qs)
-    notes = []
-    if price is not None and explicit is None:
-        notes.append(f"{model}: no cache_storage_per_hour price; explicit caching cost unknown")
-    if price is not None and batch is None:
-        notes.append(f"{model}: no batch price; batch cost unknown")
-    if family(model) == "gemini-2" and res != "default":
-        notes.append("Gemini 2.x at a non-default media resolution is not cached explicitly (naru_gemini)")
-    if not known:
-        notes.append(f"{model}: not in the context-window table; assumed {window:,} tokens")
-    if price is None:
-        notes.append(f"{model}: not in the price table ({prices.source}); no cost")
-    if thinking_tokens == 0:
-        notes.append("thinking tokens assumed 0 (they are billed as output; pass --thinking-tokens N per request)")
+    n_questions = len(asked)
     return RunEstimate(
         model=model,
         task=task,
@@ -213,9 +198,9 @@ def estimate_run(
         hours=sum(durations.values()) / 3600,
         source=source,
         frames_per_pass=sum(frames_sampled(d, fps) for d in durations.values()),
-        video_tokens=vt,
-        audio_tokens=at,
-        text_tokens=tt,
+        video_tokens=sum(est.video_tokens for _, est in asked),
+        audio_tokens=sum(est.audio_tokens for _, est in asked),
+        text_tokens=sum(est.text_tokens for _, est in asked),
         output_tokens=n_questions * output_tokens,
         thinking_tokens=n_questions * thinking_tokens,
         longest_video=longest_t[1],
@@ -223,11 +208,16 @@ def estimate_run(
         longest_request_tokens=longest_t[0],
         context_window=window,
         context_known=known,
-        cost_usd=cost if price is not None else None,
-        cost_usd_cached=cost_cached if price is not None else None,
+        cost_usd=_total(pricer.cost(est) for _, est in asked) if price is not None else None,
+        cost_usd_cached=_total(implicit) if price is not None else None,
         price_as_of=prices.as_of,
         price_source=prices.source,
-        notes=notes,
+        notes=_notes(model, res, prices if price is None else None, explicit is None, batch is None, window, known)
+        + (
+            ["thinking tokens assumed 0 (they are billed as output; pass --thinking-tokens N per request)"]
+            if thinking_tokens == 0
+            else []
+        ),
         cost_usd_explicit_cache=explicit,
         cache_videos=cached_videos,
         cache_storage_usd=storage,
@@ -235,19 +225,43 @@ def estimate_run(
     )
 
 
-def _explicit_cache_cost(
-    by_video: Mapping[str, list[TokenEstimate]],
-    price: Mapping[str, float] | None,
+def _notes(
     model: str,
     resolution: str,
-    output_tokens: int,
-    thinking_tokens: int,
+    unpriced_in: GeminiPrices | None,
+    no_cache_price: bool,
+    no_batch_price: bool,
+    window: int,
+    known: bool,
+) -> list[str]:
+    """What the estimate could not price; ``unpriced_in``: the table the model is missing from."""
+    priced = unpriced_in is None
+    notes = []
+    if priced and no_cache_price:
+        notes.append(f"{model}: no cache_storage_per_hour price; explicit caching cost unknown")
+    if priced and no_batch_price:
+        notes.append(f"{model}: no batch price; batch cost unknown")
+    if family(model) == "gemini-2" and resolution != "default":
+        notes.append("Gemini 2.x at a non-default media resolution is not cached explicitly (naru_gemini)")
+    if not known:
+        notes.append(f"{model}: not in the context-window table; assumed {window:,} tokens")
+    if unpriced_in is not None:
+        notes.append(f"{model}: not in the price table ({unpriced_in.source}); no cost")
+    return notes
+
+
+def _explicit_cache_cost(
+    by_video: Mapping[str, list[TokenEstimate]],
+    pricer: _Pricer,
+    model: str,
+    resolution: str,
     latency_s: float,
     concurrency: int,
 ) -> tuple[float | None, float | None, int]:
     """(total cost, of which storage, videos cached) with one explicit cache per video, as the
     adapter does it (providers/gemini/caching.py): a video below ``cache_min_tokens``, with a
     single question, or Gemini 2.x at a non-default resolution is asked uncached."""
+    price = pricer.price
     if price is None or "cache_storage_per_hour" not in price:
         return None, None, 0
     minimum = cache_min_tokens(price) or 0
@@ -259,17 +273,7 @@ def _explicit_cache_cost(
         audio = ests[0].audio_tokens
         use = not refused and len(ests) >= 2 and media >= minimum
         for est in ests:
-            total += (
-                request_cost(
-                    price,
-                    prompt_tokens=est.total,
-                    output_tokens=output_tokens,
-                    thinking_tokens=thinking_tokens,
-                    audio_tokens=est.audio_tokens,
-                    cached_tokens=media if use else 0,
-                )
-                or 0.0
-            )
+            total += pricer.cost(est, cached=media if use else 0) or 0.0
         if use:
             cached_videos += 1
             total += request_cost(price, prompt_tokens=media, audio_tokens=audio) or 0.0  # the creation
