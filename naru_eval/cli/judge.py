@@ -322,32 +322,31 @@ def cmd_cost(args: argparse.Namespace) -> int:
         args.questions, args.models, args.judge_model, load_prices(args.prices), minerva_k=args.minerva_k
     )
     if args.json:
-        print(json.dumps(est, indent=2))
+        print(est.to_json())
         return 0
-    p = est["price_per_1M"]
+    p = est.price_per_1M
     if p is None:
         print(
-            f"judge {est['model']}: no price in the table (naru_eval/data_files/prices.json); cost unknown. "
+            f"judge {est.model}: no price in the table (naru_eval/data_files/prices.json); cost unknown. "
             "Give one with --prices / NARU_JUDGE_PRICES."
         )
     else:
-        print(f"judge {est['model']} at ${p['input']}/M input, ${p['output']}/M output (dated table; check it)")
-    for part in ("facts", "verify", "minerva"):
-        if part in est:
-            e = est[part]
+        print(f"judge {est.model} at ${p['input']}/M input, ${p['output']}/M output (dated table; check it)")
+    for part, e in (("facts", est.facts), ("verify", est.verify), ("minerva", est.minerva)):
+        if e is not None:
             print(
-                f"  {part}: {e['calls']} calls, {e['input_tokens']:,} in + {e['output_tokens']:,} out tokens "
-                f"= {_usd(e['usd'], 2)} live, {_usd(e['batch_usd'], 2)} batch"
+                f"  {part}: {e.calls} calls, {e.input_tokens:,} in + {e.output_tokens:,} out tokens "
+                f"= {_usd(e.usd, 2)} live, {_usd(e.batch_usd, 2)} batch"
             )
     print(
-        f"  total {_usd(est['total_usd'], 2)} for {args.questions} questions x {args.models} models "
-        f"({_usd(est['per_model_usd'], 2)} per extra model; {_usd(est['without_frozen_facts_usd'], 2)} "
+        f"  total {_usd(est.total_usd, 2)} for {args.questions} questions x {args.models} models "
+        f"({_usd(est.per_model_usd, 2)} per extra model; {_usd(est.without_frozen_facts_usd, 2)} "
         "without frozen facts)"
     )
     print(
         f"  total with the verifications as Batch API jobs (--batch; facts stay live): "
-        f"{_usd(est['total_batch_usd'], 2)} ({_usd(est['per_model_batch_usd'], 2)} per extra model; "
-        f"batch price = live x {fmt_num(est['batch_factor'], 2)})"
+        f"{_usd(est.total_batch_usd, 2)} ({_usd(est.per_model_batch_usd, 2)} per extra model; "
+        f"batch price = live x {fmt_num(est.batch_factor, 2)})"
     )
     return 0
 
