@@ -227,10 +227,10 @@ class Gemini(NaruModel):
             call_once=lambda fn, what: self._call(fn, what, policy=RetryPolicy(max_attempts=1)),
         )
 
-    def _batcher(self) -> GeminiBatchRunner:
+    def _batcher(self) -> GeminiBatchRunner[NaruRequest]:
         """Batch mode (providers/gemini/batch.py): the questions go as one resumable batch job."""
         a = self.args
-        return GeminiBatchRunner(
+        return GeminiBatchRunner[NaruRequest](
             BatchPolicy(a.batch_poll_interval, a.batch_poll_max, a.batch_timeout),
             model=a.model,
             client=lambda: self.client,

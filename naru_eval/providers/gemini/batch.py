@@ -24,9 +24,9 @@ its questions is pending any more (its results are stored).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from loguru import logger
 from pydantic import BaseModel, Field
@@ -39,6 +39,7 @@ TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANC
 SUCCEEDED = "JOB_STATE_SUCCEEDED"
 
 Key = tuple[str, str]  # (run key, question key)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,9 @@ class BatchStats(BaseModel):
     states: dict[str, str] = Field(default_factory=dict)
 
 
-class GeminiBatchRunner:
-    """Submits or resumes the run's batch jobs and holds their results until the loop asks."""
+class GeminiBatchRunner(Generic[R]):
+    """Submits or resumes the run's batch jobs and holds their results until the loop asks;
+    ``R`` is the caller's request type (the adapter's ``NaruRequest``)."""
 
     def __init__(
         self,
@@ -84,11 +86,11 @@ class GeminiBatchRunner:
 
     def run(
         self,
-        keyed: Sequence[tuple[Key, Any]],
+        keyed: Sequence[tuple[Key, R]],
         *,
-        build: Callable[[Any], tuple[list[Any], Any]],
-        answer: Callable[[Any, Any, str], Any],
-        fail: Callable[[str, dict[str, Any]], Exception],
+        build: Callable[[R], tuple[list[Any], Any]],
+        answer: Callable[[R, Any, str], Any],
+        fail: Callable[[str, Mapping[str, Any]], Exception],
     ) -> None:
         """Answer every ``(key, request)``: ``build(request)`` gives its (contents, config),
         ``answer(request, response, job)`` reads a result (or raises), ``fail(reason, usage)``
@@ -96,10 +98,10 @@ class GeminiBatchRunner:
         from google.genai import types
 
         self._results, self._finished = {}, []
-        by_run: dict[str, dict[str, Any]] = {}
+        by_run: dict[str, dict[str, R]] = {}
         for (rk, qk), request in keyed:
             by_run.setdefault(rk, {})[qk] = request
-        waiting: list[tuple[GeminiBatchRecord, dict[str, Any], str]] = []
+        waiting: list[tuple[GeminiBatchRecord, dict[str, R], str]] = []
         for rk, requests in by_run.items():
             covered: set[str] = set()
             for rec in self._jobs().open_batches(rk, self._account()):
@@ -162,10 +164,10 @@ class GeminiBatchRunner:
     def _collect(
         self,
         rec: GeminiBatchRecord,
-        requests: dict[str, Any],
+        requests: Mapping[str, R],
         rk: str,
-        answer: Callable[[Any, Any, str], Any],
-        fail: Callable[[str, dict[str, Any]], Exception],
+        answer: Callable[[R, Any, str], Any],
+        fail: Callable[[str, Mapping[str, Any]], Exception],
     ) -> None:
         mine = [q for q in rec.question_keys if q in requests]
         usage = {"batch_job": rec.name, "stage": "batch"}
@@ -192,7 +194,7 @@ class GeminiBatchRunner:
             return
         dest = getattr(job, "dest", None)
         items = list(getattr(dest, "inlined_responses", None) or [])
-        by_key: dict[str, Any] = {}
+        by_key: dict[str, Any] = {}  # the SDK's InlinedResponse per question key
         for i, item in enumerate(items):
             key = (getattr(item, "metadata", None) or {}).get("key")
             if key is None and i < len(rec.question_keys):
