@@ -125,13 +125,7 @@ class Gemini(NaruModel):
         self.temperature = args.temperature_sent()
         env_url = os.environ.get("GOOGLE_GEMINI_BASE_URL")
         self.endpoint = args.base_url or (check_base_url(env_url) if env_url else None) or DEFAULT_BASE_URL
-        self.prep_spec = PrepSpec(
-            # audio=false strips the track locally only with strip_audio=true (else the API drops it,
-            # contentLayers=[FRAMES]); re-encoding anyway (downsample) drops it too: fewer bytes
-            audio=args.audio or not (args.strip_audio or args.downsample),
-            fps=fps * args.downsample_factor if args.downsample else None,
-            max_height=args.downsample_height if args.downsample else None,
-        )
+        self.prep_spec = args.prep_spec(fps)
         self.prices = load_prices(args.prices)
         self.price = self.prices.for_model(args.model)
         #: waits: between retries (backoff), and between files.get polls; tests replace them

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 from model_adapters.args import AdapterArgs
 from naru_eval.api.retry import RetryArgs
 from naru_eval.providers.gemini.families import THINKING_LEVELS, family, normalise_resolution
+from naru_eval.providers.gemini.video import PrepSpec
 
 DEFAULT_MODEL = "gemini-3-flash-preview"
 
@@ -126,6 +127,16 @@ class GeminiArgs(RetryArgs, AdapterArgs):
         if self.temperature == "auto":
             return None if family(self.model) == "gemini-3" else 0.0
         return self.temperature
+
+    def prep_spec(self, fps: float) -> PrepSpec:
+        """The local preparation of each video before upload at sampling rate ``fps``: audio=false
+        strips the track locally only with strip_audio=true (else the API drops it,
+        contentLayers=[FRAMES]); re-encoding anyway (downsample) drops it too: fewer bytes."""
+        return PrepSpec(
+            audio=self.audio or not (self.strip_audio or self.downsample),
+            fps=fps * self.downsample_factor if self.downsample else None,
+            max_height=self.downsample_height if self.downsample else None,
+        )
 
     @model_validator(mode="after")
     def _thinking(self) -> GeminiArgs:
