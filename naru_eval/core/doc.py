@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from typing_extensions import NotRequired
-
 from naru_eval.core.data import NaruQuestion
 
 
@@ -39,18 +37,18 @@ class NaruDoc(TypedDict):
     video: str | None
     level: str
     data_fingerprint: str | None
-    #: the circular variant's rotation of the options (naru_eval.core.variants)
-    base_question_id: NotRequired[str]
-    rotation: NotRequired[int]
-    n_rotations: NotRequired[int]
 
 
 class Rotation(TypedDict):
-    """What the circular variant adds to a rotated question's doc."""
+    """What the circular variant adds to a rotated question's doc (naru_eval.core.variants)."""
 
     base_question_id: str
     rotation: int
     n_rotations: int
+
+
+class RotatedDoc(NaruDoc, Rotation):
+    """A doc of the circular variant: the rotated question and its rotation."""
 
 
 def to_doc(
@@ -71,7 +69,7 @@ def to_doc(
     if doc.get("duration_s") is None:
         doc["duration_s"] = duration_s
     if rotation is not None:
-        doc.update(rotation)
+        return cast(RotatedDoc, {**doc, **rotation})
     return doc
 
 

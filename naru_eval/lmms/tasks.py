@@ -20,7 +20,7 @@ from typing import Any
 
 from naru_eval.core import provenance
 from naru_eval.core.data import Dataset, NaruQuestion
-from naru_eval.core.doc import NaruDoc, Rotation, question_of, to_doc
+from naru_eval.core.doc import NaruDoc, RotatedDoc, Rotation, question_of, to_doc
 from naru_eval.core.prompts import mcq_prompt
 from naru_eval.core.scoring import Fallback, ScoredSample, aggregate_score, metric_payloads, score_response
 from naru_eval.core.scoring import aggregate_macro as _aggregate_macro
@@ -215,7 +215,7 @@ def process_docs_circular_500(_placeholder: Any) -> Any:
     return _to_hf(report, order_for_ranks([rq for rq, _, _ in rotated], world_size_from_env()), rotations)
 
 
-def process_results_circular(doc: NaruDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results_circular(doc: RotatedDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
     """Score one rotated doc; payloads carry ``base_question_id`` and ``rotation``."""
     from naru_eval.core.variants import N_ROTATIONS, circular_payloads
 
