@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
@@ -415,7 +415,9 @@ class AnswerLog:
     def failed(self, i: int, key: Key, e: RequestFailed) -> None:
         self._write(i, key, "failed", str(e), e.usage, failed(str(e)))
 
-    def _write(self, i: int, key: Key, status: str, text: str, usage: Mapping[str, Any] | None, reply: str) -> None:
+    def _write(
+        self, i: int, key: Key, status: Literal["ok", "failed"], text: str, usage: Mapping[str, Any] | None, reply: str
+    ) -> None:
         if self.store:
             if status == "ok":
                 self.store.put_ok(*key, text, usage)
