@@ -464,6 +464,23 @@ def test_estimate_cost_cli(capsys, data):
     assert args.func is cli_gemini.cmd_estimate_cost and args.audio is False
 
 
+def test_estimate_cost_prices_the_prompt_the_task_sends(data, docs):
+    """The estimate's prompt is naru_gemini's, read from the installed task template (no copy of
+    it): the same text ``doc_to_text`` builds with the template's kwargs."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    template = yaml.load((ROOT / "tasks" / "naru" / "_default_template_yaml").read_text(), Loader=Loader)
+    kwargs = cli_gemini.gemini_prompt_kwargs()
+    assert kwargs == template["lmms_eval_specific_kwargs"]["naru_gemini"]
+    questions, _ = cli_gemini.data_questions(data, "naru_mcq")
+    first = docs[0]
+    assert any(q.prompt == doc_to_text(first, kwargs) for q in questions)
+
+
 # ------------------------------------------------------------------- the real lmms-eval, slow
 
 
