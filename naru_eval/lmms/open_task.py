@@ -53,8 +53,8 @@ DEFAULT_POST_PROMPT = "Answer the question in a few sentences, based on the vide
 
 _lock = threading.Lock()
 _items: list[JudgeItem] = []
-_judges: dict[Any, Any] = {}
-_prefetched: set[Any] = set()
+_judges: dict[tuple[tuple[str, str], ...], Judge] = {}  # env_fingerprint() -> the judge
+_prefetched: set[tuple[int, int]] = set()  # (id of the judge, number of items) already decomposed
 _prompted: set[str] = set()  # question ids whose prompts this process built (lmms-eval's doc_to_text)
 
 
@@ -89,7 +89,7 @@ def prefetch_enabled() -> bool:
     return settings().judge_prefetch
 
 
-def _ensure_prefetch(judge: Any) -> None:
+def _ensure_prefetch(judge: Judge) -> None:
     if not prefetch_enabled():
         return
     items = _items_to_prefetch()
