@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from naru_eval.providers.gemini.families import MEDIA_RESOLUTION_ENUM
 from naru_eval.providers.gemini.pricing import request_cost
@@ -100,9 +100,33 @@ def generation_config(s: RequestConfig, cached_content: str | None = None) -> An
     return types.GenerateContentConfig(**cfg)
 
 
+class _UsageBase(TypedDict):
+    attempts: int
+    input_tokens: int
+    output_tokens: int
+    thinking_tokens: int
+    cached_tokens: int
+    total_tokens: int
+    input_by_modality: dict[str, int]  # TEXT / VIDEO / AUDIO
+    estimated_input_tokens: int | None  # the preflight's estimate
+    model_version: str | None
+    response_id: str | None
+    cost_usd: float | None  # None: no price (an unknown cost, never 0)
+
+
+class GeminiUsage(_UsageBase, total=False):
+    """The ``usage`` stored with each Gemini answer or failure (the response store's ``usage``
+    column; naru_eval.providers.gemini.usage sums it)."""
+
+    finish_reason: str | None
+    block_reason: str | None
+    batch_job: str  # answered through this batch job
+    context_cache: str  # the explicit cache the question referenced
+
+
 def usage_of(
     response: Any, attempts: int, price: Mapping[str, float] | None, estimated: int | None, batch: bool = False
-) -> dict:
+) -> GeminiUsage:
     """Tokens, cost and provenance of a ``GenerateContentResponse`` (stored with the answer);
     ``batch``: priced at the Batch API's prices."""
     u = getattr(response, "usage_metadata", None)
@@ -111,7 +135,7 @@ def usage_of(
     thinking = int(getattr(u, "thoughts_token_count", 0) or 0)
     cached = int(getattr(u, "cached_content_token_count", 0) or 0)
     by = modalities(getattr(u, "prompt_tokens_details", None))
-    usage: dict[str, Any] = {
+    return {
         "attempts": attempts,
         "input_tokens": prompt,
         "output_tokens": output,
@@ -122,9 +146,7 @@ def usage_of(
         "estimated_input_tokens": estimated,
         "model_version": getattr(response, "model_version", None),
         "response_id": getattr(response, "response_id", None),
-    }
-    usage["cost_usd"] = (
-        request_cost(
+        "cost_usd": request_cost(
             price,
             prompt_tokens=prompt,
             output_tokens=output,
@@ -134,9 +156,8 @@ def usage_of(
             batch=batch,
         )
         if u is not None
-        else None
-    )
-    return usage
+        else None,
+    }
 
 
 def answer_text(
@@ -145,7 +166,7 @@ def answer_text(
     price: Mapping[str, float] | None = None,
     estimated: int | None = None,
     batch: bool = False,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, GeminiUsage]:
     """The answer and usage of a response, or NoAnswer: blocked prompt, no candidate, a non-answer
     finish (SAFETY, RECITATION, ...), or no text."""
     usage = usage_of(response, attempts, price, estimated, batch)
