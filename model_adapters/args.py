@@ -5,9 +5,8 @@ lmms-eval hands model args over as strings. An adapter declares its args as a py
 keyword arguments into it, with one error that names the adapter, every bad argument and, for an
 unknown one, the valid names. Values that mean "unset" (``none``, ``null``, empty) fall back to the
 field's default; flags take ``1/true/yes/on`` / ``0/false/no/off`` (``naru_eval.settings.parse_flag``,
-the same parser as the environment's). :class:`ArgParser` converts single values the same way, and
-refuses secrets: lmms-eval records ``model_args`` in ``results.json``, so an API key must come
-from the environment only.
+the same parser as the environment's). :class:`ArgParser` refuses secrets: lmms-eval records
+``model_args`` in ``results.json``, so an API key must come from the environment only.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from naru_eval.api.retry import RetryPolicy
 from naru_eval.settings import parse_flag
 from naru_eval.store.responses import is_secret
 
@@ -59,7 +57,7 @@ class AdapterArgs(BaseModel):
         rest = {k: v for k, v in args.items() if k not in cls.model_fields and k in through}
         unknown = sorted(set(args) - set(own) - set(rest))
         if unknown:
-            known = [*cls.model_fields, *sorted(through - set(cls.model_fields))]
+            known = [*cls.names(), *sorted(through - set(cls.model_fields))]
             raise ValueError(f"{adapter}: unknown model_args {unknown}; known: {', '.join(known)}")
         try:
             return cls.model_validate(own), rest
@@ -74,7 +72,9 @@ class AdapterArgs(BaseModel):
 
     @classmethod
     def names(cls) -> list[str]:
-        return list(cls.model_fields)
+        """The field names, the class's own first, then those of its mixins (e.g. RetryArgs)."""
+        own = [n for n in cls.model_fields if n in vars(cls).get("__annotations__", {})]
+        return own + [n for n in cls.model_fields if n not in own]
 
 
 ArgsT = TypeVar("ArgsT", bound=AdapterArgs)
@@ -166,42 +166,10 @@ class ReplayArgs(SamplingArgs):
 
 
 class ArgParser:
-    """Typed conversion of one adapter's model args; errors start with the adapter's id."""
+    """The secrets check of one adapter's model args; errors start with the adapter's id."""
 
     def __init__(self, adapter: str) -> None:
         self.adapter = adapter
-
-    def int(self, name: str, value: Any, minimum: int | None = None) -> int:
-        try:
-            out = int(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{self.adapter}: {name} must be an integer, got {value!r}") from None
-        if minimum is not None and out < minimum:
-            raise ValueError(f"{self.adapter}: {name} must be >= {minimum}, got {out}")
-        return out
-
-    def float(self, name: str, value: Any, minimum: float = 0.0) -> float:
-        try:
-            out = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{self.adapter}: {name} must be a number, got {value!r}") from None
-        if out < minimum:
-            raise ValueError(f"{self.adapter}: {name} must be >= {minimum}, got {out}")
-        return out
-
-    def flag(self, name: str, value: Any) -> bool:
-        try:
-            return parse_flag(value, name)
-        except ValueError:
-            raise ValueError(f"{self.adapter}: {name} must be true or false, got {value!r}") from None
-
-    def retry_policy(self, max_retries: Any, base_delay: Any, max_delay: Any) -> RetryPolicy:
-        """The bounded retry policy of an API adapter: ``max_retries`` retries after the first try."""
-        return RetryPolicy(
-            max_attempts=self.int("max_retries", max_retries, 0) + 1,
-            base_delay=self.float("retry_base_delay", base_delay),
-            max_delay=self.float("retry_max_delay", max_delay),
-        )
 
     def refuse_secrets(self, args: Mapping[str, Any], key_env: Iterable[str], not_secret: Iterable[str] = ()) -> None:
         """Refuse secret-named args and any arg whose value contains a key from ``key_env``."""

@@ -13,6 +13,11 @@ stored as a failure, answered with the failure marker (scored invalid, counted i
 answered requests all fail with the same client error, the run stops instead
 (:class:`~naru_eval.api.retry.ConfigErrorBreaker`; those failures are not stored). Identical
 requests (same question, prompt, media and settings, whatever the task) are asked once.
+
+:meth:`NaruModel.generate_until` is the loop; its three concerns are named collaborators:
+:class:`RequestPlan` (which requests to ask: duplicates share an answer, stored answers are
+reused), :class:`AnswerLog` (the one place answers and failures are written: the store and the
+replies), and :class:`HeldFailures` (the configuration-error breaker's held-back failures).
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
@@ -33,6 +39,7 @@ from tqdm import tqdm
 from model_adapters.args import AdapterArgs
 from naru_eval.api.retry import ConfigErrorBreaker
 from naru_eval.core import provenance
+from naru_eval.core.doc import NaruDoc
 from naru_eval.settings import parse_flag, settings
 from naru_eval.store.responses import ResponseStore, redact, run_key
 
@@ -57,9 +64,10 @@ class Answer(NamedTuple):
 
 
 class NaruRequest(NamedTuple):
-    """One question as an adapter sees it."""
+    """One question as an adapter sees it: its doc (naru_eval.core.doc), the prompt lmms-eval
+    built, its media and generation kwargs."""
 
-    doc: Mapping[str, Any]
+    doc: NaruDoc
     prompt: str
     videos: Sequence[str]
     gen_kwargs: Mapping[str, Any]
@@ -69,6 +77,13 @@ class NaruRequest(NamedTuple):
     @property
     def question_id(self) -> str:
         return str(self.doc["question_id"])
+
+    @property
+    def duration_s(self) -> float | None:
+        """The video's duration as the doc carries it (the annotation's, else the preflight's
+        probe); None when not known."""
+        value = self.doc.get("duration_s")
+        return float(value) if value else None
 
     @property
     def video(self) -> str | None:
@@ -243,92 +258,62 @@ class NaruModel(lmms):
     def generate_until(self, requests: list[Instance]) -> list[str]:
         provenance.record(**self.provenance())
         reqs = self.to_naru_requests(requests)
-        out: list[str | None] = [None] * len(reqs)
-        store = self.store
         keys = [self.request_key(r) for r in reqs]
-        pending: list[int] = []
-        #: index -> the later indices asking the very same request (answered once, shared)
-        shared: dict[int, list[int]] = {}
-        first_of: dict[tuple[str, str], int] = {}
-        for i, key in enumerate(keys):
-            if key in first_of:
-                shared[first_of[key]].append(i)
-                continue
-            first_of[key] = i
-            shared[i] = []
-            hit = store.get(*key) if store else None
-            if hit is not None and hit.status == "ok":
-                out[i] = hit.response
-                self.reused += 1
-            else:
-                pending.append(i)
-        if store:
-            for rk in {k[0] for k in keys}:
-                store.register_run(rk, {**self.describe(), "store_path": str(store.path)})
+        log = AnswerLog(self.store)
+        plan = RequestPlan.of(keys, log.stored)
+        self.reused += plan.reused
+        log.register_runs({k[0] for k in keys}, self.describe())
         if self.reused:
-            logger.info(f"naru: {self.reused} answer(s) reused from {store.path if store else ''}")
-        n_shared = sum(len(v) for v in shared.values())
-        if n_shared:
-            logger.info(f"naru: {n_shared} request(s) repeat another task's identical request; asked once")
+            logger.info(f"naru: {self.reused} answer(s) reused from {log.where}")
+        if plan.n_shared:
+            logger.info(f"naru: {plan.n_shared} request(s) repeat another task's identical request; asked once")
         # one video at a time: the frame cache then decodes each video once
-        pending.sort(key=lambda i: (reqs[i].video or "", i))
+        pending = sorted(plan.pending, key=lambda i: (reqs[i].video or "", i))
         self.prepare([reqs[i] for i in pending])
-        breaker = self.breaker
-        held: list[tuple[int, RequestFailed]] = []  # failures kept back while the breaker is undecided
-        held_lock = threading.Lock()
 
         def record_failure(i: int, e: RequestFailed) -> None:
-            r = reqs[i]
-            rk, qk = keys[i]
-            self.failures[r.question_id] = str(e)
-            if store:
-                store.put_failed(rk, qk, str(e), e.usage)
-            out[i] = failed(str(e))
+            self.failures[reqs[i].question_id] = str(e)
+            log.failed(i, keys[i], e)
 
-        def flush_held() -> None:
-            with held_lock:
-                if breaker.undecided or breaker.tripped:
-                    return
-                todo, held[:] = list(held), []
-            for i, e in todo:
-                record_failure(i, e)
+        held = HeldFailures(self.breaker, record_failure)
 
         def answer(i: int) -> None:
-            r = reqs[i]
-            rk, qk = keys[i]
-            breaker.check()  # a tripped breaker: nothing more is asked
-            if store:  # a failed store write: nothing more is asked (the answer could not be kept)
-                store.check_writable()
+            self.breaker.check()  # a tripped breaker: nothing more is asked
+            log.check_writable()  # a failed store write: nothing more is asked (the answer could not be kept)
             try:
-                ans = self.respond(r)
+                ans = self.respond(reqs[i])
             except RequestFailed as e:
-                if breaker.failed(e):  # raises ConfigurationError when the run must stop
-                    with held_lock:
-                        if breaker.undecided:
-                            held.append((i, e))
-                            return
-                record_failure(i, e)
-                flush_held()
+                held.failed(i, e)  # raises ConfigurationError when the run must stop
                 return
-            breaker.succeeded()
-            text, usage = (ans.text, ans.usage) if isinstance(ans, Answer) else (ans, None)
-            if store:
-                store.put_ok(rk, qk, text, usage)
-            out[i] = text
-            flush_held()
+            self.breaker.succeeded()
+            log.answered(i, keys[i], ans)
+            held.flush()
 
+        self._answer_all(pending, [reqs[i].video for i in pending], answer)
+        held.release()  # fewer answered requests than the breaker needs: ordinary failures
+        out = plan.fan_out(log.replies)
+        if self.failures:
+            shown = "; ".join(f"{q}: {e}" for q, e in list(self.failures.items())[:20])
+            logger.warning(
+                f"naru: {len(self.failures)} request(s) failed and are scored invalid; "
+                f"they are retried on the next run. {shown}"
+            )
+        return [o if o is not None else failed("no answer") for o in out]
+
+    def _answer_all(self, pending: Sequence[int], videos: Sequence[str | None], answer: Callable[[int], None]) -> None:
+        """``answer`` each pending index: inline, or on a pool of ``max_concurrency`` threads that
+        starts them in the given (by-video) order; the next videos decode ahead meanwhile."""
         bar = tqdm(total=len(pending), disable=self.rank != 0, desc=self.model_id)
         workers = max(1, int(self.max_concurrency))
-        videos = [v for v in (reqs[i].video for i in pending) if v]
-        with self.decode_ahead(videos):  # the next videos decode while this one is answered
+        with self.decode_ahead([v for v in videos if v]):  # the next videos decode while this one is answered
             try:
                 if workers == 1 or len(pending) <= 1:
                     for i in pending:
                         answer(i)
                         bar.update(1)
                 else:
-                    # The pool starts tasks in submission (by-video) order. Each worker stores its
-                    # own answer, so one that completes while another raised is still kept.
+                    # Each worker stores its own answer, so one that completes while another
+                    # raised is still kept.
                     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=self.model_id)
                     try:
                         for fut in as_completed([pool.submit(answer, i) for i in pending]):
@@ -339,23 +324,149 @@ class NaruModel(lmms):
             finally:
                 self.finish()
         bar.close()
-        # fewer answered requests than the breaker needs: the held failures are ordinary ones
-        for i, e in held:
-            record_failure(i, e)
-        held.clear()
-        for i, copies in shared.items():
-            for j in copies:
-                out[j] = out[i]
-        if self.failures:
-            shown = "; ".join(f"{q}: {e}" for q, e in list(self.failures.items())[:20])
-            logger.warning(
-                f"naru: {len(self.failures)} request(s) failed and are scored invalid; "
-                f"they are retried on the next run. {shown}"
-            )
-        return [o if o is not None else failed("no answer") for o in out]
 
     def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
         raise NotImplementedError("NARU tasks are generative; loglikelihood is not supported")
 
     def generate_until_multi_round(self, requests: list[Instance]) -> list[str]:
         raise NotImplementedError("NARU tasks are single-round")
+
+
+# --------------------------------------------------------------------------- generate_until's parts
+
+Key = tuple[str, str]  # (run key, question key)
+
+
+@dataclass
+class RequestPlan:
+    """Which requests of a ``generate_until`` call are asked: an ok answer already stored is
+    reused, and identical requests (the same key, e.g. ``naru_mcq`` and ``naru_mcq_500`` asking
+    the same question) are asked once and share the answer."""
+
+    size: int
+    pending: list[int] = field(default_factory=list)
+    #: index -> the later indices asking the very same request
+    shared: dict[int, list[int]] = field(default_factory=dict)
+    #: index -> the stored answer reused
+    reused_answers: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, keys: Sequence[Key], stored: Callable[[Key], str | None]) -> RequestPlan:
+        plan = cls(len(keys))
+        first_of: dict[Key, int] = {}
+        for i, key in enumerate(keys):
+            if key in first_of:
+                plan.shared[first_of[key]].append(i)
+                continue
+            first_of[key] = i
+            plan.shared[i] = []
+            hit = stored(key)
+            if hit is not None:
+                plan.reused_answers[i] = hit
+            else:
+                plan.pending.append(i)
+        return plan
+
+    @property
+    def reused(self) -> int:
+        return len(self.reused_answers)
+
+    @property
+    def n_shared(self) -> int:
+        return sum(len(v) for v in self.shared.values())
+
+    def fan_out(self, replies: Mapping[int, str]) -> list[str | None]:
+        """Every request's reply: reused, asked, or its twin's."""
+        out: list[str | None] = [None] * self.size
+        for i, text in {**self.reused_answers, **replies}.items():
+            out[i] = text
+        for i, copies in self.shared.items():
+            for j in copies:
+                out[j] = out[i]
+        return out
+
+
+class AnswerLog:
+    """The one place a ``generate_until`` call writes what it got: each answer (or failure) goes
+    to the response store, one commit each, the moment it arrives, then into the replies."""
+
+    def __init__(self, store: ResponseStore | None) -> None:
+        self.store = store
+        self.replies: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        return str(self.store.path) if self.store else ""
+
+    def stored(self, key: Key) -> str | None:
+        """A stored ok answer of ``key`` (a stored failure is asked again)."""
+        hit = self.store.get(*key) if self.store else None
+        return hit.response if hit is not None and hit.status == "ok" else None
+
+    def register_runs(self, run_keys: set[str], describe: Mapping[str, Any]) -> None:
+        if self.store:
+            for rk in run_keys:
+                self.store.register_run(rk, {**describe, "store_path": str(self.store.path)})
+
+    def check_writable(self) -> None:
+        """Raise once a store write has failed: an answer asked now could not be kept (paid twice)."""
+        if self.store:
+            self.store.check_writable()
+
+    def answered(self, i: int, key: Key, ans: str | Answer) -> None:
+        text, usage = (ans.text, ans.usage) if isinstance(ans, Answer) else (ans, None)
+        self._write(i, key, "ok", text, usage, text)
+
+    def failed(self, i: int, key: Key, e: RequestFailed) -> None:
+        self._write(i, key, "failed", str(e), e.usage, failed(str(e)))
+
+    def _write(
+        self, i: int, key: Key, status: Literal["ok", "failed"], text: str, usage: Mapping[str, Any] | None, reply: str
+    ) -> None:
+        if self.store:
+            if status == "ok":
+                self.store.put_ok(*key, text, usage)
+            else:
+                self.store.put_failed(*key, text, usage)
+        with self._lock:
+            self.replies[i] = reply
+
+
+class HeldFailures:
+    """Failures held back while the configuration-error breaker is undecided
+    (naru_eval.api.retry.ConfigErrorBreaker): a run the breaker stops stores none of them; once
+    it disarms they are recorded as ordinary failures."""
+
+    def __init__(self, breaker: ConfigErrorBreaker, record: Callable[[int, RequestFailed], None]) -> None:
+        self.breaker = breaker
+        self.record = record
+        self._held: list[tuple[int, RequestFailed]] = []
+        self._lock = threading.Lock()
+
+    def failed(self, i: int, e: RequestFailed) -> None:
+        """A failed request: held while the breaker is undecided, else recorded; raises
+        ConfigurationError when the breaker trips (or has tripped)."""
+        if self.breaker.failed(e):
+            with self._lock:
+                if self.breaker.undecided:
+                    self._held.append((i, e))
+                    return
+        self.record(i, e)
+        self.flush()
+
+    def flush(self) -> None:
+        """Record the held failures once the breaker has disarmed."""
+        with self._lock:
+            if self.breaker.undecided or self.breaker.tripped:
+                return
+            todo, self._held[:] = list(self._held), []
+        for i, e in todo:
+            self.record(i, e)
+
+    def release(self) -> None:
+        """At the end: whatever is still held is an ordinary failure."""
+        with self._lock:
+            todo, self._held[:] = list(self._held), []
+        for i, e in todo:
+            self.record(i, e)

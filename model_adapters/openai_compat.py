@@ -54,7 +54,7 @@ from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
 from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
-from naru_eval.api.retry import RetryError, RetryPolicy, is_connection_error, is_timeout
+from naru_eval.api.retry import RetryArgs, RetryError, RetryPolicy, is_connection_error, is_timeout
 from naru_eval.judge.config import is_reasoning_family
 
 #: ``auto``: ``video`` for a Qwen-family served model, else ``frames`` (:func:`resolve_video_mode`)
@@ -145,7 +145,7 @@ def check_server_url(url: str) -> str:
     return str(url)
 
 
-class OpenAICompatArgs(AdapterArgs):
+class OpenAICompatArgs(RetryArgs, AdapterArgs):
     """``naru_openai_compat``'s own ``--model_args`` (the frame budget and store go to the base);
     docs/openai_compat.md explains each."""
 
@@ -160,9 +160,6 @@ class OpenAICompatArgs(AdapterArgs):
     video_root: str | None = Field(None, description="video_url mode: URLs keep the path under this folder")
     jpeg_quality: int = Field(85, ge=1, le=100, description="JPEG quality of the frames sent")
     max_concurrency: int = Field(8, ge=1, description="the ceiling of requests in flight (AIMD below it)")
-    max_retries: int = Field(5, ge=0, description="retries after the first try (429, 5xx, timeouts)")
-    retry_base_delay: float = Field(1.0, ge=0, description="full-jitter backoff base, seconds")
-    retry_max_delay: float = Field(60.0, ge=0, description="backoff ceiling, seconds")
     timeout: float = Field(300.0, ge=0, description="seconds per HTTP request")
     abort_after: int | None = Field(None, ge=1, description="stop after this many unreachable requests in a row")
     check_model: bool = Field(True, description="check GET /models serves model before asking")

@@ -12,7 +12,7 @@ one of its aliases, or the key followed by a dated snapshot suffix ``-YYYY-MM-DD
 and a model without an entry has an *unknown* cost (None), never another model's.
 
 Fields of a ``gemini`` entry (per 1M tokens; a missing field falls back as noted), read by
-:func:`naru_eval.providers.gemini.cost.request_cost`:
+:func:`naru_eval.providers.gemini.pricing.request_cost`:
 
 * ``input``: prompt tokens (text, image, video frames); ``input_audio``: prompt audio tokens
   (else ``input``);
@@ -24,16 +24,25 @@ Fields of a ``gemini`` entry (per 1M tokens; a missing field falls back as noted
 
 The Gemini figures are the paid tier's standard (non-batch) prices. The file is read on first
 use, not at import.
+
+One override format serves both providers (``NARU_JUDGE_PRICES`` / ``naru-eval judge --prices``
+and ``NARU_GEMINI_PRICES`` / ``prices=`` / ``estimate-cost --prices``): a JSON object, inline or
+in a file, shaped like one provider's table of this file, ``{model: {field: USD per 1M tokens,
+"aliases": [...], "as_of": ..., "source": ...}}``. Its entries replace the built-in entries of
+the same name; every other built-in entry stays (:meth:`PriceTable.load`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 #: fields of an entry that are not prices
 META_FIELDS = frozenset({"as_of", "source", "aliases", "note"})
@@ -92,3 +101,66 @@ def provenance(provider: str) -> tuple[str, str]:
     dates = sorted(str(e.get("as_of", "?")) for e in rows)
     sources = sorted({str(e.get("source", "?")) for e in rows})
     return (dates[0] if dates else "?"), "; ".join(sources)
+
+
+PriceTableT = TypeVar("PriceTableT", bound="PriceTable")
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """``model -> prices`` of one provider (aliases as keys of their own), with the date and
+    source they came from."""
+
+    models: dict[str, dict[str, float]]
+    as_of: str
+    source: str
+    #: whether model ids are matched case-insensitively (keys are stored lower-cased)
+    fold_case: ClassVar[bool] = False
+
+    def key(self, model: str) -> str:
+        """``model`` as the table's keys spell it."""
+        return model.strip().lower() if self.fold_case else model.strip()
+
+    def for_model(self, model: str) -> dict[str, float] | None:
+        """The model's own prices (:func:`match`: its id, an alias, or a dated snapshot of
+        either); None, an unknown cost, for a model without an entry."""
+        key = match(self.key(model), self.models)
+        return self.models[key] if key is not None else None
+
+    @classmethod
+    def load(cls: type[PriceTableT], provider: str, override: str | os.PathLike[str] | None = None) -> PriceTableT:
+        """The built-in table of ``provider``, with ``override`` (inline JSON or a file, the one
+        format of this module's docstring) replacing the entries it names."""
+        table = entries(provider)
+        as_of, source = provenance(provider)
+        source += " -- TO BE CHECKED before budgeting"
+        if override:
+            extra = read_override(override)
+            table.update(extra)
+            dates = sorted(str(e["as_of"]) for e in extra.values() if "as_of" in e)
+            as_of = dates[0] if dates else as_of
+            where = "inline prices" if str(override).lstrip().startswith("{") else str(override)
+            source = f"{where} over {source}"
+        models = expand(table)
+        if cls.fold_case:
+            models = {k.lower(): v for k, v in models.items()}
+        return cls(models, as_of, source)
+
+
+def read_override(spec: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """A price override (inline JSON or a path to a JSON file), checked: every entry is an object
+    with ``input`` and ``output`` prices. ValueError naming what is wrong and the format."""
+    text = str(spec)
+    raw = json.loads(text if text.lstrip().startswith("{") else Path(spec).read_text(encoding="utf-8"))
+    shape = '{model: {"input": ..., "output": ..., "aliases": [...]}} (USD per 1M tokens)'
+    if not isinstance(raw, dict):
+        raise ValueError(f"prices {text}: must be a JSON object {shape}")
+    if isinstance(raw.get("models"), dict) and all(isinstance(v, dict) for v in raw["models"].values()):
+        raise ValueError(
+            f'prices {text}: the {{"as_of", "source", "models": {{...}}}} envelope is no longer read; write the '
+            f'entries at the top level, {shape}, each with its own "as_of" and "source"'
+        )
+    for model, entry in raw.items():
+        if not isinstance(entry, dict) or "input" not in entry or "output" not in entry:
+            raise ValueError(f"prices {text}: {model!r} needs 'input' and 'output' (USD per 1M tokens); {shape}")
+    return {str(k): dict(v) for k, v in raw.items()}

@@ -19,6 +19,10 @@ Errors are classified by duck typing, so the helper works for the ``openai`` SDK
 by type (``TimeoutError``, ``ConnectionError``, or a class named ``*Timeout*`` or
 ``*Connect*Error``). An exception may force the decision with a boolean ``retryable``
 attribute. ``sleep`` and ``rand`` are injectable so tests run instantly and deterministically.
+
+Every client declares its retry settings once, through :class:`RetryArgs` (``naru_gemini``'s and
+``naru_openai_compat``'s model args, the judge's ``JudgeConfig``): the same three names, the same
+defaults (5 retries, a 1 s base delay, a 60 s ceiling), the same policy.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
+
+from pydantic import BaseModel, Field
 
 from naru_eval.settings import settings
 
@@ -43,13 +49,20 @@ RETRY_STATUSES: frozenset[int] = frozenset({408, 409, 429})
 NEVER_RETRY_STATUSES: frozenset[int] = frozenset({400, 401, 403, 404})
 
 
+#: the one full-jitter base delay of every client, seconds: the first retry waits up to 1 s, the
+#: sixth up to 32 s; a server's ``Retry-After`` / ``RetryInfo`` overrides it
+DEFAULT_BASE_DELAY = 1.0
+DEFAULT_MAX_DELAY = 60.0
+DEFAULT_MAX_RETRIES = 5
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """``max_attempts`` counts the first try (1 = no retry); delays are in seconds."""
 
     max_attempts: int = 6
-    base_delay: float = 1.0
-    max_delay: float = 60.0
+    base_delay: float = DEFAULT_BASE_DELAY
+    max_delay: float = DEFAULT_MAX_DELAY
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -61,6 +74,21 @@ class RetryPolicy:
         """Full-jitter delay before retry number ``retry`` (1-based)."""
         ceiling = min(self.max_delay, self.base_delay * (2 ** max(0, retry - 1)))
         return rand() * ceiling
+
+
+class RetryArgs(BaseModel):
+    """The retry settings of a client, declared once (mixed into the API adapters' model args
+    and the judge's configuration)."""
+
+    max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=0, description="retries after the first try (429, 5xx, timeouts)")
+    retry_base_delay: float = Field(DEFAULT_BASE_DELAY, ge=0, description="full-jitter backoff base, seconds")
+    retry_max_delay: float = Field(DEFAULT_MAX_DELAY, ge=0, description="backoff ceiling, seconds")
+
+    def retry_policy(self) -> RetryPolicy:
+        """The bounded policy: ``max_retries`` retries after the first try."""
+        return RetryPolicy(
+            max_attempts=self.max_retries + 1, base_delay=self.retry_base_delay, max_delay=self.retry_max_delay
+        )
 
 
 class RetryError(RuntimeError):

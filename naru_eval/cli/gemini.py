@@ -12,7 +12,7 @@ one, the paper's totals stand in: 146.8 h over 155 videos, 1,481 questions (500 
 ``naru_mcq_500``), every video at the mean duration, and the context check on a 4 h video. Each
 question re-sends its video, so a video's tokens are paid once per question on it.
 
-Token constants, context windows and prices: naru_eval/providers/gemini/cost.py and
+Token constants, context windows and prices: naru_eval/providers/gemini/tokens.py, families.py and
 naru_eval/data_files/prices.json (dated; check them before budgeting). Wired into ``naru-eval`` by
 :func:`register`.
 """
@@ -25,22 +25,39 @@ import os
 import sys
 from typing import Any
 
-from naru_eval.providers.gemini.cost import (
-    AUDIO_TOKENS_PER_S,
-    FRAME_OVERHEAD_TOKENS,
-    FRAME_TOKENS,
-    MEDIA_RESOLUTIONS,
-    QuestionSpec,
-    RunEstimate,
-    estimate_run,
-    family,
-    load_prices,
-    paper_questions,
-)
+from naru_eval.providers.gemini.estimate import QuestionSpec, RunEstimate, estimate_run, paper_questions
+from naru_eval.providers.gemini.families import MEDIA_RESOLUTIONS, family
+from naru_eval.providers.gemini.pricing import load_prices
+from naru_eval.providers.gemini.tokens import AUDIO_TOKENS_PER_S, FRAME_OVERHEAD_TOKENS, FRAME_TOKENS
 from naru_eval.settings import settings
 
-#: the naru_gemini prompt variant's instruction (tasks/naru/_default_template_yaml)
-GEMINI_POST_PROMPT = "Answer with only the letter (A, B, C or D) of the correct option."
+#: the task template that holds every prompt variant (tasks/naru/_default_template_yaml, shipped
+#: as lmms_eval/tasks/naru/): the one copy of naru_gemini's instruction
+TASK_TEMPLATE = ("tasks", "naru", "_default_template_yaml")
+
+
+def gemini_prompt_kwargs() -> dict[str, str]:
+    """``naru_gemini``'s ``lmms_eval_specific_kwargs`` as lmms-eval reads them from the task
+    template, so the estimate prices the prompt a run sends (never a copy of it)."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    spec = importlib.util.find_spec("lmms_eval")  # its location only: lmms_eval is not imported
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    paths = [Path(root).joinpath(*TASK_TEMPLATE) for root in roots]
+    path = next((p for p in paths if p.is_file()), None)
+    if path is None:
+        raise FileNotFoundError("the NARU task template is not installed under lmms_eval/tasks/naru/ (run make env)")
+
+    class _Loader(yaml.SafeLoader):
+        """The template's ``!function`` tags are lmms-eval's; only the prompt kwargs are read."""
+
+    _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    template = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader
+    kwargs = template["lmms_eval_specific_kwargs"]["naru_gemini"]
+    return {"pre_prompt": str(kwargs.get("pre_prompt", "")), "post_prompt": str(kwargs["post_prompt"])}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,6 +115,7 @@ def data_questions(data_dir: str | os.PathLike[str], task: str) -> tuple[list[Qu
     ds = load_local(data_dir)
     questions = select_subset(ds.questions) if task.endswith("_500") else ds.questions
     durations: dict[str, float] = {}
+    prompt_kwargs = gemini_prompt_kwargs()
     out = []
     for q in questions:
         if q.video_id not in durations:
@@ -108,7 +126,7 @@ def data_questions(data_dir: str | os.PathLike[str], task: str) -> tuple[list[Qu
                 if path is None:
                     raise FileNotFoundError(f"{q.video_id}: no duration_s and no video file under {data_dir}")
                 durations[q.video_id] = probe_video(path, check_end=False).duration_s
-        prompt = mcq_prompt(q.question, q.options, {"pre_prompt": "", "post_prompt": GEMINI_POST_PROMPT})
+        prompt = mcq_prompt(q.question, q.options, prompt_kwargs)
         out.append(QuestionSpec(q.video_id, durations[q.video_id], prompt))
     return out, f"data: {data_dir}"
 

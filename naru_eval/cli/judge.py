@@ -33,15 +33,20 @@ OPEN_LOG_GLOB = "*_samples_naru_open*.jsonl"
 
 
 def add_judge_args(p: argparse.ArgumentParser) -> None:
+    from naru_eval.judge.config import BACKENDS
+
     g = p.add_argument_group("judge (defaults from NARU_JUDGE_* environment variables)")
     g.add_argument("--judge-model", help="judge model (default $NARU_JUDGE_MODEL or gpt-5.5)")
     g.add_argument("--facts-model", help="use the facts frozen by this model (default: the judge model)")
     g.add_argument("--base-url", help="OpenAI-compatible /v1 URL (default $NARU_JUDGE_BASE_URL, $OPENAI_BASE_URL)")
-    g.add_argument("--backend", choices=("openai", "offline", "offline-minilm", "offline-lexical"))
+    g.add_argument("--backend", choices=BACKENDS)
     g.add_argument("--reasoning-effort", choices=("minimal", "low", "medium", "high"))
     g.add_argument("--concurrency", type=int, help="requests in flight (default 16)")
     g.add_argument("--cache", help="judge SQLite cache (default $NARU_CACHE_DIR/judge.sqlite)")
-    g.add_argument("--prices", help="JSON or JSON file: {model: {input, cached_input, output}} USD per 1M tokens")
+    g.add_argument(
+        "--prices",
+        help="JSON or JSON file over the built-in prices: {model: {input, cached_input, output}}, USD per 1M",
+    )
     g.add_argument("--refresh", action="store_true", help="ask again even when an output is cached")
 
 
@@ -317,32 +322,31 @@ def cmd_cost(args: argparse.Namespace) -> int:
         args.questions, args.models, args.judge_model, load_prices(args.prices), minerva_k=args.minerva_k
     )
     if args.json:
-        print(json.dumps(est, indent=2))
+        print(est.to_json())
         return 0
-    p = est["price_per_1M"]
+    p = est.price_per_1M
     if p is None:
         print(
-            f"judge {est['model']}: no price in the table (naru_eval/data_files/prices.json); cost unknown. "
+            f"judge {est.model}: no price in the table (naru_eval/data_files/prices.json); cost unknown. "
             "Give one with --prices / NARU_JUDGE_PRICES."
         )
     else:
-        print(f"judge {est['model']} at ${p['input']}/M input, ${p['output']}/M output (dated table; check it)")
-    for part in ("facts", "verify", "minerva"):
-        if part in est:
-            e = est[part]
+        print(f"judge {est.model} at ${p['input']}/M input, ${p['output']}/M output (dated table; check it)")
+    for part, e in (("facts", est.facts), ("verify", est.verify), ("minerva", est.minerva)):
+        if e is not None:
             print(
-                f"  {part}: {e['calls']} calls, {e['input_tokens']:,} in + {e['output_tokens']:,} out tokens "
-                f"= {_usd(e['usd'], 2)} live, {_usd(e['batch_usd'], 2)} batch"
+                f"  {part}: {e.calls} calls, {e.input_tokens:,} in + {e.output_tokens:,} out tokens "
+                f"= {_usd(e.usd, 2)} live, {_usd(e.batch_usd, 2)} batch"
             )
     print(
-        f"  total {_usd(est['total_usd'], 2)} for {args.questions} questions x {args.models} models "
-        f"({_usd(est['per_model_usd'], 2)} per extra model; {_usd(est['without_frozen_facts_usd'], 2)} "
+        f"  total {_usd(est.total_usd, 2)} for {args.questions} questions x {args.models} models "
+        f"({_usd(est.per_model_usd, 2)} per extra model; {_usd(est.without_frozen_facts_usd, 2)} "
         "without frozen facts)"
     )
     print(
         f"  total with the verifications as Batch API jobs (--batch; facts stay live): "
-        f"{_usd(est['total_batch_usd'], 2)} ({_usd(est['per_model_batch_usd'], 2)} per extra model; "
-        f"batch price = live x {fmt_num(est['batch_factor'], 2)})"
+        f"{_usd(est.total_batch_usd, 2)} ({_usd(est.per_model_batch_usd, 2)} per extra model; "
+        f"batch price = live x {fmt_num(est.batch_factor, 2)})"
     )
     return 0
 

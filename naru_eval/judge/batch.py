@@ -13,7 +13,7 @@ How it runs (:meth:`naru_eval.judge.pipeline.Judge.judge_many` in batch mode):
    one JSONL file (``custom_id`` = the cache key, ``url`` = ``/v1/chat/completions``), uploaded
    with ``files.create(purpose="batch")``; ``batches.create(endpoint="/v1/chat/completions",
    completion_window="24h")`` submits it. The file id and then the batch id are written to the
-   judge store (:class:`~naru_eval.store.judge_cache.BatchRecord`) under a hash of the model,
+   judge store (:class:`~naru_eval.store.judge_cache.JudgeBatchRecord`) under a hash of the model,
    the base URL and the set of request keys, each the moment it is known. A rerun after a kill
    computes the same set, finds the record and waits for that job: nothing is submitted twice.
 3. **Poll** ``batches.retrieve`` with a bounded backoff (``batch_poll_base`` doubling up to
@@ -44,7 +44,7 @@ from typing import Any
 
 from naru_eval.api.retry import RetryError
 from naru_eval.judge.client import JudgeClient
-from naru_eval.store.judge_cache import BatchRecord, JudgeStore
+from naru_eval.store.judge_cache import JudgeBatchRecord, JudgeStore
 
 log = logging.getLogger("naru_eval.judge")
 
@@ -88,7 +88,7 @@ def _field(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
-class BatchRunner:
+class JudgeBatchRunner:
     """Submits (or resumes) the jobs of one client's collected requests and fills its cache."""
 
     def __init__(self, client: JudgeClient, store: JudgeStore, *, sleep: Callable[[float], None] | None = None):
@@ -133,7 +133,7 @@ class BatchRunner:
             return
         self.store.put_batch(rec.advanced(state="consumed"))
 
-    def _submit_or_resume(self, skey: str, requests: Mapping[str, tuple[str, dict[str, Any]]]) -> BatchRecord:
+    def _submit_or_resume(self, skey: str, requests: Mapping[str, tuple[str, dict[str, Any]]]) -> JudgeBatchRecord:
         rec = self.store.get_batch(skey)
         if rec is not None and rec.state == "submitted" and rec.batch_id:
             log.info("naru judge: resuming Batch API job %s (%d requests)", rec.batch_id, rec.n_requests)
@@ -148,7 +148,7 @@ class BatchRunner:
                 ),
                 "upload the batch input file",
             )
-            rec = BatchRecord(
+            rec = JudgeBatchRecord(
                 skey, self.config.model, self.config.base_url, len(requests), uploaded.id, None, "uploaded", now, now
             )
             self.store.put_batch(rec)

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import limiter_for
 from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
-from naru_eval.api.retry import ConfigErrorBreaker, RetryError, RetryPolicy, is_retryable
+from naru_eval.api.retry import ConfigErrorBreaker, RetryError, is_retryable
 from naru_eval.judge.config import JudgeConfig, cost_usd
 from naru_eval.judge.schemas import response_format, schema_hash
 from naru_eval.store.judge_cache import JudgeStore
@@ -247,9 +247,7 @@ class JudgeClient:
         self.store = store
         self.ledger = ledger or UsageLedger()
         self.sleep = sleep
-        self.policy = RetryPolicy(
-            max_attempts=config.max_retries + 1, base_delay=config.retry_base_delay, max_delay=config.retry_max_delay
-        )
+        self.policy = config.retry_policy()
         self._client: Any = None
         self._client_lock = threading.Lock()
         self._inflight: dict[str, threading.Lock] = {}  # single flight: one request per key at a time
@@ -292,14 +290,14 @@ class JudgeClient:
         schema: type[BaseModel],
         *,
         prompt_version: str,
-        settings: Mapping[str, Any],
+        params: Mapping[str, Any],
         extra: Mapping[str, Any] | None = None,
     ) -> str:
         return request_key(
             self.config,
             purpose,
             {
-                "settings": dict(settings),
+                "settings": dict(params),  # the key's field name is kept: cached outputs stay valid
                 "messages": list(messages),
                 "schema": schema.__name__,
                 "schema_hash": schema_hash(schema),
@@ -309,14 +307,14 @@ class JudgeClient:
         )
 
     def request_body(
-        self, messages: Sequence[Mapping[str, str]], schema: type[BaseModel], settings: Mapping[str, Any]
+        self, messages: Sequence[Mapping[str, str]], schema: type[BaseModel], params: Mapping[str, Any]
     ) -> dict[str, Any]:
         """The JSON body of the request, as ``chat.completions.parse`` sends it (a Batch API line)."""
         return {
             "model": self.config.model,
             "messages": [dict(m) for m in messages],
             "response_format": response_format(schema),
-            **settings,
+            **params,
         }
 
     def call(
@@ -330,13 +328,13 @@ class JudgeClient:
         extra_key: Mapping[str, Any] | None = None,
     ) -> CallResult:
         """One structured-output request (or its cached output). Raises JudgeUnavailable."""
-        settings = self.config.settings(temperature=temperature)
-        key = self.key_for(purpose, messages, schema, prompt_version=prompt_version, settings=settings, extra=extra_key)
+        params = self.config.request_params(temperature=temperature)
+        key = self.key_for(purpose, messages, schema, prompt_version=prompt_version, params=params, extra=extra_key)
         with self._inflight_lock:
             gate = self._inflight.setdefault(key, threading.Lock())
         with gate:  # an identical request already in flight is waited for, then replayed from the cache
             try:
-                return self._call(purpose, key, messages, schema, settings)
+                return self._call(purpose, key, messages, schema, params)
             finally:
                 with self._inflight_lock:
                     self._inflight.pop(key, None)
@@ -347,7 +345,7 @@ class JudgeClient:
         key: str,
         messages: Sequence[Mapping[str, str]],
         schema: type[BaseModel],
-        settings: Mapping[str, Any],
+        params: Mapping[str, Any],
     ) -> CallResult:
         batch = self.batch if self.batch is not None and purpose in self.batch.purposes else None
         fresh = batch is not None and batch.is_fresh(key)
@@ -361,12 +359,12 @@ class JudgeClient:
                 return result
         if batch is not None:  # batch mode sends nothing live
             if batch.collecting:
-                raise batch.defer(key, purpose, self.request_body(messages, schema, settings))
+                raise batch.defer(key, purpose, self.request_body(messages, schema, params))
             raise JudgeUnavailable(f"judge {self.config.model} (Batch API): {batch.failure(key)}")
 
         def attempt() -> dict[str, Any]:
             raw = self.client.chat.completions.with_raw_response.parse(
-                model=self.config.model, messages=list(messages), response_format=schema, **settings
+                model=self.config.model, messages=list(messages), response_format=schema, **params
             )
             return raw.http_response.json()
 

@@ -3,8 +3,10 @@
 Everything is read from the environment (``JudgeConfig.from_env``) so that the same judge runs
 inside ``lmms-eval --tasks naru_open`` (``process_results`` has no other channel) and in
 ``naru-eval judge ...`` (where flags override the environment). The ``NARU_JUDGE_*`` variables
-are fields of ``naru_eval.settings.Settings``, read and validated there; their table, with the
-defaults applied here, is docs/settings.md (generated from those fields).
+are fields of ``naru_eval.settings.Settings``, read and validated there; their table is
+docs/settings.md (generated from those fields). :class:`JudgeConfig` is a pydantic model whose
+fields hold every default once; an unset variable takes it (a test checks the defaults the
+settings' docs state against them).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from naru_eval.api.retry import RetryArgs
 from naru_eval.settings import Settings, settings
 
 DEFAULT_MODEL = "gpt-5.5"
@@ -121,27 +124,32 @@ def cost_usd(model: str, usage: Mapping[str, Any], prices: Mapping[str, Mapping[
 
 
 def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
-    """The built-in prices updated by ``spec`` (a JSON object or a path to one): ``{model: {input,
-    cached_input, output[, as_of, source]}}`` in USD per 1M tokens."""
-    from naru_eval.api.prices import numbers
+    """The built-in prices with ``spec`` (a JSON object or a path to one, the one override format
+    of naru_eval.api.prices) over them: ``{model: {input, cached_input, output[, batch_discount,
+    aliases, as_of, source]}}`` in USD per 1M tokens."""
+    from naru_eval.api.prices import PriceTable
 
-    prices = default_prices()
-    if not spec:
-        return prices
-    text = Path(spec).read_text(encoding="utf-8") if not spec.lstrip().startswith("{") else spec
-    extra = json.loads(text)
-    if not isinstance(extra, dict):
-        raise ValueError("judge prices must be a JSON object {model: {input, cached_input, output}}")
-    for model, entry in extra.items():
-        if not isinstance(entry, dict) or "input" not in entry or "output" not in entry:
-            raise ValueError(f"judge prices: {model!r} needs 'input' and 'output' (USD per 1M tokens)")
-        prices[model] = numbers(entry)
-    return prices
+    return PriceTable.load("openai", spec).models
 
 
-@dataclass(frozen=True)
-class JudgeConfig:
-    """One judge. ``settings()`` is exactly what is sent besides the messages."""
+#: old spellings of the offline backends, refused with the one spelling (``offline-minilm``)
+_OFFLINE_SPELLINGS = {
+    "minilm": "offline-minilm",
+    "offline:minilm": "offline-minilm",
+    "offline_minilm": "offline-minilm",
+    "lexical": "offline-lexical",
+    "offline:lexical": "offline-lexical",
+    "offline_lexical": "offline-lexical",
+    "offline:auto": "offline",
+}
+
+
+class JudgeConfig(RetryArgs):
+    """One judge; every default is written here once. ``request_params()`` is exactly what is
+    sent besides the messages. Retries: :class:`naru_eval.api.retry.RetryArgs` (the same three
+    settings and defaults as the API adapters')."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: str = "openai"
     model: str = DEFAULT_MODEL
@@ -152,13 +160,10 @@ class JudgeConfig:
     max_completion_tokens: int = 8192
     seed: int | None = None
     concurrency: int = 16
-    max_retries: int = 5
-    retry_base_delay: float = 1.0
-    retry_max_delay: float = 60.0
     parse_attempts: int = 3
     timeout: float = 180.0
     cache_path: str | None = None
-    prices: dict[str, dict[str, float]] = field(default_factory=default_prices, compare=False)
+    prices: dict[str, dict[str, float]] = Field(default_factory=default_prices)
     #: re-ask even when a cached output exists (the new output replaces it)
     refresh: bool = False
     #: ``judge_many`` sends the verification calls as OpenAI Batch API jobs (naru_eval.judge.batch)
@@ -169,9 +174,29 @@ class JudgeConfig:
     #: stop waiting for a batch after this many seconds (None: until it ends; a rerun resumes it)
     batch_wait: float | None = None
 
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"judge backend must be one of {BACKENDS}, got {self.backend!r}")
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        if v in _OFFLINE_SPELLINGS:
+            raise ValueError(
+                f"judge backend {v!r} is spelled {_OFFLINE_SPELLINGS[v]!r} (NARU_JUDGE_BACKEND, --backend)"
+            )
+        if v not in BACKENDS:
+            raise ValueError(f"judge backend must be one of {BACKENDS}, got {v!r}")
+        return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"judge base_url must be an http(s) URL, got {v!r}")
+        if parts.username or parts.password:
+            raise ValueError("judge base_url must not carry credentials; set NARU_JUDGE_API_KEY / OPENAI_API_KEY")
+        return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _check(self) -> JudgeConfig:
         if self.batch_poll_base <= 0 or self.batch_poll_max < self.batch_poll_base:
             raise ValueError("judge batch polling needs 0 < batch_poll_base <= batch_poll_max")
         if self.concurrency < 1 or self.parse_attempts < 1 or self.max_retries < 0:
@@ -183,11 +208,16 @@ class JudgeConfig:
                     f"judge reasoning_effort {self.reasoning_effort!r} is not one {self.model} takes; "
                     f"allowed: {', '.join(allowed) or 'none known'} (NARU_JUDGE_REASONING_EFFORT)"
                 )
-        parts = urlsplit(self.base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"judge base_url must be an http(s) URL, got {self.base_url!r}")
-        if parts.username or parts.password:
-            raise ValueError("judge base_url must not carry credentials; set NARU_JUDGE_API_KEY / OPENAI_API_KEY")
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        """Equal judges: the same settings (the price table is not part of a judge's identity)."""
+        if not isinstance(other, JudgeConfig):
+            return NotImplemented
+        return self.model_dump(exclude={"prices"}) == other.model_dump(exclude={"prices"})
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.model_dump(exclude={"prices"}), sort_keys=True, default=str))
 
     # -- derived ------------------------------------------------------------------------------
     @property
@@ -203,12 +233,16 @@ class JudgeConfig:
 
     @property
     def offline_name(self) -> str:
+        """The id the offline backends record as the facts' model (judge cache, payloads):
+        ``offline:minilm``, ``offline:lexical`` or ``offline:auto``; kept as it was so stored
+        facts and logs stay valid. It names a model, not a backend: the backend is
+        ``offline-minilm`` / ``offline-lexical`` / ``offline``."""
         return {"offline-minilm": "offline:minilm", "offline-lexical": "offline:lexical"}.get(
             self.backend, "offline:auto"
         )
 
-    def settings(self, *, temperature: float | None = None) -> dict[str, Any]:
-        """The sampling settings sent with every request (explicit; nothing left to a default
+    def request_params(self, *, temperature: float | None = None) -> dict[str, Any]:
+        """The sampling parameters sent with every request (explicit; nothing left to a default
         except what the gpt-5 / o-series families refuse to change)."""
         out: dict[str, Any] = {"max_completion_tokens": self.max_completion_tokens}
         temp = self.temperature if temperature is None else temperature
@@ -224,50 +258,50 @@ class JudgeConfig:
 
     def describe(self) -> dict[str, Any]:
         """For logs and reports (no secrets: the key is never part of the config)."""
-        d = asdict(self)
-        d.pop("prices")
+        d = self.model_dump(exclude={"prices"})
         d["fact_model"] = self.fact_model
-        d["settings"] = self.settings() if self.backend == "openai" else {}
+        d["settings"] = self.request_params() if self.backend == "openai" else {}
         d["temperature_note"] = (
             "not sent: the gpt-5 / o-series families reject a non-default temperature" if self.reasoning else None
         )
         return d
 
     def with_overrides(self, **kw: Any) -> JudgeConfig:
-        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+        """A copy with the given values (None: keep), validated like a new one."""
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self)(**{**data, **{k: v for k, v in kw.items() if v is not None}})
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> JudgeConfig:
-        """The judge of ``env`` (default: the process's), read through ``naru_eval.settings``."""
+        """The judge of ``env`` (default: the process's), read through ``naru_eval.settings``;
+        an unset variable takes the field's default."""
         s = settings() if env is None else Settings.from_env(env)
         openai_url = (os.environ if env is None else env).get("OPENAI_BASE_URL")
-
-        def pick(value: Any, default: Any) -> Any:
-            return default if value is None else value
-
-        kw: dict[str, Any] = dict(
-            backend=s.judge_backend or "openai",
-            model=s.judge_model or DEFAULT_MODEL,
+        given: dict[str, Any] = dict(
+            backend=s.judge_backend,
+            model=s.judge_model,
             facts_model=s.judge_facts_model,
-            base_url=(s.judge_base_url or openai_url or DEFAULT_BASE_URL).rstrip("/"),
+            base_url=s.judge_base_url or openai_url,
             temperature=s.judge_temperature,
             reasoning_effort=s.judge_reasoning_effort,
-            max_completion_tokens=pick(s.judge_max_tokens, 8192),
+            max_completion_tokens=s.judge_max_tokens,
             seed=s.judge_seed,
-            concurrency=pick(s.judge_concurrency, 16),
-            max_retries=pick(s.judge_max_retries, 5),
-            retry_base_delay=pick(s.judge_retry_base_delay, 1.0),
-            retry_max_delay=pick(s.judge_retry_max_delay, 60.0),
-            parse_attempts=pick(s.judge_parse_attempts, 3),
-            timeout=pick(s.judge_timeout, 180.0),
+            concurrency=s.judge_concurrency,
+            max_retries=s.judge_max_retries,
+            retry_base_delay=s.judge_retry_base_delay,
+            retry_max_delay=s.judge_retry_max_delay,
+            parse_attempts=s.judge_parse_attempts,
+            timeout=s.judge_timeout,
             cache_path=s.judge_cache,
             prices=load_prices(s.judge_prices),
             batch=s.judge_batch,
         )
-        kw.update({k: v for k, v in overrides.items() if v is not None})
-        if isinstance(kw.get("base_url"), str):
-            kw["base_url"] = kw["base_url"].rstrip("/")
-        return cls(**kw)
+        given.update(overrides)
+        try:
+            return cls(**{k: v for k, v in given.items() if v is not None})
+        except ValidationError as e:  # one line naming the setting, not pydantic's report
+            first = e.errors()[0]
+            raise ValueError(str(first.get("msg", e)).removeprefix("Value error, ")) from None
 
 
 def env_fingerprint(env: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:

@@ -156,7 +156,7 @@ class Judge:
             "fact_model": self.fact_model,
             "facts_prompt_version": self.decomposer.prompt_version,
             "verify_prompt_version": self.verifier.prompt_version,
-            "settings": self.config.settings() if self.config.backend == "openai" else {},
+            "settings": self.config.request_params() if self.config.backend == "openai" else {},
         }
         sample = JudgedSample.unscored(
             item,
@@ -223,11 +223,11 @@ class Judge:
     def _judge_many_batched(self, pairs: Sequence[tuple[JudgeItem, str | None]]) -> list[JudgedSample]:
         """Rounds of collect -> Batch API job -> cache, one per parse attempt (a corrective
         retry is the next round's request), then judge from the cache alone."""
-        from naru_eval.judge.batch import BatchRunner
+        from naru_eval.judge.batch import JudgeBatchRunner
 
         assert self.client is not None
         mode = BatchMode()
-        runner = BatchRunner(self.client, self.store)
+        runner = JudgeBatchRunner(self.client, self.store)
         self.client.batch = mode
         try:
             for _ in range(self.config.parse_attempts):

@@ -29,7 +29,7 @@ from typing import Any
 
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core import provenance
-from naru_eval.core.data import NaruQuestion
+from naru_eval.core.doc import NaruDoc, question_of
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem, open_prompt_question
 from naru_eval.judge.pipeline import Judge
@@ -53,8 +53,8 @@ DEFAULT_POST_PROMPT = "Answer the question in a few sentences, based on the vide
 
 _lock = threading.Lock()
 _items: list[JudgeItem] = []
-_judges: dict[Any, Any] = {}
-_prefetched: set[Any] = set()
+_judges: dict[tuple[tuple[str, str], ...], Judge] = {}  # env_fingerprint() -> the judge
+_prefetched: set[tuple[int, int]] = set()  # (id of the judge, number of items) already decomposed
 _prompted: set[str] = set()  # question ids whose prompts this process built (lmms-eval's doc_to_text)
 
 
@@ -89,7 +89,7 @@ def prefetch_enabled() -> bool:
     return settings().judge_prefetch
 
 
-def _ensure_prefetch(judge: Any) -> None:
+def _ensure_prefetch(judge: Judge) -> None:
     if not prefetch_enabled():
         return
     items = _items_to_prefetch()
@@ -102,8 +102,8 @@ def _ensure_prefetch(judge: Any) -> None:
         judge.prefetch_facts(items)
 
 
-def open_prompt(doc: Mapping[str, Any], kwargs: Mapping[str, str] | None = None) -> str:
-    question = NaruQuestion.from_doc(doc)
+def open_prompt(doc: NaruDoc, kwargs: Mapping[str, str] | None = None) -> str:
+    question = question_of(doc)
     with _lock:
         _prompted.add(question.question_id)
     kwargs = kwargs or {}
@@ -113,11 +113,11 @@ def open_prompt(doc: Mapping[str, Any], kwargs: Mapping[str, str] | None = None)
     return f"{pre}{body}\n{post}" if post else f"{pre}{body}"
 
 
-def item_of(doc: Mapping[str, Any]) -> JudgeItem:
-    return JudgeItem.from_question(NaruQuestion.from_doc(doc))
+def item_of(doc: NaruDoc) -> JudgeItem:
+    return JudgeItem.from_question(question_of(doc))
 
 
-def judge_doc(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
+def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, dict[str, Any]]:
     response = results[0] if results else None
     if response is not None and not isinstance(response, str):
         response = str(response)

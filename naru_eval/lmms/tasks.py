@@ -4,6 +4,12 @@ The YAMLs point lmms-eval at a one-row placeholder file; ``process_docs`` replac
 real NARU questions from ``NARU_DATA_DIR`` / ``NARU_HF_DATASET``, after the preflight has
 checked the schema and every video. A failed preflight raises one error listing every problem
 before any inference.
+
+The hooks take and give :class:`~naru_eval.core.doc.NaruDoc` rows: lmms-eval forces a question
+through a ``datasets.Dataset`` row between ``process_docs`` and every other hook (and the
+adapters), so each question is written once (:func:`~naru_eval.core.doc.to_doc`) and read back
+once per hook that needs it typed (:func:`~naru_eval.core.doc.question_of`); see
+naru_eval/core/doc.py.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Any
 
 from naru_eval.core import provenance
 from naru_eval.core.data import Dataset, NaruQuestion
+from naru_eval.core.doc import NaruDoc, RotatedDoc, Rotation, question_of, to_doc
 from naru_eval.core.prompts import mcq_prompt
 from naru_eval.core.scoring import Fallback, ScoredSample, aggregate_score, metric_payloads, score_response
 from naru_eval.core.scoring import aggregate_macro as _aggregate_macro
@@ -43,49 +50,60 @@ def load_preflighted() -> Dataset:
 
 
 def _to_hf(
-    report: ValidationReport, questions: list[NaruQuestion], extra: Mapping[str, Mapping[str, Any]] | None = None
+    report: ValidationReport, questions: list[NaruQuestion], rotations: Mapping[str, Rotation] | None = None
 ) -> Any:
     """Docs for lmms-eval: the question, its video path, and its duration (from the annotation,
     else as the preflight read it from the container) so duration diagnostics need no data dir;
     and the data's fingerprint, which every payload records (the leaderboard's ``data`` column)."""
     import datasets  # lazy
 
-    assert report.dataset is not None
-    rows = []
+    dataset = report.dataset
+    assert dataset is not None
+    rows: list[NaruDoc] = []
     for q in questions:
-        doc = q.to_doc()
-        path = report.dataset.video_file(q)
-        doc["video"] = str(path) if path is not None else None
-        doc["level"] = q.level
-        doc["data_fingerprint"] = report.dataset.fingerprint or None
-        if doc.get("duration_s") is None and q.video_id in report.videos:
-            doc["duration_s"] = report.videos[q.video_id].duration_s
-        if extra:
-            doc.update(extra.get(q.question_id, {}))
-        rows.append(doc)
+        path = dataset.video_file(q)
+        probed = report.videos.get(q.video_id)
+        rows.append(
+            to_doc(
+                q,
+                video=str(path) if path is not None else None,
+                data_fingerprint=dataset.fingerprint,
+                duration_s=probed.duration_s if probed is not None else None,
+                rotation=(rotations or {}).get(q.question_id),
+            )
+        )
     return datasets.Dataset.from_list(rows)
+
+
+def _questions(report: ValidationReport) -> list[NaruQuestion]:
+    assert report.dataset is not None
+    return report.dataset.questions
+
+
+def _subset_500(report: ValidationReport) -> list[NaruQuestion]:
+    """The diagnostic subset, in the rank-balanced order."""
+    return order_for_ranks(select_subset(_questions(report)), world_size_from_env())
 
 
 def process_docs_all(_placeholder: Any) -> Any:
     report = _preflight_report()
-    return _to_hf(report, order_for_ranks(report.dataset.questions, world_size_from_env()))  # type: ignore[union-attr]
+    return _to_hf(report, order_for_ranks(_questions(report), world_size_from_env()))
 
 
 def process_docs_500(_placeholder: Any) -> Any:
     report = _preflight_report()
-    subset = select_subset(report.dataset.questions)  # type: ignore[union-attr]
-    return _to_hf(report, order_for_ranks(subset, world_size_from_env()))
+    return _to_hf(report, _subset_500(report))
 
 
-def doc_to_visual(doc: Mapping[str, Any]) -> list[str]:
+def doc_to_visual(doc: NaruDoc) -> list[str | None]:
     return [doc["video"]]
 
 
-def doc_to_text(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, str] | None = None) -> str:
+def doc_to_text(doc: NaruDoc, lmms_eval_specific_kwargs: Mapping[str, str] | None = None) -> str:
     return mcq_prompt(doc["question"], doc["options"], lmms_eval_specific_kwargs)
 
 
-def doc_to_target(doc: Mapping[str, Any]) -> str:
+def doc_to_target(doc: NaruDoc) -> str:
     return doc["answer"]
 
 
@@ -94,19 +112,19 @@ def _response(results: list[Any]) -> str | None:
     return response if response is None or isinstance(response, str) else str(response)
 
 
-def process_results(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results(doc: NaruDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
     """Score one response; pure and thread-safe (lmms-eval runs it in a pool, with retries)."""
     response = _response(results)
     return metric_payloads(_score(doc, response))
 
 
-def _score(doc: Mapping[str, Any], response: str | None, input_mode: str | None = None) -> ScoredSample:
+def _score(doc: NaruDoc, response: str | None, input_mode: str | None = None) -> ScoredSample:
     """Score ``response``; ``input_mode`` overrides the adapter's (a blind task sends no media)."""
     prov = provenance.current()
     if input_mode is not None:
         prov["input_mode"] = input_mode
     return score_response(
-        NaruQuestion.from_doc(doc),
+        question_of(doc),
         response,
         data_fingerprint=doc.get("data_fingerprint"),
         fallback=mcq_fallback(),
@@ -158,14 +176,8 @@ def load_preflighted_text() -> Dataset:
 def _blind_to_hf(questions: list[NaruQuestion], fingerprint: str | None) -> Any:
     import datasets  # lazy
 
-    rows = []
-    for q in questions:
-        doc = q.to_doc()
-        doc["video"] = None  # no adapter can reach the video through the doc either
-        doc["level"] = q.level
-        doc["data_fingerprint"] = fingerprint or None
-        rows.append(doc)
-    return datasets.Dataset.from_list(rows)
+    # video None: no adapter can reach the video through the doc either
+    return datasets.Dataset.from_list([to_doc(q, video=None, data_fingerprint=fingerprint) for q in questions])
 
 
 def process_docs_blind_all(_placeholder: Any) -> Any:
@@ -178,12 +190,12 @@ def process_docs_blind_500(_placeholder: Any) -> Any:
     return _blind_to_hf(order_for_ranks(select_subset(dataset.questions), world_size_from_env()), dataset.fingerprint)
 
 
-def doc_to_visual_blind(doc: Mapping[str, Any]) -> list[str]:
+def doc_to_visual_blind(doc: NaruDoc) -> list[str]:
     """No visual input: the model sees the prompt text only."""
     return []
 
 
-def process_results_blind(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results_blind(doc: NaruDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
     """As :func:`process_results`, each payload marked ``blind: true``."""
     from naru_eval.core.variants import blind_payloads
 
@@ -196,14 +208,14 @@ def process_docs_circular_500(_placeholder: Any) -> Any:
     from naru_eval.core.variants import N_ROTATIONS, circular_questions
 
     report = _preflight_report()
-    rotated = circular_questions(select_subset(report.dataset.questions))  # type: ignore[union-attr]
-    extra = {
-        rq.question_id: {"base_question_id": base, "rotation": k, "n_rotations": N_ROTATIONS} for rq, base, k in rotated
+    rotated = circular_questions(select_subset(_questions(report)))
+    rotations = {
+        rq.question_id: Rotation(base_question_id=base, rotation=k, n_rotations=N_ROTATIONS) for rq, base, k in rotated
     }
-    return _to_hf(report, order_for_ranks([rq for rq, _, _ in rotated], world_size_from_env()), extra)
+    return _to_hf(report, order_for_ranks([rq for rq, _, _ in rotated], world_size_from_env()), rotations)
 
 
-def process_results_circular(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results_circular(doc: RotatedDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
     """Score one rotated doc; payloads carry ``base_question_id`` and ``rotation``."""
     from naru_eval.core.variants import N_ROTATIONS, circular_payloads
 
@@ -229,26 +241,27 @@ def process_docs_open_500(_placeholder: Any) -> Any:
     from naru_eval.judge.items import JudgeItem
     from naru_eval.lmms.open_task import register_items
 
-    docs = process_docs_500(_placeholder)  # the same docs, in the same order, as naru_mcq_500
-    register_items([JudgeItem.from_question(NaruQuestion.from_doc(doc)) for doc in docs])
-    return docs
+    report = _preflight_report()
+    questions = _subset_500(report)  # the same docs, in the same order, as naru_mcq_500
+    register_items([JudgeItem.from_question(q) for q in questions])
+    return _to_hf(report, questions)
 
 
-def doc_to_text_open(doc: Mapping[str, Any], lmms_eval_specific_kwargs: Mapping[str, str] | None = None) -> str:
+def doc_to_text_open(doc: NaruDoc, lmms_eval_specific_kwargs: Mapping[str, str] | None = None) -> str:
     """``open_question`` where the data has it, else ``question``; no options."""
     from naru_eval.lmms.open_task import open_prompt
 
     return open_prompt(doc, lmms_eval_specific_kwargs)
 
 
-def doc_to_target_open(doc: Mapping[str, Any]) -> str:
+def doc_to_target_open(doc: NaruDoc) -> str:
     """``reference_answer`` where present, else the correct option's text."""
     from naru_eval.judge.items import reference_of
 
-    return reference_of(NaruQuestion.from_doc(doc))
+    return reference_of(question_of(doc))
 
 
-def process_results_open(doc: Mapping[str, Any], results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
     """Judge one response (facts, coverage, recall); thread-safe, replayed from the judge cache
     when lmms-eval retries it, and never raising over the judge (unscored instead)."""
     from naru_eval.lmms.open_task import judge_doc

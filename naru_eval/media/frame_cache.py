@@ -28,7 +28,7 @@ CACHE_FORMAT = 2
 
 
 @dataclass
-class CacheStats:
+class FrameCacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
     decodes: int = 0
@@ -77,7 +77,7 @@ class FrameCache:
         self._key_locks: dict[str, threading.Lock] = {}
         #: key -> frames being decoded ahead, and who to tell when get() takes them
         self._pending: dict[str, tuple[Future[SampledFrames], Callable[[str], None]]] = {}
-        self.stats = CacheStats()
+        self.stats = FrameCacheStats()
 
     def expect(self, key: str, future: Future[SampledFrames], taken: Callable[[str], None]) -> None:
         """Register frames a prefetcher is decoding: the next ``get`` of ``key`` takes them

@@ -72,7 +72,7 @@ class CacheRecord:
 
 
 @dataclass(frozen=True)
-class BatchRecord:
+class GeminiBatchRecord:
     name: str  # batches/<id>
     account: str
     run_key: str
@@ -137,7 +137,7 @@ class GeminiJobs:
         return [CacheRecord(*r) for r in rows]
 
     # -- batch jobs -------------------------------------------------------------------------------
-    def put_batch(self, record: BatchRecord) -> None:
+    def put_batch(self, record: GeminiBatchRecord) -> None:
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO batch_jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -164,7 +164,7 @@ class GeminiJobs:
             )
             self._conn.commit()
 
-    def open_batches(self, run_key: str, account: str) -> list[BatchRecord]:
+    def open_batches(self, run_key: str, account: str) -> list[GeminiBatchRecord]:
         """The run key's jobs whose results are not yet in the response store, oldest first."""
         with self._lock:
             rows = self._conn.execute(
@@ -172,15 +172,19 @@ class GeminiJobs:
                 "FROM batch_jobs WHERE run_key=? AND account=? AND consumed IS NULL ORDER BY created",
                 (run_key, account),
             ).fetchall()
-        return [BatchRecord(r[0], r[1], r[2], r[3], tuple(json.loads(r[4])), r[5], r[6], r[7], r[8]) for r in rows]
+        return [
+            GeminiBatchRecord(r[0], r[1], r[2], r[3], tuple(json.loads(r[4])), r[5], r[6], r[7], r[8]) for r in rows
+        ]
 
-    def batches(self) -> list[BatchRecord]:
+    def batches(self) -> list[GeminiBatchRecord]:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT name, account, run_key, model, question_keys, state, created, updated, consumed "
                 "FROM batch_jobs ORDER BY created"
             ).fetchall()
-        return [BatchRecord(r[0], r[1], r[2], r[3], tuple(json.loads(r[4])), r[5], r[6], r[7], r[8]) for r in rows]
+        return [
+            GeminiBatchRecord(r[0], r[1], r[2], r[3], tuple(json.loads(r[4])), r[5], r[6], r[7], r[8]) for r in rows
+        ]
 
     def close(self) -> None:
         with self._lock:

@@ -83,7 +83,7 @@ BatchState = Literal["uploaded", "submitted", "consumed"]
 
 
 @dataclass(frozen=True)
-class BatchRecord:
+class JudgeBatchRecord:
     """One Batch API job of the judge, as the store keeps it."""
 
     set_key: str  # hash of the model, base URL and the sorted request keys it carries
@@ -96,7 +96,7 @@ class BatchRecord:
     created: float
     updated: float
 
-    def advanced(self, **changes: Any) -> BatchRecord:
+    def advanced(self, **changes: Any) -> JudgeBatchRecord:
         """The record with ``changes`` and a fresh ``updated`` time."""
         return replace(self, updated=time.time(), **changes)
 
@@ -154,16 +154,16 @@ class JudgeStore:
             return self._conn.execute("SELECT COUNT(*) FROM calls WHERE purpose=?", (purpose,)).fetchone()[0]
 
     # -- batches --------------------------------------------------------------------------------
-    def get_batch(self, set_key: str) -> BatchRecord | None:
+    def get_batch(self, set_key: str) -> JudgeBatchRecord | None:
         with self._lock:
             row = self._conn.execute(
                 "SELECT set_key, model, base_url, n_requests, input_file_id, batch_id, state, created, updated "
                 "FROM batches WHERE set_key=?",
                 (set_key,),
             ).fetchone()
-        return BatchRecord(*row) if row else None
+        return JudgeBatchRecord(*row) if row else None
 
-    def put_batch(self, record: BatchRecord) -> None:
+    def put_batch(self, record: JudgeBatchRecord) -> None:
         """Insert or replace ``record`` (committed at once: it must survive a kill)."""
         with self._lock:
             self._conn.execute(
@@ -182,14 +182,14 @@ class JudgeStore:
             )
             self._conn.commit()
 
-    def batches(self) -> list[BatchRecord]:
+    def batches(self) -> list[JudgeBatchRecord]:
         """Every batch job recorded, oldest first."""
         with self._lock:
             rows = self._conn.execute(
                 "SELECT set_key, model, base_url, n_requests, input_file_id, batch_id, state, created, updated "
                 "FROM batches ORDER BY created"
             ).fetchall()
-        return [BatchRecord(*r) for r in rows]
+        return [JudgeBatchRecord(*r) for r in rows]
 
     # -- facts ----------------------------------------------------------------------------------
     def get_facts(self, question_id: str, ref_hash: str, judge_model: str, prompt_version: str) -> list[str] | None:

@@ -224,11 +224,11 @@ def test_batch_prices_are_half_and_unknown_stays_unknown():
     own = load_prices('{"my-judge": {"input": 2, "output": 4}}')
     assert cost_usd("my-judge", usage, own) == pytest.approx(2.4)
     assert cost_usd("my-judge", {**usage, "batch": True}, own) is None
-    est = estimate_cost(500, 8, "gpt-5")
+    est = estimate_cost(500, 8, "gpt-5").model_dump()
     assert est["batch_factor"] == 0.5
     assert est["verify"]["batch_usd"] == pytest.approx(est["verify"]["usd"] / 2)
     assert est["total_batch_usd"] == pytest.approx(est["facts"]["usd"] + est["verify"]["usd"] / 2)
-    unknown = estimate_cost(500, 8, "gpt-5.5")
+    unknown = estimate_cost(500, 8, "gpt-5.5").model_dump()
     assert (
         unknown["total_usd"] is None and unknown["total_batch_usd"] is None and unknown["verify"]["batch_usd"] is None
     )

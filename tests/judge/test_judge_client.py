@@ -172,7 +172,7 @@ def test_the_price_file_ships_as_package_data():
 
     import tomllib
 
-    from naru_eval.providers.gemini.cost import load_prices
+    from naru_eval.providers.gemini.pricing import load_prices
 
     root = Path(__file__).resolve().parents[2]
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
@@ -199,14 +199,14 @@ def test_reasoning_effort_is_checked_against_the_model_family(model, effort, ok)
 
     assert {"none", "minimal", "low", "medium", "high", "xhigh"} <= set(sdk_reasoning_efforts())
     if ok:
-        assert JudgeConfig(model=model, reasoning_effort=effort).settings()["reasoning_effort"] == effort
+        assert JudgeConfig(model=model, reasoning_effort=effort).request_params()["reasoning_effort"] == effort
     else:
         with pytest.raises(ValueError, match=f"{effort!r} is not one {model} takes; allowed: "):
             JudgeConfig(model=model, reasoning_effort=effort)
 
 
 def test_pro_models_default_to_high_and_the_effort_reaches_the_api(tmp_path, fake):
-    assert JudgeConfig(model="gpt-5.5-pro").settings()["reasoning_effort"] == "high"
+    assert JudgeConfig(model="gpt-5.5-pro").request_params()["reasoning_effort"] == "high"
     with OpenAIStub(responder=fake) as stub:
         c, _ = client(stub, tmp_path, model="gpt-5.5", reasoning_effort="xhigh")
         c.call("facts", MSGS, FactList, prompt_version="v")
@@ -255,7 +255,7 @@ def test_cache_key_covers_everything_that_changes_the_output(tmp_path):
         base.update(kw)
         cfg = JudgeConfig(**base)
         c = JudgeClient(cfg, JudgeStore(cfg.cache_path))
-        return c.key_for("verify", MSGS, FactList, prompt_version=VERIFY_PROMPT_VERSION, settings=cfg.settings())
+        return c.key_for("verify", MSGS, FactList, prompt_version=VERIFY_PROMPT_VERSION, params=cfg.request_params())
 
     k0 = key()
     assert key() == k0
@@ -273,8 +273,8 @@ def test_config_from_env(monkeypatch):
     monkeypatch.setenv("NARU_JUDGE_TEMPERATURE", "0.2")
     cfg = JudgeConfig.from_env()
     assert cfg.model == "gpt-4.1" and cfg.base_url == "http://judge.local:8000/v1" and cfg.concurrency == 32
-    assert cfg.settings() == {"max_completion_tokens": 8192, "temperature": 0.2}
-    assert JudgeConfig.from_env(model="gpt-5.5").settings() == {
+    assert cfg.request_params() == {"max_completion_tokens": 8192, "temperature": 0.2}
+    assert JudgeConfig.from_env(model="gpt-5.5").request_params() == {
         "max_completion_tokens": 8192,
         "reasoning_effort": "medium",
     }
@@ -294,3 +294,42 @@ def test_the_runs_judge_cost_is_unknown_without_a_price(make_judge):
     assert compute_open_metrics(unpriced)["judge_cost_usd"] is None
     priced = make_judge(prices=load_prices('{"gpt-5.5": {"input": 1, "output": 8}}')).judge_many([(it, it.reference)])
     assert compute_open_metrics(priced)["judge_cost_usd"] > 0
+
+
+def test_judge_defaults_are_written_once_and_the_settings_docs_state_them():
+    """JudgeConfig's fields hold every default; an unset NARU_JUDGE_* takes it, and the default
+    docs/settings.md states for that variable is the same value."""
+    from naru_eval.settings import Settings
+
+    env_default = JudgeConfig.from_env({})
+    fields = JudgeConfig.model_fields
+    pairs = {
+        "judge_max_tokens": "max_completion_tokens",
+        "judge_concurrency": "concurrency",
+        "judge_max_retries": "max_retries",
+        "judge_retry_base_delay": "retry_base_delay",
+        "judge_retry_max_delay": "retry_max_delay",
+        "judge_parse_attempts": "parse_attempts",
+        "judge_timeout": "timeout",
+        "judge_model": "model",
+        "judge_backend": "backend",
+    }
+    for var, name in pairs.items():
+        default = fields[name].default
+        assert getattr(env_default, name) == default, name
+        extra = Settings.model_fields[var].json_schema_extra
+        assert isinstance(extra, dict) and str(extra["default_doc"]) in (
+            str(default),
+            f"{default:g}" if isinstance(default, float) else str(default),
+        ), var
+
+
+@pytest.mark.parametrize(
+    "old,new", [("minilm", "offline-minilm"), ("offline:minilm", "offline-minilm"), ("lexical", "offline-lexical")]
+)
+def test_the_offline_judge_has_one_spelling(old, new):
+    with pytest.raises(ValueError, match=f"is spelled '{new}'"):
+        JudgeConfig(backend=old)
+    with pytest.raises(ValueError, match=f"is spelled '{new}'"):
+        JudgeConfig.from_env({"NARU_JUDGE_BACKEND": old})
+    assert JudgeConfig(backend=new).backend == new

@@ -21,15 +21,9 @@ from naru_eval.core.data import NaruQuestion
 from naru_eval.core.scoring import METRICS, score_response
 from naru_eval.lmms.run import run_lmms_eval
 from naru_eval.lmms.tasks import doc_to_text
-from naru_eval.providers.gemini.cost import (
-    AUDIO_TOKENS_PER_S,
-    canonical_model,
-    context_window,
-    estimate_request,
-    load_prices,
-    request_cost,
-    usage_from_store,
-)
+from naru_eval.providers.gemini.pricing import load_prices, request_cost
+from naru_eval.providers.gemini.tokens import AUDIO_TOKENS_PER_S
+from naru_eval.providers.gemini.usage import usage_from_store
 from naru_eval.store.uploads import UploadRegistry
 from tests.helpers.expected import expected_metrics
 from tests.helpers.gemini import (
@@ -336,7 +330,7 @@ def test_bad_model_args_are_clear_errors(tmp_path, docs, monkeypatch):
         "model=gemini-3-pro-preview,fps=0.5,media_resolution=low,audio=false,max_concurrency=3,max_retries=0",
         {"batch_size": 1, "device": "cuda"},
     )
-    assert (m.fps, m.media_resolution, m.audio, m.max_concurrency, m.retry_policy.max_attempts) == (
+    assert (m.fps, m.args.media_resolution, m.args.audio, m.max_concurrency, m.args.retry_policy().max_attempts) == (
         0.5,
         "low",
         False,
@@ -395,7 +389,7 @@ def test_count_tokens_calibration_refuses_before_any_question(tmp_path, docs):
         assert len(stub.count_requests()) == 2  # the text and the video, counted apart
         assert stub.generate_requests() == []
         assert all("generationConfig" not in r.body for r in stub.count_requests())  # not accepted by the API
-    assert model._run.calibration["ratio"] > 10
+    assert model._run.calibration.ratio > 10
 
 
 # -------------------------------------------------------------- local pre-processing (PyAV)
@@ -425,63 +419,6 @@ def test_downsampling_and_stripping_audio_keep_the_video_tokens(tmp_path, docs):
     assert stored(small, [doc]).usage["input_by_modality"] == usage_small
     assert small.describe()["preprocess"] == {"audio": False, "fps": 1.0, "max_height": 360, "crf": 28}
     assert probe_bytes(f_small.data)["n_frames"] == 12
-
-
-# ------------------------------------------------------------------ token and cost arithmetic
-
-
-def test_token_arithmetic_for_the_longest_naru_video():
-    four_h = 4 * 3600.0
-    est = estimate_request(four_h, model="gemini-2.5-flash", fps=0.25, media_resolution="default", audio=True)
-    assert (est.frames, est.frame_tokens, est.audio_tokens) == (3600, 258, 460_800)
-    assert est.video_tokens == 3600 * (258 + 10) and est.total > context_window("gemini-2.5-flash")[0]
-    low = estimate_request(four_h, model="gemini-2.5-flash", fps=0.25, media_resolution="low", audio=True)
-    assert low.video_tokens == 3600 * 76 and low.total < 1_048_576
-    g3 = estimate_request(four_h, model="gemini-3-pro-preview", fps=0.25, audio=False)
-    assert g3.frame_tokens == 70 and g3.audio_tokens == 0
-    assert canonical_model("models/gemini-3-flash-preview") == "gemini-3-flash"
-    assert canonical_model("gemini-2.5-flash-lite-preview-09-2025") == "gemini-2.5-flash-lite"
-    assert context_window("gemini-9-ultra") == (1_048_576, False)
-    pro = load_prices().for_model("gemini-2.5-pro")
-    assert request_cost(pro, prompt_tokens=100_000) == pytest.approx(0.125)
-    assert request_cost(pro, prompt_tokens=400_000) == pytest.approx(1.0)  # long-context tier
-    flash = load_prices().for_model("gemini-2.5-flash")
-    assert request_cost(flash, prompt_tokens=1_000_000, audio_tokens=500_000, output_tokens=1000) == pytest.approx(
-        0.15 + 0.5 + 0.0025
-    )
-
-
-@pytest.mark.parametrize(
-    "model,entry",
-    [
-        ("gemini-2.5-flash", "gemini-2.5-flash"),
-        ("models/gemini-3-flash-preview", "gemini-3-flash"),  # an alias in the price file
-        ("gemini-3-pro-preview", "gemini-3-pro"),
-        ("gemini-2.5-flash-lite-preview-09-2025", "gemini-2.5-flash-lite"),
-        ("gemini-2.5-pro-2025-06-17", "gemini-2.5-pro"),  # a dated snapshot
-        ("gemini-2.5-flash-image", None),  # another model: never gemini-2.5-flash's price
-        ("gemini-2.5-flash-lite-image", None),
-        ("gemini-3-flash-live", None),
-        ("gemini-3.1-pro-preview", None),  # no entry: unknown, not gemini-3-pro's
-    ],
-)
-def test_gemini_prices_match_exactly(model, entry):
-    table = load_prices()
-    want = None if entry is None else table.models[entry]
-    assert table.for_model(model) == want
-
-
-def test_gemini_price_override_file_takes_aliases(tmp_path, monkeypatch):
-    path = tmp_path / "p.json"
-    path.write_text(
-        json.dumps(
-            {"as_of": "2030-01-01", "models": {"Gemini-X": {"input": 1, "output": 2, "aliases": ["gemini-x-preview"]}}}
-        )
-    )
-    monkeypatch.setenv("NARU_GEMINI_PRICES", str(path))
-    table = load_prices()
-    assert table.for_model("gemini-x-preview") == {"input": 1.0, "output": 2.0} == table.for_model("models/gemini-x")
-    assert table.for_model("gemini-x-pro") is None
 
 
 def test_estimate_cost_cli_unknown_price(capsys):
@@ -525,6 +462,23 @@ def test_estimate_cost_cli(capsys, data):
     cli_gemini.register(sub)
     args = sub.choices["estimate-cost"].parse_args(["--model", "gemini-3-pro-preview", "--no-audio"])
     assert args.func is cli_gemini.cmd_estimate_cost and args.audio is False
+
+
+def test_estimate_cost_prices_the_prompt_the_task_sends(data, docs):
+    """The estimate's prompt is naru_gemini's, read from the installed task template (no copy of
+    it): the same text ``doc_to_text`` builds with the template's kwargs."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    template = yaml.load((ROOT / "tasks" / "naru" / "_default_template_yaml").read_text(), Loader=Loader)
+    kwargs = cli_gemini.gemini_prompt_kwargs()
+    assert kwargs == template["lmms_eval_specific_kwargs"]["naru_gemini"]
+    questions, _ = cli_gemini.data_questions(data, "naru_mcq")
+    first = docs[0]
+    assert any(q.prompt == doc_to_text(first, kwargs) for q in questions)
 
 
 # ------------------------------------------------------------------- the real lmms-eval, slow

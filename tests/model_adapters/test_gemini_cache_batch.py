@@ -16,7 +16,7 @@ import pytest
 from model_adapters.base import FAILED_MARKER
 from naru_eval.cli.main import main as cli_main
 from naru_eval.lmms.tasks import doc_to_text
-from naru_eval.providers.gemini.cost import load_prices, request_cost
+from naru_eval.providers.gemini.pricing import load_prices, request_cost
 from naru_eval.store.gemini_jobs import GeminiJobs
 from tests.helpers.gemini import FAKE_KEY, answer_for, instances, make_model, responder
 from tests.helpers.stubs.gemini_server import GeminiStub, GReply
@@ -330,7 +330,7 @@ def test_estimate_cost_shows_uncached_explicit_cache_and_batch_side_by_side(caps
     assert json.loads(capsys.readouterr().out)["cache_videos"] == 4
     # a price table without storage or batch prices: those costs are unknown, not guessed
     table = tmp_path / "p.json"
-    table.write_text(json.dumps({"as_of": "2030-01-01", "models": {"gemini-3-flash": {"input": 1, "output": 2}}}))
+    table.write_text(json.dumps({"gemini-3-flash": {"input": 1, "output": 2, "as_of": "2030-01-01"}}))
     assert cli_main(["estimate-cost", "--model", "gemini-3-flash", "--prices", str(table), "--json"]) == 0
     bare = json.loads(capsys.readouterr().out)
     assert bare["cost_usd"] > 0 and bare["cost_usd_explicit_cache"] is None and bare["cost_usd_batch"] is None

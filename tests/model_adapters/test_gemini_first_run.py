@@ -20,7 +20,8 @@ from naru_eval.api.retry import RetryPolicy, call_with_retry, retry_after, retry
 from naru_eval.core.scoring import METRICS
 from naru_eval.lmms.run import run_lmms_eval
 from naru_eval.lmms.tasks import doc_to_text, doc_to_visual_blind, process_docs_blind_500, process_results_blind
-from naru_eval.providers.gemini.cost import AUDIO_TOKENS_PER_S, THINKING_LEVELS, text_tokens
+from naru_eval.providers.gemini.families import THINKING_LEVELS
+from naru_eval.providers.gemini.tokens import AUDIO_TOKENS_PER_S, text_tokens
 from tests.helpers.data import lmms_instances
 from tests.helpers.expected import expected_metrics
 from tests.helpers.gemini import (
@@ -192,7 +193,7 @@ def test_calibration_rescales_only_the_frames_for_gemini_2_5(tmp_path, docs):
     assert all("generationConfig" not in r.body for r in counts)
     assert all("mediaResolution" not in p for r in counts for p in r.parts)  # Gemini 3 only
     assert [r.video_metadata for r in counts[1:]] == [[{"fps": 1.0}], [{"fps": 1.0, "content_layers": ["FRAMES"]}]]
-    cal = model._run.calibration
+    cal = model._run.calibration.model_dump()
     assert by["AUDIO"] == 12 * AUDIO_TOKENS_PER_S and by["VIDEO"] == 12 * 76
     assert cal["calibrated"] == truth  # the audio kept, the frames rescaled 268 -> 76
     assert cal["counted_video"] - cal["counted_frames"] == by["AUDIO"]
@@ -211,7 +212,7 @@ def test_calibration_counts_gemini_3_at_the_runs_resolution_per_part(tmp_path, d
     assert video["mediaResolution"] == {"level": "MEDIA_RESOLUTION_HIGH"}
     assert "mediaResolution" not in gen.parts[0] and gen.generation_config["mediaResolution"] == "MEDIA_RESOLUTION_HIGH"
     assert by["VIDEO"] == 12 * 280 and by["AUDIO"] == 12 * AUDIO_TOKENS_PER_S
-    assert model._run.calibration["calibrated"] == truth and model._run.calibration["frame_scale"] == 1.0
+    assert model._run.calibration.calibrated == truth and model._run.calibration.frame_scale == 1.0
 
 
 # -------------------------------------------------------------------- audio off, by the API
@@ -235,7 +236,7 @@ def test_audio_off_asks_the_api_for_frames_only_without_re_encoding(tmp_path, do
     assert r.video_metadata == [{"fps": 0.25, "content_layers": ["FRAMES"]}]
     assert sent.has_audio and sent.size_bytes == size and model.upload_stats["preprocessed"] == 0
     assert "AUDIO" not in by and by["VIDEO"] > 0
-    assert model._run.preflight["longest_estimate"] < model.estimate(12.0, doc_to_text(doc), audio=True).total
+    assert model._run.preflight.longest_estimate < model.estimate(12.0, doc_to_text(doc), audio=True).total
     assert r2.video_metadata == [{"fps": 0.25}] and not stripped.has_audio
     assert model.describe()["content_layers"] == ["FRAMES"] and model.describe()["preprocess"] is None
     assert local.describe() != model.describe() and local.describe()["preprocess"]["audio"] is False

@@ -1,7 +1,7 @@
 """Batch mode: the pending questions go as one Gemini batch job, at the batch price, resumably.
 
 With ``batch=true`` the adapter's ``prepare`` hands every pending question to
-:meth:`BatchRunner.run`, which
+:meth:`GeminiBatchRunner.run`, which
 
 1. looks up the run key's open jobs in :class:`naru_eval.store.gemini_jobs.GeminiJobs`: a job a
    killed run submitted is picked up, never submitted again;
@@ -24,20 +24,22 @@ its questions is pending any more (its results are stored).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from loguru import logger
+from pydantic import BaseModel, Field
 
 from naru_eval.providers.gemini.request import enum_value
-from naru_eval.store.gemini_jobs import BatchRecord, GeminiJobs
+from naru_eval.store.gemini_jobs import GeminiBatchRecord, GeminiJobs
 
 #: job states after which a job changes no more (the SDK maps ``BATCH_STATE_*`` to these)
 TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"})
 SUCCEEDED = "JOB_STATE_SUCCEEDED"
 
 Key = tuple[str, str]  # (run key, question key)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -49,19 +51,18 @@ class BatchPolicy:
     timeout: float = 86400.0
 
 
-@dataclass
-class BatchStats:
-    submitted: list[str] = field(default_factory=list)
-    resumed: list[str] = field(default_factory=list)
+class BatchStats(BaseModel):
+    """The run's batch jobs (the usage summary's ``batch``): submitted, resumed, polls, states."""
+
+    submitted: list[str] = Field(default_factory=list)
+    resumed: list[str] = Field(default_factory=list)
     polls: int = 0
-    states: dict[str, str] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"submitted": self.submitted, "resumed": self.resumed, "polls": self.polls, "states": self.states}
+    states: dict[str, str] = Field(default_factory=dict)
 
 
-class BatchRunner:
-    """Submits or resumes the run's batch jobs and holds their results until the loop asks."""
+class GeminiBatchRunner(Generic[R]):
+    """Submits or resumes the run's batch jobs and holds their results until the loop asks;
+    ``R`` is the caller's request type (the adapter's ``NaruRequest``)."""
 
     def __init__(
         self,
@@ -80,16 +81,16 @@ class BatchRunner:
         self._client, self._account, self._jobs, self._call = client, account, jobs, call
         self.clock, self.sleep = clock, sleep
         self._results: dict[Key, Any] = {}
-        self._finished: list[BatchRecord] = []
+        self._finished: list[GeminiBatchRecord] = []
         self.stats = BatchStats()
 
     def run(
         self,
-        keyed: Sequence[tuple[Key, Any]],
+        keyed: Sequence[tuple[Key, R]],
         *,
-        build: Callable[[Any], tuple[list[Any], Any]],
-        answer: Callable[[Any, Any, str], Any],
-        fail: Callable[[str, dict[str, Any]], Exception],
+        build: Callable[[R], tuple[list[Any], Any]],
+        answer: Callable[[R, Any, str], Any],
+        fail: Callable[[str, Mapping[str, Any]], Exception],
     ) -> None:
         """Answer every ``(key, request)``: ``build(request)`` gives its (contents, config),
         ``answer(request, response, job)`` reads a result (or raises), ``fail(reason, usage)``
@@ -97,10 +98,10 @@ class BatchRunner:
         from google.genai import types
 
         self._results, self._finished = {}, []
-        by_run: dict[str, dict[str, Any]] = {}
+        by_run: dict[str, dict[str, R]] = {}
         for (rk, qk), request in keyed:
             by_run.setdefault(rk, {})[qk] = request
-        waiting: list[tuple[BatchRecord, dict[str, Any], str]] = []
+        waiting: list[tuple[GeminiBatchRecord, dict[str, R], str]] = []
         for rk, requests in by_run.items():
             covered: set[str] = set()
             for rec in self._jobs().open_batches(rk, self._account()):
@@ -132,7 +133,7 @@ class BatchRunner:
                     self._results[rk, qk] = fail(f"gemini: batch job not submitted: {e}", {"stage": "batch"})
                 continue
             now = time.time()
-            rec = BatchRecord(str(job.name), self._account(), rk, self.model, tuple(keys), _state(job), now, now)
+            rec = GeminiBatchRecord(str(job.name), self._account(), rk, self.model, tuple(keys), _state(job), now, now)
             self._jobs().put_batch(rec)  # recorded before any wait: a kill from here on resumes it
             self.stats.submitted.append(rec.name)
             logger.info(f"naru_gemini: submitted batch job {rec.name} with {len(keys)} question(s)")
@@ -145,7 +146,7 @@ class BatchRunner:
             lambda: self._client().batches.create(model=self.model, src=inlined, config=cfg), "batch create"
         )
 
-    def _wait(self, rec: BatchRecord) -> tuple[Any, str]:
+    def _wait(self, rec: GeminiBatchRecord) -> tuple[Any, str]:
         p = self.policy
         start, delay = self.clock(), p.poll_interval
         while True:
@@ -162,11 +163,11 @@ class BatchRunner:
 
     def _collect(
         self,
-        rec: BatchRecord,
-        requests: dict[str, Any],
+        rec: GeminiBatchRecord,
+        requests: Mapping[str, R],
         rk: str,
-        answer: Callable[[Any, Any, str], Any],
-        fail: Callable[[str, dict[str, Any]], Exception],
+        answer: Callable[[R, Any, str], Any],
+        fail: Callable[[str, Mapping[str, Any]], Exception],
     ) -> None:
         mine = [q for q in rec.question_keys if q in requests]
         usage = {"batch_job": rec.name, "stage": "batch"}
@@ -193,7 +194,7 @@ class BatchRunner:
             return
         dest = getattr(job, "dest", None)
         items = list(getattr(dest, "inlined_responses", None) or [])
-        by_key: dict[str, Any] = {}
+        by_key: dict[str, Any] = {}  # the SDK's InlinedResponse per question key
         for i, item in enumerate(items):
             key = (getattr(item, "metadata", None) or {}).get("key")
             if key is None and i < len(rec.question_keys):

@@ -19,7 +19,7 @@ A video is not cached (its questions send the video, as without caching) when:
   hold the video at the default resolution (other tokens, other answers);
 * the create call fails (logged; the questions fall back).
 
-The TTL covers the video's questions: ``cache_ttl`` of :mod:`naru_eval.providers.gemini.cost`
+The TTL covers the video's questions: ``cache_ttl`` of :mod:`naru_eval.providers.gemini.pricing`
 (questions in rounds of the concurrency, at twice the observed latency, plus a margin, bounded).
 A question whose cache is gone after all (a 4xx naming it) is asked again without the cache.
 Every cache is recorded in :class:`naru_eval.store.gemini_jobs.GeminiJobs` when created and when
@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from loguru import logger
+from pydantic import BaseModel, Field, field_serializer
 
-from naru_eval.providers.gemini.cost import cache_storage_cost, cache_ttl, request_cost
+from naru_eval.providers.gemini.pricing import cache_storage_cost, cache_ttl, request_cost
 from naru_eval.store.gemini_jobs import CacheRecord, GeminiJobs
 
 
@@ -69,32 +70,23 @@ class _VideoCache:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-@dataclass
-class CacheStats:
+class ContextCacheStats(BaseModel):
+    """What the explicit caches of a run did and cost (the usage summary's ``context_caches``)."""
+
     created: int = 0
     deleted: int = 0
     delete_failed: int = 0
     create_failed: int = 0
     fallbacks: int = 0  # questions asked without their cache after all (cache gone)
-    skipped: dict[str, int] = field(default_factory=dict)  # reason -> videos
+    skipped: dict[str, int] = Field(default_factory=dict)  # reason -> videos
     tokens: int = 0
     storage_token_hours: float = 0.0
     storage_cost_usd: float | None = 0.0
     creation_cost_usd: float | None = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "created": self.created,
-            "deleted": self.deleted,
-            "delete_failed": self.delete_failed,
-            "create_failed": self.create_failed,
-            "fallbacks": self.fallbacks,
-            "skipped": dict(self.skipped),
-            "tokens": self.tokens,
-            "storage_token_hours": round(self.storage_token_hours, 6),
-            "storage_cost_usd": None if self.storage_cost_usd is None else round(self.storage_cost_usd, 6),
-            "creation_cost_usd": None if self.creation_cost_usd is None else round(self.creation_cost_usd, 6),
-        }
+    @field_serializer("storage_token_hours", "storage_cost_usd", "creation_cost_usd")
+    def _round(self, v: float | None) -> float | None:
+        return None if v is None else round(v, 6)
 
 
 class VideoCaches:
@@ -123,7 +115,7 @@ class VideoCaches:
         self._videos: dict[str, _VideoCache] = {}
         self._lock = threading.Lock()
         self._latencies: list[float] = []
-        self.stats = CacheStats()
+        self.stats = ContextCacheStats()
 
     # -- the plan ------------------------------------------------------------------------------
     def plan(self, videos: Mapping[str, tuple[int, str, int, int]]) -> None:

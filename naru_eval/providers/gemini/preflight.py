@@ -1,22 +1,28 @@
 """Before any request is spent: will the longest question fit the model's context, and do the
-files fit the Files API? Estimates come from naru_eval.providers.gemini.cost; ``countTokens``
-on the longest video corrects them (:func:`calibration`)."""
+files fit the Files API? Estimates come from naru_eval.providers.gemini.tokens
+(:func:`preflight`); ``countTokens`` on the longest video corrects them (:func:`calibrate`).
+A configuration that would overflow is refused with the numbers and what would fit."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
 
-from naru_eval.providers.gemini.cost import (
+from loguru import logger
+from pydantic import BaseModel
+
+from naru_eval.providers.gemini import request as request_
+from naru_eval.providers.gemini.families import context_window, family
+from naru_eval.providers.gemini.tokens import (
     FRAME_OVERHEAD_TOKENS,
     FRAME_TOKENS,
     TokenEstimate,
-    context_window,
     estimate_request,
-    family,
     max_fps_that_fits,
+    text_tokens,
 )
 from naru_eval.providers.gemini.video import PrepSpec
 
@@ -27,6 +33,53 @@ class ConfigurationRefused(ValueError):
 
 class ContextOverflow(ConfigurationRefused):
     """The configuration would overflow the model's context: refused before any request."""
+
+
+class Calibration(BaseModel):
+    """What ``countTokens`` said of the longest video, and the configuration's tokens from it."""
+
+    video: str
+    counted_text: int
+    counted_video: int
+    counted_frames: int | None  # Gemini 2.x at a non-default resolution: the frames counted alone
+    resolution_counted: str
+    frame_scale: float
+    calibrated: int
+    estimated: int
+    ratio: float
+
+
+class PreflightReport(BaseModel):
+    """The estimate of a pass's input tokens, before any request."""
+
+    videos: int
+    hours: float
+    longest_video: str
+    longest_s: float
+    longest_estimate: int
+    estimated_input_tokens: int
+    input_limit: int
+    limit_known: bool
+
+
+class Asked(NamedTuple):
+    """What the preflight needs of one pending question."""
+
+    key: tuple[str, str]  # (task, question id)
+    video: str | None  # None: a blind (text-only) question
+    prompt: str
+    duration_s: float | None  # the question's (annotation or preflight probe); None: probe the file
+
+
+@dataclass
+class Planned:
+    """The preflight's estimates: per question, per video, and the longest request."""
+
+    estimates: dict[tuple[str, str], int] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
+    report: PreflightReport | None = None
+    #: the longest request (video, prompt, estimate); None when every question is text only
+    longest: tuple[str, str, TokenEstimate] | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +142,7 @@ class TokenPlan:
         Gemini 3 (which takes ``mediaResolution`` per part)."""
         return self.media_resolution == "default" or family(self.model) == "gemini-3"
 
-    def calibration(self, video: str, est: TokenEstimate, text: int, whole: int, frames: int) -> dict[str, Any]:
+    def calibration(self, video: str, est: TokenEstimate, text: int, whole: int, frames: int) -> Calibration:
         """The counted configuration's tokens from countTokens' totals: the text, the whole video
         part and (Gemini 2.x at another resolution) its frames alone, which are rescaled from the
         default resolution; audio costs the same at every resolution."""
@@ -100,17 +153,17 @@ class TokenPlan:
             fam = FRAME_TOKENS[family(self.model)]
             scale = (fam[self.media_resolution] + FRAME_OVERHEAD_TOKENS) / (fam["default"] + FRAME_OVERHEAD_TOKENS)
         calibrated = int(round(frames * scale)) + audio + text
-        return {
-            "video": video,
-            "counted_text": text,
-            "counted_video": whole,
-            "counted_frames": frames if not in_count else None,
-            "resolution_counted": self.media_resolution if in_count else "default",
-            "frame_scale": round(scale, 4),
-            "calibrated": calibrated,
-            "estimated": est.total,
-            "ratio": round(calibrated / max(1, est.total), 4),
-        }
+        return Calibration(
+            video=video,
+            counted_text=text,
+            counted_video=whole,
+            counted_frames=frames if not in_count else None,
+            resolution_counted=self.media_resolution if in_count else "default",
+            frame_scale=round(scale, 4),
+            calibrated=calibrated,
+            estimated=est.total,
+            ratio=round(calibrated / max(1, est.total), 4),
+        )
 
 
 def check_sizes(videos: Sequence[str], spec: PrepSpec, max_file_gb: float, storage_limit_gb: float) -> None:
@@ -138,3 +191,98 @@ def check_sizes(videos: Sequence[str], spec: PrepSpec, max_file_gb: float, stora
             f"over the Files API's {storage_limit_gb:g} GB per project (uploads are kept 48 h for reuse); "
             f"{hint}"
         )
+
+
+def _duration(asked: Asked) -> float:
+    if asked.duration_s is not None and asked.duration_s > 0:
+        return float(asked.duration_s)
+    from naru_eval.media.video import probe_video
+
+    assert asked.video is not None
+    return probe_video(asked.video, check_end=False).duration_s
+
+
+def preflight(
+    questions: Sequence[Asked], plan: TokenPlan, spec: PrepSpec, max_file_gb: float, storage_limit_gb: float
+) -> Planned:
+    """Estimate every question's input tokens; refuse (:class:`ContextOverflow`,
+    :class:`ConfigurationRefused`) a configuration whose longest request overflows the context or
+    whose files do not fit the Files API."""
+    out = Planned()
+    worst: tuple[int, str, str, TokenEstimate] | None = None
+    for q in questions:
+        if q.video is None:  # text only (blind tasks): no upload, no video tokens
+            out.estimates[q.key] = text_tokens(q.prompt)
+            continue
+        if q.video not in out.durations:
+            out.durations[q.video] = _duration(q)
+        est = plan.estimate(out.durations[q.video], q.prompt)
+        out.estimates[q.key] = est.total
+        if worst is None or est.total > worst[0]:
+            worst = (est.total, q.video, q.prompt, est)
+    if worst is None:
+        return out  # text only: nothing to upload or calibrate
+    total, video, prompt, est = worst
+    out.longest = (video, prompt, est)
+    out.report = PreflightReport(
+        videos=len(out.durations),
+        hours=round(sum(out.durations.values()) / 3600, 3),
+        longest_video=video,
+        longest_s=est.duration_s,
+        longest_estimate=total,
+        estimated_input_tokens=sum(out.estimates.values()),
+        input_limit=plan.input_limit,
+        limit_known=plan.limit_known,
+    )
+    if not plan.limit_known:
+        logger.warning(
+            f"naru_gemini: {plan.model} is not in the context-window table; assuming {plan.input_limit:,} "
+            "tokens (set max_input_tokens= to be exact)"
+        )
+    if total > plan.input_limit:
+        raise ContextOverflow(plan.overflow_message(video, est, total, "an estimated"))
+    check_sizes(list(out.durations), spec, max_file_gb, storage_limit_gb)
+    logger.info(
+        f"naru_gemini: preflight: {len(questions)} question(s) over {len(out.durations)} video(s); longest "
+        f"{Path(video).name} ({est.duration_s / 3600:.2f} h) ~{total:,} input tokens of {plan.input_limit:,}"
+    )
+    return out
+
+
+def calibrate(
+    plan: TokenPlan,
+    config: request_.RequestConfig,
+    longest: tuple[str, str, TokenEstimate],
+    uploaded: tuple[str, str],
+    count: Callable[[list[Any]], int],
+    record: Callable[[Calibration], None],
+) -> None:
+    """countTokens on the longest video (``uploaded``: its uri and mime type): ``record`` what was
+    counted, then refuse (:class:`ContextOverflow`) if the counted configuration overflows.
+
+    countTokens takes no generationConfig, so it counts at the default media resolution unless
+    the video part carries its own ``mediaResolution`` (Gemini 3 only). The text and the video
+    are counted apart; for Gemini 2.x at a non-default resolution the frames are counted alone
+    (``contentLayers=[FRAMES]``) and only they are rescaled (:meth:`TokenPlan.calibration`).
+    ``count`` raises :class:`naru_eval.api.retry.RetryError` when countTokens fails for good.
+    """
+    video, prompt, est = longest
+    uri, mime = uploaded
+    in_count = plan.counted_in_resolution()
+    gemini3 = family(plan.model) == "gemini-3"
+    text = count([request_.text_part(prompt)])
+    whole = count([request_.video_part(config, uri, mime, per_part_resolution=gemini3)])
+    frames = whole
+    if not in_count and plan.audio:
+        frames = count([request_.video_part(config, uri, mime, ["FRAMES"])])
+    if whole <= 0:
+        return
+    info = plan.calibration(video, est, text, whole, frames)
+    record(info)
+    how = "" if in_count else f" (frames counted at the default resolution, x{info.frame_scale:.3f})"
+    logger.info(
+        f"naru_gemini: countTokens on {Path(video).name}: video {whole:,}{how}, text {text:,}; this "
+        f"configuration: {info.calibrated:,} vs {est.total:,} estimated (x{info.ratio}), of {plan.input_limit:,}"
+    )
+    if info.calibrated > plan.input_limit:
+        raise ContextOverflow(plan.overflow_message(video, est, info.calibrated, "(counted by countTokens)"))

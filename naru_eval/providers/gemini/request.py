@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-from naru_eval.providers.gemini.cost import MEDIA_RESOLUTION_ENUM, request_cost
+from naru_eval.providers.gemini.families import MEDIA_RESOLUTION_ENUM
+from naru_eval.providers.gemini.pricing import request_cost
 
 #: finish reasons that carry an answer; every other one is a failure (SAFETY, RECITATION, ...)
 ANSWER_FINISH_REASONS = frozenset({"STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED", ""})
@@ -23,8 +24,9 @@ class NoAnswer(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Settings:
-    """What a request carries besides the parts (from the adapter's typed args)."""
+class RequestConfig:
+    """What a request carries besides the parts (from the adapter's typed args): the video
+    part's ``videoMetadata`` and the ``generationConfig``."""
 
     fps: float
     media_resolution: str = "default"
@@ -37,7 +39,7 @@ class Settings:
 
 
 def video_part(
-    s: Settings, uri: str, mime_type: str, layers: list[str] | None = None, per_part_resolution: bool = False
+    s: RequestConfig, uri: str, mime_type: str, layers: list[str] | None = None, per_part_resolution: bool = False
 ) -> Any:
     """``fileData`` + ``videoMetadata`` (fps, content layers); optionally the part's own
     ``mediaResolution`` (countTokens takes no generationConfig; Gemini 3 takes it per part)."""
@@ -54,7 +56,7 @@ def video_part(
     return types.Part(file_data=types.FileData(file_uri=uri, mime_type=mime_type), video_metadata=meta, **extra)
 
 
-def contents(s: Settings, video: tuple[str, str] | None, prompt: str) -> list[Any]:
+def contents(s: RequestConfig, video: tuple[str, str] | None, prompt: str) -> list[Any]:
     """The video part first (``video`` = (uri, mime type)), then the question; the question
     alone for a text-only (blind) request."""
     from google.genai import types
@@ -75,7 +77,7 @@ def text_part(text: str) -> Any:
     return types.Part(text=text)
 
 
-def generation_config(s: Settings, cached_content: str | None = None) -> Any:
+def generation_config(s: RequestConfig, cached_content: str | None = None) -> Any:
     """The request's config; ``cached_content``: the name of the explicit cache holding the
     video (the request then carries the question alone)."""
     from google.genai import types
@@ -98,9 +100,33 @@ def generation_config(s: Settings, cached_content: str | None = None) -> Any:
     return types.GenerateContentConfig(**cfg)
 
 
+class _UsageBase(TypedDict):
+    attempts: int
+    input_tokens: int
+    output_tokens: int
+    thinking_tokens: int
+    cached_tokens: int
+    total_tokens: int
+    input_by_modality: dict[str, int]  # TEXT / VIDEO / AUDIO
+    estimated_input_tokens: int | None  # the preflight's estimate
+    model_version: str | None
+    response_id: str | None
+    cost_usd: float | None  # None: no price (an unknown cost, never 0)
+
+
+class GeminiUsage(_UsageBase, total=False):
+    """The ``usage`` stored with each Gemini answer or failure (the response store's ``usage``
+    column; naru_eval.providers.gemini.usage sums it)."""
+
+    finish_reason: str | None
+    block_reason: str | None
+    batch_job: str  # answered through this batch job
+    context_cache: str  # the explicit cache the question referenced
+
+
 def usage_of(
     response: Any, attempts: int, price: Mapping[str, float] | None, estimated: int | None, batch: bool = False
-) -> dict:
+) -> GeminiUsage:
     """Tokens, cost and provenance of a ``GenerateContentResponse`` (stored with the answer);
     ``batch``: priced at the Batch API's prices."""
     u = getattr(response, "usage_metadata", None)
@@ -109,7 +135,7 @@ def usage_of(
     thinking = int(getattr(u, "thoughts_token_count", 0) or 0)
     cached = int(getattr(u, "cached_content_token_count", 0) or 0)
     by = modalities(getattr(u, "prompt_tokens_details", None))
-    usage: dict[str, Any] = {
+    return {
         "attempts": attempts,
         "input_tokens": prompt,
         "output_tokens": output,
@@ -120,9 +146,7 @@ def usage_of(
         "estimated_input_tokens": estimated,
         "model_version": getattr(response, "model_version", None),
         "response_id": getattr(response, "response_id", None),
-    }
-    usage["cost_usd"] = (
-        request_cost(
+        "cost_usd": request_cost(
             price,
             prompt_tokens=prompt,
             output_tokens=output,
@@ -132,9 +156,8 @@ def usage_of(
             batch=batch,
         )
         if u is not None
-        else None
-    )
-    return usage
+        else None,
+    }
 
 
 def answer_text(
@@ -143,7 +166,7 @@ def answer_text(
     price: Mapping[str, float] | None = None,
     estimated: int | None = None,
     batch: bool = False,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, GeminiUsage]:
     """The answer and usage of a response, or NoAnswer: blocked prompt, no candidate, a non-answer
     finish (SAFETY, RECITATION, ...), or no text."""
     usage = usage_of(response, attempts, price, estimated, batch)

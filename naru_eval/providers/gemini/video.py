@@ -2,7 +2,7 @@
 
 Gemini bills a video by its duration, the sampling rate asked (``videoMetadata.fps``), the media
 resolution and whether the file has an audio track the request asks for (see
-naru_eval.providers.gemini.cost), never by the file's own frame rate, resolution or bit rate. So the bytes
+naru_eval.providers.gemini.tokens), never by the file's own frame rate, resolution or bit rate. So the bytes
 of a 4 h 1080p file are wasted upload time, not tokens. The adapter drops the audio by asking
 for the frames only (``videoMetadata.contentLayers``, SDK 3.6.1); stripping it here is the
 fallback (``strip_audio=true``). Hence three optional transforms, cached on disk by the source's
