@@ -142,8 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from naru_eval.core.scoring import SampleLogError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except SampleLogError as e:  # a user's file (truncated, empty, another task's): named, no traceback
+        print(f"naru-eval {args.command}: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130

@@ -51,7 +51,9 @@ HF_COLUMN_MAP: dict[str, str] = {
 }
 
 _REQUIRED = ("question_id", "video_id", "category", "question", "options", "answer")
-_OPTIONAL = ("subset_500", "duration_s", "video_path", "open_question", "reference_answer")
+_OPTIONAL = ("subset_500", "duration_s", "video_path", "open_question", "reference_answer", "synthetic")
+#: the fingerprint of data with a ``synthetic: true`` question starts with this (never ranked as NARU)
+SYNTHETIC_PREFIX = "synthetic-"
 
 
 def level_of(category: str) -> str:
@@ -84,6 +86,7 @@ class NaruQuestion:
     video_path: str | None = None
     open_question: str | None = None
     reference_answer: str | None = None
+    synthetic: bool | None = None  # made by naru_eval.core.synthetic, not the benchmark
 
     @property
     def level(self) -> str:
@@ -209,6 +212,8 @@ def parse_rows(rows: Iterable[Mapping[str, Any]], source: str) -> tuple[list[Nar
         dur = row.get("duration_s")
         if dur is not None and (not isinstance(dur, (int, float)) or isinstance(dur, bool) or dur <= 0):
             errs.append(f"'duration_s' must be a positive number, got {dur!r}")
+        if row.get("synthetic") is not None and not isinstance(row.get("synthetic"), bool):
+            errs.append(f"'synthetic' must be a boolean, got {row.get('synthetic')!r}")
         for key in ("video_path", "open_question", "reference_answer"):
             val = row.get(key)
             if val is not None and not isinstance(val, str):
@@ -234,6 +239,7 @@ def parse_rows(rows: Iterable[Mapping[str, Any]], source: str) -> tuple[list[Nar
                 video_path=row.get("video_path"),
                 open_question=row.get("open_question"),
                 reference_answer=row.get("reference_answer"),
+                synthetic=row.get("synthetic"),
             )
         )
     return questions, problems
@@ -253,8 +259,9 @@ def fingerprint_questions(questions: Sequence[NaruQuestion]) -> str:
 
     h = hashlib.sha256()
     for q in sorted(questions, key=lambda q: q.question_id):
-        h.update(json.dumps(q.to_doc(), sort_keys=True, ensure_ascii=False).encode())
-    return h.hexdigest()[:16]
+        doc = {k: v for k, v in q.to_doc().items() if k != "synthetic" or v is not None}  # unchanged for real data
+        h.update(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode())
+    return (SYNTHETIC_PREFIX if any(q.synthetic for q in questions) else "") + h.hexdigest()[:16]
 
 
 def load_local(data_dir: str | os.PathLike[str], strict: bool = True) -> Dataset:

@@ -28,16 +28,15 @@ from naru_eval.core.variants import (
     unrotate_letter,
 )
 from naru_eval.report.diagnostics import (
-    Unit,
-    cluster_bootstrap,
     default_leak_min,
     diagnose,
     duration_accuracy,
     duration_bucket,
     invalid_breakdown,
     letter_distribution,
-    write_report,
 )
+from naru_eval.report.diagnostics_render import write_report
+from naru_eval.report.gaps import Unit, cluster_bootstrap
 
 OPTS = ("red", "green", "blue", "white")
 
@@ -417,7 +416,7 @@ def dataclass_no_duration(x: NaruQuestion) -> NaruQuestion:
 def test_paired_gap_scopes_use_the_authors_macro():
     """Unequal categories: by_scope overall/narrative/cultural are differences of means of
     category accuracies; the top level and ``accuracy`` stay the micro gap."""
-    from naru_eval.report.diagnostics import Unit, paired_gap
+    from naru_eval.report.gaps import Unit, paired_gap
 
     cats = ["N.1"] * 10 + ["N.2"] * 2 + ["C.1"] * 2
     a = {f"q{i}": Unit(f"q{i}", f"v{i % 4}", c, "A", None, c != "N.2") for i, c in enumerate(cats)}
@@ -437,7 +436,7 @@ def test_macro_gap_ci_is_the_same_bootstrap_as_compare():
     naru_eval.report.stats): the same data and seed give the same interval."""
     from naru_eval.core.data import level_of
     from naru_eval.core.scoring import ScoredSample
-    from naru_eval.report.diagnostics import macro_cluster_bootstrap
+    from naru_eval.report.gaps import macro_cluster_bootstrap
     from naru_eval.report.stats import compare
 
     rng = np.random.default_rng(1)
@@ -468,7 +467,7 @@ def test_micro_gap_ci_is_the_same_bootstrap_as_compare():
     indices and gave a different interval."""
     from naru_eval.core.data import level_of
     from naru_eval.core.scoring import ScoredSample
-    from naru_eval.report.diagnostics import cluster_bootstrap
+    from naru_eval.report.gaps import cluster_bootstrap
     from naru_eval.report.stats import compare
 
     rng = np.random.default_rng(2)
@@ -493,7 +492,7 @@ def test_micro_gap_ci_is_the_same_bootstrap_as_compare():
 def test_report_is_typed_and_a_bad_field_is_caught(tmp_path):
     """The report validates as :class:`DiagnosticsReport` (what ``diagnose`` returns and writes);
     a report whose run lacks a field is an error naming the output file, not a half-written JSON."""
-    from naru_eval.report.diagnostics import write_report
+    from naru_eval.report.diagnostics_render import write_report
     from naru_eval.report.models import DiagnosticsReport, load_model
 
     report = {
