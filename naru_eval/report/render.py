@@ -100,6 +100,7 @@ def table_views(doc: LeaderboardDocument) -> list[TableView]:
     for t in doc.tables:
         rows = [by_id[i] for i in t.rows]
         cols, digits = _spec(t, rows)
+        cols = [c for c in cols if any(e.metrics.get(c) is not None for e in rows)]  # no all-N/A column
         note = None
         if t.data is not None and t.status not in ("official", "counts-match") and doc.published.rows:
             note = (

@@ -290,3 +290,57 @@ def test_compare_refuses_runs_of_different_input_modes(tmp_path, capsys):
     assert main(["compare", str(a), str(b), "--reps", "10", "--permutations", "10"]) == 2
     err = capsys.readouterr().err
     assert "different input modes" in err and "video vs images" in err
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _measure(page: Path, width: int, tmp: Path) -> dict[str, int]:
+    """The page's width, the window's and the most any table overflows its box, at ``width`` px,
+    as headless Chromium lays it out (a probe script added to a copy of the page)."""
+    import subprocess
+
+    probe = tmp / f"probe_{width}.html"
+    script = (
+        "<script>var m=0;document.querySelectorAll('.scroll').forEach(function(d){m=Math.max(m,d.scrollWidth-"
+        "d.clientWidth)});document.title='W='+document.documentElement.scrollWidth+' V='+window.innerWidth+"
+        "' S='+m;</script></body>"
+    )
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8")
+    p = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp / 'profile'}",
+         f"--window-size={width},1000", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    m = re.search(r"<title>W=(\d+) V=(\d+) S=(\d+)</title>", p.stdout)
+    assert m, p.stderr[-2000:]
+    return {"page": int(m[1]), "window": int(m[2]), "overflow": int(m[3])}
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install -y chromium")
+def test_the_page_fits_a_1400px_window_and_a_phone(tmp_path):
+    """A page with runs (intervals under every value) fits a 1,400-px window with no table cut or
+    scrolled; at a phone's width the page itself still fits (wide tables scroll in their box)."""
+    from naru_eval.report.render import render_html
+
+    write_run(tmp_path / "runs" / "a", questions(PAPER_COUNTS, videos=50), "0123456789abcdef",
+              model_args="pretrained=Qwen/Qwen2.5-VL-7B-Instruct-with-a-long-name,num_frames=128")  # fmt: skip
+    write_run(tmp_path / "runs" / "b", questions({c: 5 for c in CATEGORIES}), "synthetic-0123456789abcdef")
+    page = tmp_path / "leaderboard.html"
+    page.write_text(render_html(build_leaderboard([tmp_path / "runs"], reps=50).data), encoding="utf-8")
+    wide = _measure(page, 1400, tmp_path)
+    assert wide["page"] <= wide["window"] and wide["overflow"] == 0, wide
+    phone = _measure(page, 390, tmp_path)  # Chromium's smallest headless window is wider than 390
+    assert phone["window"] <= 600 and phone["page"] <= phone["window"], phone
+
+
+def test_the_page_shows_only_what_holds_information():
+    """No all-N/A column, no "n/a" consistency rows, no empty cost/git/versions columns."""
+    from naru_eval.report.render import render_html
+
+    lb = build_leaderboard([], reps=10)
+    page, text = render_html(lb.data), markdown(lb.data)
+    assert "invalid_rate" not in page and "<th>recall</th>" not in page  # N/A for every published row
+    assert ">n/a<" not in page and "| n/a |" not in text  # ("n/a (platform)" is a published sampling)
+    assert "Not checkable (the paper prints only an overall): Gemini-3-Pro" in page
+    assert ">cost<" not in page and ">git<" not in page and ">versions<" not in page
