@@ -41,7 +41,18 @@ from naru_eval.core.extract import INVALID_KINDS
 from naru_eval.core.scoring import METRICS, ForeignLogError, close
 from naru_eval.core.variants import CIRCULAR_METRICS, circular_correct
 from naru_eval.report.gaps import DEFAULT_BOOTSTRAP, Unit, cluster_bootstrap, paired_gap, pct, seed_for
-from naru_eval.report.models import DiagnosticsReport
+from naru_eval.report.models import (
+    DiagnoseSettings,
+    DiagnosticsReport,
+    DurationBucket,
+    DurationSection,
+    Gap,
+    InvalidBreakdown,
+    LetterDistribution,
+    RunDiagnosis,
+    ShortcutCandidates,
+    ShortcutQuestion,
+)
 from naru_eval.report.runs import RunLog, discover, latest, read_records
 
 __all__ = ["read_records"]  # the one reader of sample logs, re-exported for the variant tests
@@ -188,7 +199,7 @@ def _or_minus_inf(v: float | None) -> float:
     return v if v is not None else -math.inf
 
 
-def letter_distribution(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def letter_distribution(records: Sequence[Mapping[str, Any]]) -> LetterDistribution:
     """Predicted letters (valid answers) against gold letters.
 
     ``pred_pct`` is the share of *valid* answers choosing each letter, ``gold_pct`` the share of
@@ -205,20 +216,20 @@ def letter_distribution(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     excess = {x: _diff(pred_pct[x], gold_pct[x]) for x in LETTERS}
     tv = 0.5 * sum(abs(e) for e in excess.values() if e is not None) if n_valid else None
     top = max(LETTERS, key=lambda x: _or_minus_inf(excess[x])) if n_valid else None
-    return {
-        "n": n,
-        "n_valid": n_valid,
-        "pred": {**{x: pred[x] for x in LETTERS}, INVALID: n - n_valid},
-        "gold": {x: gold[x] for x in LETTERS},
-        "pred_pct": pred_pct,
-        "gold_pct": gold_pct,
-        "excess_pp": excess,
-        "tv_distance_pp": tv,
-        "most_over_picked": top,
-    }
+    return LetterDistribution(
+        n=n,
+        n_valid=n_valid,
+        pred={**{x: pred[x] for x in LETTERS}, INVALID: n - n_valid},
+        gold={x: gold[x] for x in LETTERS},
+        pred_pct=pred_pct,
+        gold_pct=gold_pct,
+        excess_pp=excess,
+        tv_distance_pp=tv,
+        most_over_picked=top,
+    )
 
 
-def invalid_breakdown(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def invalid_breakdown(records: Sequence[Mapping[str, Any]]) -> InvalidBreakdown:
     """Invalid-answer rate and the count of each kind (percent of all answers in ``kinds_pct``)."""
     n = len(records)
     kinds: Counter[str] = Counter()
@@ -228,13 +239,13 @@ def invalid_breakdown(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             kinds[method.split(":", 1)[1] if method.startswith("invalid:") else "no_letter"] += 1
     n_invalid = sum(kinds.values())
     order = list(INVALID_KINDS) + sorted(k for k in kinds if k not in INVALID_KINDS)
-    return {
-        "n": n,
-        "n_invalid": n_invalid,
-        "rate": pct(n_invalid, n),
-        "kinds": {k: kinds[k] for k in order},
-        "kinds_pct": {k: pct(kinds[k], n) for k in order},
-    }
+    return InvalidBreakdown(
+        n=n,
+        n_invalid=n_invalid,
+        rate=pct(n_invalid, n),
+        kinds={k: kinds[k] for k in order},
+        kinds_pct={k: pct(kinds[k], n) for k in order},
+    )
 
 
 def bucket_labels(edges_min: Sequence[float]) -> list[str]:
@@ -309,7 +320,7 @@ def rotation0_units(run: Diagnosed) -> dict[str, Unit]:
 
 def duration_accuracy(
     units: Iterable[Unit], edges_min: Sequence[float], iters: int, seed: int, name: str
-) -> list[dict[str, Any]]:
+) -> list[DurationBucket]:
     """Accuracy per duration bucket with n, videos and a clustered-bootstrap CI."""
     by: dict[str, list[Unit]] = {}
     for u in units:
@@ -324,13 +335,9 @@ def duration_accuracy(
             [u.correct for u in us], [u.video_id for u in us], iters=iters, seed=seed_for(seed, f"{name}|{label}")
         )
         out.append(
-            {
-                "bucket": label,
-                "n": len(us),
-                "n_videos": len({u.video_id for u in us}),
-                "accuracy": st["value"],
-                "ci95": st["ci95"],
-            }
+            DurationBucket(
+                bucket=label, n=len(us), n_videos=len({u.video_id for u in us}), accuracy=st["value"], ci95=st["ci95"]
+            )
         )
     return out
 
@@ -355,7 +362,7 @@ def _best_partner(target: Diagnosed, candidates: Sequence[Diagnosed], preferred:
     return min(scored, key=lambda t: t[:3])[3] if scored else None
 
 
-def blind_vs_video(runs: Sequence[Diagnosed], iters: int, seed: int) -> list[dict[str, Any]]:
+def blind_vs_video(runs: Sequence[Diagnosed], iters: int, seed: int) -> list[Gap]:
     """Video minus blind accuracy per model, on the questions both runs answered."""
     out = []
     for b in runs:
@@ -369,11 +376,11 @@ def blind_vs_video(runs: Sequence[Diagnosed], iters: int, seed: int) -> list[dic
         name = f"blind|{v.label}|{b.label}"
         gap = paired_gap(units_of(v), units_of(b), iters, seed, name, scopes=True)
         _rename(gap, "video_accuracy", "blind_accuracy")
-        out.append({"group": b.group, "video_run": v.label, "blind_run": b.label, **gap})
+        out.append(Gap.model_validate({"group": b.group, "video_run": v.label, "blind_run": b.label, **gap}))
     return out
 
 
-def circular_vs_plain(runs: Sequence[Diagnosed], iters: int, seed: int) -> list[dict[str, Any]]:
+def circular_vs_plain(runs: Sequence[Diagnosed], iters: int, seed: int) -> list[Gap]:
     """Circular minus plain accuracy: against rotation 0 of the same run, and the plain run."""
     out = []
     for c in runs:
@@ -382,14 +389,15 @@ def circular_vs_plain(runs: Sequence[Diagnosed], iters: int, seed: int) -> list[
         circ = units_of(c)
         gap = paired_gap(circ, rotation0_units(c), iters, seed, f"circ|{c.label}|r0")
         _rename(gap, "circular_accuracy", "plain_accuracy")
-        out.append({"group": c.group, "circular_run": c.label, "plain_run": f"{c.label} (rotation 0)", **gap})
+        r0 = {"group": c.group, "circular_run": c.label, "plain_run": f"{c.label} (rotation 0)", **gap}
+        out.append(Gap.model_validate(r0))
         plain = [r for r in runs if r.group == c.group and r.kind == "plain"]
         base = c.task[: -len("_circular")] if c.task.endswith("_circular") else "naru_mcq_500"
         p = _best_partner(c, plain, [base, "naru_mcq_500", "naru_mcq"])
         if p is not None:
             gap = paired_gap(circ, units_of(p), iters, seed, f"circ|{c.label}|{p.label}")
             _rename(gap, "circular_accuracy", "plain_accuracy")
-            out.append({"group": c.group, "circular_run": c.label, "plain_run": p.label, **gap})
+            out.append(Gap.model_validate({"group": c.group, "circular_run": c.label, "plain_run": p.label, **gap}))
     return out
 
 
@@ -408,7 +416,7 @@ def default_leak_min(n_models: int) -> int:
     return n_models if n_models <= 2 else n_models // 2 + 1
 
 
-def shortcut_candidates(runs: Sequence[Diagnosed], min_correct: int | None = None) -> dict[str, Any] | None:
+def shortcut_candidates(runs: Sequence[Diagnosed], min_correct: int | None = None) -> ShortcutCandidates | None:
     """Questions answered correctly by the blind runs of at least ``min_correct`` models.
 
     One verdict per model (log directory) and question: a model with both blind tasks counts
@@ -426,7 +434,7 @@ def shortcut_candidates(runs: Sequence[Diagnosed], min_correct: int | None = Non
     models = sorted(verdicts)
     k = default_leak_min(len(models)) if min_correct is None else int(min_correct)
     questions = sorted({q for v in verdicts.values() for q in v})
-    listed: list[dict[str, Any]] = []
+    listed: list[ShortcutQuestion] = []
     expected = 0.0
     for q in questions:
         have = [m for m in models if q in verdicts[m]]
@@ -435,61 +443,61 @@ def shortcut_candidates(runs: Sequence[Diagnosed], min_correct: int | None = Non
         if len(right) >= k:
             u = verdicts[right[0]][q]
             listed.append(
-                {
-                    "question_id": q,
-                    "video_id": u.video_id,
-                    "category": u.category,
-                    "gold": u.gold,
-                    "n_correct": len(right),
-                    "n_models": len(have),
-                    "models": right,
-                }
+                ShortcutQuestion(
+                    question_id=q,
+                    video_id=u.video_id,
+                    category=u.category,
+                    gold=u.gold,
+                    n_correct=len(right),
+                    n_models=len(have),
+                    models=right,
+                )
             )
-    listed.sort(key=lambda x: (-x["n_correct"], x["question_id"]))
-    return {
-        "min_correct": k,
-        "n_models": len(models),
-        "models": models,
-        "n_questions": len(questions),
-        "n_candidates": len(listed),
-        "expected_by_chance": expected,
-        "by_category": dict(sorted(Counter(x["category"] for x in listed).items())),
-        "questions": listed,
-    }
+    listed.sort(key=lambda x: (-x.n_correct, x.question_id))
+    return ShortcutCandidates(
+        min_correct=k,
+        n_models=len(models),
+        models=models,
+        n_questions=len(questions),
+        n_candidates=len(listed),
+        expected_by_chance=expected,
+        by_category=dict(sorted(Counter(x.category for x in listed).items())),
+        questions=listed,
+    )
 
 
 # --------------------------------------------------------------------------- the report
 
 
-def analyse_run(run: Diagnosed, edges_min: Sequence[float], iters: int, seed: int) -> dict[str, Any]:
+def analyse_run(run: Diagnosed, edges_min: Sequence[float], iters: int, seed: int) -> RunDiagnosis:
     metrics = recompute_metrics(run)
     recomputes = None
     if run.reported is not None:
         recomputes = all(close(run.reported.get(m), metrics.get(m), 1e-6) for m in metrics)
     units = units_of(run)
-    return {
-        "label": run.label,
-        "group": run.group,
-        "task": run.task,
-        "kind": run.kind,
-        "samples": str(run.run.samples_path),
-        "results": str(run.run.results.path) if run.run.results else None,
-        "model": run.run.config.adapter,
-        "model_args": run.run.config.model_args,
-        "n_docs": len(run.records),
-        "n_questions": len(units),
-        "n_videos": len({u.video_id for u in units.values()}),
-        "metrics": metrics,
-        "reported": run.reported,
-        "recomputes": recomputes,
-        "letters": letter_distribution(run.records),
-        "invalid": invalid_breakdown(run.records),
-        "duration": {
-            "measure": "circular" if run.kind == "circular" else "accuracy",
-            "n_unknown": sum(u.duration_s is None for u in units.values()),
-            "buckets": duration_accuracy(units.values(), edges_min, iters, seed, f"dur|{run.label}"),
-        },
-    }
+    return RunDiagnosis(
+        label=run.label,
+        group=run.group,
+        task=run.task,
+        kind=run.kind,
+        samples=str(run.run.samples_path),
+        results=str(run.run.results.path) if run.run.results else None,
+        adapter=run.run.adapter,
+        model_args=run.run.config.model_args,
+        n_docs=len(run.records),
+        n_questions=len(units),
+        n_videos=len({u.video_id for u in units.values()}),
+        metrics=dict(metrics),
+        reported=dict(run.reported) if run.reported is not None else None,
+        recomputes=recomputes,
+        letters=letter_distribution(run.records),
+        invalid=invalid_breakdown(run.records),
+        duration=DurationSection(
+            measure="circular" if run.kind == "circular" else "accuracy",
+            n_unknown=sum(u.duration_s is None for u in units.values()),
+            buckets=duration_accuracy(units.values(), edges_min, iters, seed, f"dur|{run.label}"),
+        ),
+    )
 
 
 def diagnose(
@@ -506,24 +514,24 @@ def diagnose(
         raise ValueError(f"duration edges must be at least two increasing numbers, got {edges_min!r}")
     runs, skipped, superseded = discover_runs(paths)
     filled = fill_durations(runs, data_dir) if data_dir else 0
-    report = {
-        "naru_eval_diagnose": 1,
-        "settings": {
-            "paths": [str(p) for p in paths],
-            "duration_edges_min": edges,
-            "bootstrap_iters": iters,
-            "seed": seed,
-            "ci": "95% percentile bootstrap, videos resampled (paired for gaps)",
-            "data_dir": str(data_dir) if data_dir else None,
-            "durations_filled": filled,
-        },
-        "runs": [analyse_run(r, edges, iters, seed) for r in runs],
-        "blind_vs_video": blind_vs_video(runs, iters, seed),
-        "circular_vs_plain": circular_vs_plain(runs, iters, seed),
-        "shortcut_candidates": shortcut_candidates(runs, leak_min),
-        "skipped": skipped,
-        "superseded": superseded,
-    }
-    # built as the typed report (a field that does not fit is a bug here, caught at once), and
-    # handed on as its JSON form, which the text summary, the plots and ``--json`` read
-    return DiagnosticsReport.model_validate(report).model_dump(mode="json", exclude_unset=True)
+    report = DiagnosticsReport(
+        naru_eval_diagnose=1,
+        settings=DiagnoseSettings(
+            paths=[str(p) for p in paths],
+            duration_edges_min=edges,
+            bootstrap_iters=iters,
+            seed=seed,
+            ci="95% percentile bootstrap, videos resampled (paired for gaps)",
+            data_dir=str(data_dir) if data_dir else None,
+            durations_filled=filled,
+        ),
+        runs=[analyse_run(r, edges, iters, seed) for r in runs],
+        blind_vs_video=blind_vs_video(runs, iters, seed),
+        circular_vs_plain=circular_vs_plain(runs, iters, seed),
+        shortcut_candidates=shortcut_candidates(runs, leak_min),
+        skipped=skipped,
+        superseded=superseded,
+    )
+    # built typed from end to end, and handed on as its JSON form (a true boundary), which the
+    # text summary, the plots and ``--json`` read
+    return report.model_dump(mode="json", exclude_unset=True)

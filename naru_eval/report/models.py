@@ -389,7 +389,7 @@ class RunDiagnosis(Doc):
     kind: str = Field(description="plain, blind or circular")
     samples: str
     results: str | None
-    model: str | None
+    adapter: str | None = Field(description="the adapter id (the payloads' provenance, else lmms-eval `--model`)")
     model_args: str | None
     n_docs: int
     n_questions: int

@@ -254,7 +254,8 @@ def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) ->
         from naru_eval.report.plots import make_plots
 
         if lb.document.entries:
-            figs, skipped = make_plots(lb.data["entries"], paper_points(lb.document.paper.names, load_reference()))
+            ranked = [e for e in lb.document.entries if e.reported_matches_log is not False]
+            figs, skipped = make_plots(ranked, paper_points(lb.document.paper.names, load_reference()))
     paths = {"json": json_path, "md": json_path.with_suffix(".md"), "html": json_path.with_suffix(".html")}
     json_path.write_text(dump_json(lb.document), encoding="utf-8")
     paths["md"].write_text(markdown(lb.document), encoding="utf-8")

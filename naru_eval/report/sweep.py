@@ -26,8 +26,8 @@ from pydantic import JsonValue
 from naru_eval.report.models import ManifestData, SweepManifest, dump_json, validate_doc
 from naru_eval.report.runs import (
     MANIFEST_NAME,
-    ResultsFile,
     RunConfig,
+    discover,
     parse_model_args,
     read_manifest,
     redact_args_string,
@@ -76,12 +76,12 @@ def run_status(
         return 3, f"{d}: not started", None
     other: Path | None = None
     reasons = []
-    for rf in sorted(d.rglob("*_results.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+    found = discover([d]).results  # the one run discovery
+    for rf in sorted(found, key=lambda p: p.stat().st_mtime, reverse=True):
         if since is not None and rf.stat().st_mtime < since:
             continue
-        try:
-            res = ResultsFile.read(rf)
-        except ValueError:
+        res = found[rf][0]
+        if res is None:
             reasons.append(f"{rf}: unreadable")
             continue
         cfg = res.config
@@ -217,7 +217,7 @@ def sweep_manifest(
         code, _msg, rf = run_status(run_dir, cfg.adapter, cfg.model_args, cfg.tasks)
         updates["finished_at"] = _now()
         if rf is not None and code == 0:
-            updates["results_file"] = str(rf.relative_to(Path(run_dir)))
+            updates["results_file"] = str(rf.relative_to(Path(run_dir).resolve()))
         if seconds is not None:
             updates["seconds"] = seconds
         if message:
