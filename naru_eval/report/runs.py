@@ -361,6 +361,11 @@ class RunLog:
         return self.read().one("input_mode")
 
     @property
+    def positions(self) -> str | None:
+        """The position layout of the model's input (naru_eval.core.provenance), when recorded."""
+        return self.read().one("positions")
+
+    @property
     def adapter(self) -> str | None:
         """The adapter id the payloads record (naru_eval.core.provenance), else lmms-eval's ``--model``."""
         return self.read().one("adapter") or self.config.adapter
