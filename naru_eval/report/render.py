@@ -176,7 +176,8 @@ def markdown(data: LeaderboardDocument | Mapping[str, Any]) -> str:
         for u in doc.unverified:
             lines.append(f"| {md(u.model)} | {md(u.task)} | {md(u.results_file)} | {md(u.reason)} |")
         lines.append("")
-    lines += ["## Runs beside the paper's tables", ""]
+    if doc.paper.comparison or doc.entries:
+        lines += ["## Runs beside the paper's tables", ""]
     if doc.paper.comparison:
         lines += [
             "| our model | paper model | source | task | sampling | metric | ours [95% CI] | paper | diff | paper in CI |",
@@ -190,7 +191,7 @@ def markdown(data: LeaderboardDocument | Mapping[str, Any]) -> str:
                 f"| {md(r.model)} | {r.paper_model} | {src} | {md(r.task)} | {md(r.budget)} | {r.metric} | "
                 f"{fmt_num(r.ours, d)} {fmt_ci(r.ours_ci95, d)} | {r.paper:g} | {fmt_num(r.diff, d, signed=True)} | {inci} |"
             )
-    else:
+    elif doc.entries:
         lines.append("No run is mapped to a paper model (pass `--paper-name MODEL=PAPER_MODEL`).")
     lines += ["", "## Paper consistency check", ""]
     lines.append(format_checks([ConsistencyCheck(**c.model_dump()) for c in doc.paper.consistency]))

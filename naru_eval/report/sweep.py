@@ -63,13 +63,13 @@ def package_version(dist: str) -> str | None:
 
 
 def run_status(
-    directory: str | Path, model: str, model_args: str, tasks: Sequence[str], since: float | None = None
+    directory: str | Path, adapter: str, model_args: str, tasks: Sequence[str], since: float | None = None
 ) -> tuple[int, str, Path | None]:
     """Whether ``directory`` holds a finished run of this configuration.
 
     Returns (0, msg, results file) when complete; (3, msg, None) when there is no finished run
     (nothing yet, or a crashed/partial one); (4, msg, file) when it holds results of a different
-    model or model_args (refuse to mix). ``since``: ignore results files older than this time.
+    adapter or model_args (refuse to mix). ``since``: ignore results files older than this time.
     """
     d = Path(directory)
     if not d.is_dir():
@@ -85,7 +85,7 @@ def run_status(
             reasons.append(f"{rf}: unreadable")
             continue
         cfg = res.config
-        if cfg.adapter != model or not same_model_args(cfg.model_args, model_args):
+        if cfg.adapter != adapter or not same_model_args(cfg.model_args, model_args):
             other = other or rf
             continue
         problems = run_completeness(res, tasks)
