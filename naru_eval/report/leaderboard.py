@@ -36,7 +36,15 @@ from naru_eval.report.entries import (
     resolve_duplicates,
     sort_key,
 )
-from naru_eval.report.models import LeaderboardDocument
+from naru_eval.report.models import (
+    Aggregation,
+    Bootstrap,
+    Consistency,
+    LeaderboardDocument,
+    PaperRef,
+    PaperSection,
+    Published,
+)
 from naru_eval.report.published import OFFICIAL_DATA, OFFICIAL_DATA_NOTE, published_rows
 from naru_eval.report.runs import discover
 from naru_eval.report.sweep import package_version
@@ -113,47 +121,45 @@ def build_leaderboard(
     pub = published_rows() if published else []
     ranked = {e.id for e in entries if e.reported_matches_log is not False}
     checks = paper.consistency_checks(ref)
-    document = LeaderboardDocument.model_validate(
-        {
-            "schema_version": SCHEMA_VERSION,
-            "generated_by": f"naru-eval {package_version('naru-eval')}",
-            "generated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "sources": [rel(Path(p)) for p in paths],
-            "bootstrap": {
-                "method": "percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
-                "recomputed as means of category means on each resample",
-                "cluster": "video_id",
-                "reps": reps,
-                "seed": seed,
-                "level": 0.95,
-            },
-            "aggregation": {
-                "mcq": "category accuracy; narrative = mean of N.1-N.4, cultural = mean of C.1-C.5, "
-                "overall = (narrative + cultural) / 2; accuracy = over all questions (micro)",
-                "open": "category mean recall; narrative/cultural = means of their categories, overall = mean of "
-                "the nine categories; recall = over all scored responses (micro)",
-            },
-            "data_note": OFFICIAL_DATA_NOTE,
-            "metrics": list(METRICS),
-            "published": {
-                "paper": dict(paper.PAPER),
-                "note": "published figures of the NARU authors, not runs of ours",
-                "rows": pub,
-            },
-            "entries": entries,
-            "tables": leaderboard_tables(entries, pub, ranked),
-            "unverified": unverified,
-            "duplicates": duplicates,
-            "conflicts": conflicts,
-            "paper": {
-                **paper.PAPER,
-                "names": names,
-                "comparison": paper.paper_comparison(entries, names, ref),
-                "consistency": [c.as_dict() for c in checks],
-                "consistent": all(c.ok is not False for c in checks),
-            },
-            "warnings": warnings,
-            "errors": errors,
-        }
+    document = LeaderboardDocument(
+        schema_version=SCHEMA_VERSION,
+        generated_by=f"naru-eval {package_version('naru-eval')}",
+        generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        sources=[rel(Path(p)) for p in paths],
+        bootstrap=Bootstrap(
+            method="percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
+            "recomputed as means of category means on each resample",
+            cluster="video_id",
+            reps=reps,
+            seed=seed,
+            level=0.95,
+        ),
+        aggregation=Aggregation(
+            mcq="category accuracy; narrative = mean of N.1-N.4, cultural = mean of C.1-C.5, "
+            "overall = (narrative + cultural) / 2; accuracy = over all questions (micro)",
+            open="category mean recall; narrative/cultural = means of their categories, overall = mean of "
+            "the nine categories; recall = over all scored responses (micro)",
+        ),
+        data_note=OFFICIAL_DATA_NOTE,
+        metrics=list(METRICS),
+        published=Published(
+            paper=PaperRef(**paper.PAPER),
+            note="published figures of the NARU authors, not runs of ours",
+            rows=pub,
+        ),
+        entries=entries,
+        tables=leaderboard_tables(entries, pub, ranked),
+        unverified=unverified,
+        duplicates=duplicates,
+        conflicts=conflicts,
+        paper=PaperSection(
+            **paper.PAPER,
+            names=names,
+            comparison=paper.paper_comparison(entries, names, ref),
+            consistency=[Consistency(**c.as_dict()) for c in checks],
+            consistent=all(c.ok is not False for c in checks),
+        ),
+        warnings=warnings,
+        errors=errors,
     )
     return Leaderboard(document, warnings, errors)
