@@ -201,8 +201,15 @@ def sample_records(
     the line."""
     n = 0
     try:
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise SampleLogError(
+                        f"{path}:{lineno}: not UTF-8 text (byte {e.start} of the line: {e.reason}); "
+                        "not an lmms-eval sample log, or a corrupt one"
+                    ) from None
                 if not line.strip():
                     continue
                 try:
@@ -217,10 +224,6 @@ def sample_records(
                     raise ForeignLogError(f"{path}:{lineno}: no {kind} '{key}' payload; not a {kind} sample log")
                 n += 1
                 yield rec, payload
-    except UnicodeDecodeError as e:
-        raise SampleLogError(
-            f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); not an lmms-eval sample log"
-        ) from None
     except OSError as e:
         raise SampleLogError(f"{path}: cannot read the sample log ({e.strerror or e})") from None
     if n == 0:

@@ -344,3 +344,13 @@ def test_the_page_shows_only_what_holds_information():
     assert ">n/a<" not in page and "| n/a |" not in text  # ("n/a (platform)" is a published sampling)
     assert "Not checkable (the paper prints only an overall): Gemini-3-Pro" in page
     assert ">cost<" not in page and ">git<" not in page and ">versions<" not in page
+
+
+def test_a_log_that_is_not_utf8_names_the_line(tmp_path, capsys):
+    log = write_run(tmp_path / "run", questions({c: 1 for c in CATEGORIES}), "fp0000")
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(lines[0] + b'{"doc_id": 1, "x": "\xff\xfe"}\n' + b"".join(lines[2:]))
+    assert main(["score", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}:2: not UTF-8 text" in err
+    no_traceback(err)
