@@ -9,12 +9,21 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
 from naru_eval.core.scoring import MACRO_METRICS, macro_levels
 
 DEFAULT_BOOTSTRAP = 2000
+
+
+class BootstrapStat(TypedDict):
+    """A statistic in percent (or percentage points) with its 95% cluster-bootstrap interval."""
+
+    value: float | None
+    ci95: list[float] | None  # None with fewer than two videos
+    n: int  # questions
+    n_clusters: int  # videos
 
 
 def seed_for(seed: int, name: str) -> int:
@@ -28,7 +37,7 @@ def cluster_bootstrap(
     b: Sequence[float] | None = None,
     iters: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> BootstrapStat:
     """``100 * (mean(a) - mean(b))`` (or ``100 * mean(a)``) with a 95 % cluster-bootstrap CI.
 
     ``a`` and ``b`` are per-question 0/1 outcomes, paired (same questions, same order);
@@ -39,7 +48,7 @@ def cluster_bootstrap(
 
     n = len(a)
     if n == 0:
-        return {"value": None, "ci95": None, "n": 0, "n_clusters": 0}
+        return BootstrapStat(value=None, ci95=None, n=0, n_clusters=0)
     ids = {c: i for i, c in enumerate(dict.fromkeys(clusters))}
     idx = np.fromiter((ids[c] for c in clusters), dtype=np.int64, count=n)
     v = len(ids)
@@ -55,7 +64,7 @@ def cluster_bootstrap(
 
         w = cluster_weights(np.random.default_rng(seed), v, iters)
         ci = percentile_interval(100.0 * ratio(w @ sd, w @ sn))
-    return {"value": value, "ci95": ci, "n": n, "n_clusters": v}
+    return BootstrapStat(value=value, ci95=ci, n=n, n_clusters=v)
 
 
 def pct(k: float, n: float) -> float | None:
@@ -91,7 +100,7 @@ def macro_cluster_bootstrap(
     metric: str,
     iters: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> BootstrapStat:
     """``macro(a) - macro(b)`` for the authors' ``metric`` (overall/narrative/cultural: means of
     category accuracies, :func:`naru_eval.core.scoring.macro_levels`), paired, with a 95 % CI from
     resampling videos and recomputing both macro means on each replicate."""
@@ -101,7 +110,7 @@ def macro_cluster_bootstrap(
 
     n = len(a)
     if n == 0:
-        return {"value": None, "ci95": None, "n": 0, "n_clusters": 0}
+        return BootstrapStat(value=None, ci95=None, n=0, n_clusters=0)
     ids = {c: i for i, c in enumerate(dict.fromkeys(clusters))}
     idx = np.fromiter((ids[c] for c in clusters), dtype=np.int64, count=n)
     cat = np.fromiter((CATEGORIES.index(c) for c in categories), dtype=np.int64, count=n)
@@ -124,7 +133,7 @@ def macro_cluster_bootstrap(
     if v >= 2 and iters > 0:
         # the resampling of naru_eval.report.stats (whole videos, with replacement), seeded
         ci = percentile_interval(macro(cluster_weights(np.random.default_rng(seed), v, iters)))
-    return {"value": value, "ci95": ci, "n": n, "n_clusters": v}
+    return BootstrapStat(value=value, ci95=ci, n=n, n_clusters=v)
 
 
 def _macro_pct(units: Sequence[Unit], metric: str) -> float | None:
