@@ -57,8 +57,14 @@ def rel(path: Path) -> str:
         return str(path.resolve())
 
 
-def entry_id(model: str, task: str, budget: str, judge: str | None, data: str | None = None) -> str:
-    return f"{model} | {task} | {budget} | judge={judge or '-'} | data={data or 'unknown'}"
+def entry_id(
+    model: str, task: str, budget: str, judge: str | None, data: str | None = None, input_mode: str | None = None
+) -> str:
+    """The entry's key: runs that differ in any part are different entries (never merged). The
+    input mode is part of it when the payloads record one: the same model given a video or
+    separate images is two configurations."""
+    key = f"{model} | {task} | {budget} | judge={judge or '-'} | data={data or 'unknown'}"
+    return key + (f" | input={input_mode}" if input_mode else "")
 
 
 def _label_for(results_file: Path, labels: Mapping[str, str]) -> str | None:
@@ -214,8 +220,9 @@ def _entry(
         unverified(f"results.json reports {', '.join(mismatch)} that the sample log does not recompute")
     orig, eff = res.n_samples(run.task)
     status: DataStatus = data_status(data, _category_counts(log))
+    input_mode = log.one("input_mode")
     return Entry(
-        id=entry_id(label, run.task, budget, judge, data),
+        id=entry_id(label, run.task, budget, judge, data, input_mode),
         model=label,
         from_=None,
         published=False,
@@ -227,7 +234,7 @@ def _entry(
         judge=judge,
         data=data,
         data_status=status,
-        input_mode=log.one("input_mode"),
+        input_mode=input_mode,
         metrics=metrics,
         ci95=ci95,
         n=n,

@@ -103,7 +103,8 @@ class Entry(Doc):
 
     id: str = Field(
         description='`"<model> | <task> | <sampling> | judge=<judge or -> | data=<fingerprint or unknown>"`, '
-        'the key; `"published | <model> | <task>"` for published rows'
+        'plus `" | input=<input mode>"` when the payloads record one: the key; `"published | <model> | <task>"` '
+        "for published rows"
     )
     model: str = Field(description="model name (the `--label`, the manifest's label, or `model_args`)")
     # "from" on the wire; ``from_`` in Python (a keyword), for the constructor and attribute access

@@ -354,3 +354,15 @@ def test_a_log_that_is_not_utf8_names_the_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{log}:2: not UTF-8 text" in err
     no_traceback(err)
+
+
+def test_runs_of_different_input_modes_are_different_entries(tmp_path):
+    """The same model and sampling given a video or separate images: two entries (the input mode is
+    in the key and beside the sampling), never a duplicate or a conflict."""
+    qs = questions({c: 3 for c in CATEGORIES})
+    write_run(tmp_path / "a", qs, "fp0000", input_mode="video")
+    write_run(tmp_path / "b", qs, "fp0000", input_mode="images")
+    lb = build_leaderboard([tmp_path / "a", tmp_path / "b"], reps=10)
+    assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"]
+    assert sorted(e["input_mode"] for e in lb.data["entries"]) == ["images", "video"]
+    assert sorted(e["id"].rsplit(" | ", 1)[1] for e in lb.data["entries"]) == ["input=images", "input=video"]
