@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -108,14 +109,14 @@ def _category_counts(log: SampleLog) -> dict[str, int] | None:
     return dict(Counter(str(r["category"]) for r in log.records))
 
 
+@dataclass
 class Built:
     """What :func:`build_entries` found: entries, runs listed apart, warnings and errors."""
 
-    def __init__(self) -> None:
-        self.entries: list[Entry] = []
-        self.unverified: list[Unverified] = []
-        self.warnings: list[str] = []
-        self.errors: list[str] = []
+    entries: list[Entry] = field(default_factory=list)
+    unverified: list[Unverified] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
 
 
 def build_entries(
@@ -136,6 +137,9 @@ def build_entries(
             if task not in logs and not res.is_group(task):
                 out.warnings.append(f"{rel(rf)}: task {task} has no sample log (run with --log_samples); skipped")
     for run in found.runs:
+        beside = run.samples_path.resolve().parent / f"{run.stamp}_results.json"
+        if beside in found.results and found.results[beside][0] is None:
+            continue  # an unreadable results file: named above
         if run.results is None:
             out.warnings.append(f"{rel(run.samples_path)}: no results.json beside the sample log; skipped")
             continue

@@ -366,3 +366,13 @@ def test_runs_of_different_input_modes_are_different_entries(tmp_path):
     assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"]
     assert sorted(e["input_mode"] for e in lb.data["entries"]) == ["images", "video"]
     assert sorted(e["id"].rsplit(" | ", 1)[1] for e in lb.data["entries"]) == ["input=images", "input=video"]
+
+
+def test_an_unreadable_results_file_is_named_once_and_skipped(tmp_path):
+    write_run(tmp_path / "run", questions({c: 1 for c in CATEGORIES}), "fp0000")
+    rf = tmp_path / "run" / "20260101_000000_results.json"
+    rf.write_text("{", encoding="utf-8")
+    lb = build_leaderboard([tmp_path / "run"], reps=10)
+    assert lb.data["entries"] == [] and lb.data["unverified"] == []
+    (w,) = lb.warnings
+    assert "20260101_000000_results.json: unreadable results file" in w and w.endswith("; skipped")
