@@ -297,6 +297,8 @@ class NaruModel(lmms):
             r = reqs[i]
             rk, qk = keys[i]
             breaker.check()  # a tripped breaker: nothing more is asked
+            if store:  # a failed store write: nothing more is asked (the answer could not be kept)
+                store.check_writable()
             try:
                 ans = self.respond(r)
             except RequestFailed as e:

@@ -82,6 +82,11 @@ class Settings(BaseModel):
     hf_columns: str | None = _var(None, "JSON: dataset column -> NARU field, merged over the built-in map")
     video_dir: str | None = _var(None, "where the videos of NARU_HF_DATASET are (`<video_id>.<ext>`)")
     skip_video_check: Flag = _var(False, "flag: the lmms-eval tasks' preflight checks the schema only")
+    allow_external_videos: Flag = _var(
+        False,
+        "flag: let annotations name videos outside the data folder (ids with `/`, absolute or `..` "
+        "`video_path`, symlinks leading out); only for data you trust (docs/data.md)",
+    )
     # -- stores and caches
     cache_dir: str | None = _var(
         None, "the stores' directory (responses, judge cache, upload registry)", "~/.cache/naru-eval"

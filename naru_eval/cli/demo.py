@@ -26,7 +26,16 @@ TASKS = ("naru_mcq", "naru_mcq_500")
 
 
 def run_demo(out: Path, per_category: int = 8, videos: int = 12) -> int:
-    out = out.resolve()
+    """0 when the demo run is complete and every metric recomputes; 1 otherwise (a full disk
+    included: lmms-eval's exit status does not tell, the files do)."""
+    try:
+        return _run_demo(out.resolve(), per_category, videos)
+    except OSError as e:  # the output disk is full or read-only: say which file, no traceback
+        print(f"demo: FAILED: cannot write {e.filename or out}: {e.strerror or e}", file=sys.stderr)
+        return 1
+
+
+def _run_demo(out: Path, per_category: int, videos: int) -> int:
     if out.exists():
         shutil.rmtree(out)
     data_dir = make_dataset(
@@ -41,10 +50,10 @@ def run_demo(out: Path, per_category: int = 8, videos: int = 12) -> int:
     run = run_lmms_eval(
         "naru_replay", f"predictions={preds}", TASKS, out / "lmms_eval", env={"NARU_DATA_DIR": str(data_dir)}
     )
-    (out / "lmms_eval.log").write_text(run.stdout + "\n" + run.stderr, encoding="utf-8")
-    if not run.ok:
-        print(f"demo: lmms-eval wrote no results; see {out / 'lmms_eval.log'}\n{run.stderr[-3000:]}", file=sys.stderr)
+    if not run.ok:  # no results, or a sample log that is cut, short or does not recompute (a full disk)
+        print(f"demo: FAILED: {run.failure()}", file=sys.stderr)
         return 1
+    (out / "lmms_eval.log").write_text(run.stdout + "\n" + run.stderr, encoding="utf-8")
     results = run.results()["results"]
     summary: dict[str, dict[str, float | None]] = {}
     mismatches = []

@@ -1,7 +1,8 @@
 """``naru-eval``: the project's one console script.
 
-Subcommands: ``validate-data``, ``demo``, ``score``, ``make-synthetic``, ``tasks-path``,
-``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``: one
+Subcommands: ``validate-data``, ``demo``, ``score``, ``verify-run``, ``make-synthetic``, ``tasks-path``,
+``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``,
+``store …``: one
 parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
 """
 
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import diagnose, gemini, judge, results
+from naru_eval.cli import diagnose, gemini, judge, results, store
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -96,6 +97,21 @@ def cmd_tasks_path(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify_run(args: argparse.Namespace) -> int:
+    """Exit 0 when the run is complete (results, one parsable sample-log line per question, metrics
+    that recompute); else 1, listing why. lmms-eval's own exit status does not tell."""
+    from naru_eval.lmms.run import verify_run
+
+    problems = verify_run(args.path, args.since)
+    if not problems:
+        print(f"{args.path}: complete")
+        return 0
+    print(f"{args.path}: the run is not complete ({len(problems)} problem(s)):", file=sys.stderr)
+    for p in problems:
+        print(f"  - {p}", file=sys.stderr)
+    return 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.out), per_category=args.per_category, videos=args.videos)
 
@@ -124,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default 0)")
     p.set_defaults(func=cmd_score)
 
+    p = sub.add_parser(
+        "verify-run",
+        help="exit 1 unless an lmms-eval run is complete: its sample logs parse, hold one line per question, "
+        "and its metrics recompute from them",
+    )
+    p.add_argument("path", help="a *_results.json, or a folder (its newest results file)")
+    p.add_argument("--since", type=float, help="only a results file written at or after this Unix time")
+    p.set_defaults(func=cmd_verify_run)
+
     p = sub.add_parser("make-synthetic", help="write a synthetic NARU-format data directory")
     p.add_argument("out_dir")
     p.add_argument("--per-category", type=int, default=4)
@@ -136,13 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge):
+    for module in (results, diagnose, gemini, judge, store):
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from naru_eval.core.data import DataError
     from naru_eval.core.scoring import SampleLogError
+    from naru_eval.store.db import StoreError
 
     args = build_parser().parse_args(argv)
     try:
@@ -152,3 +179,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except (StoreError, DataError) as e:  # a store that cannot be used, or bad data: named, no traceback
+        print(f"naru-eval {args.command}: {e}", file=sys.stderr)
+        return 1

@@ -11,15 +11,23 @@ Sources, in order of precedence:
 
 Every problem found is collected and raised together in one :class:`DataError`, so a user
 fixes the whole file once instead of one error per run.
+
+A data set is untrusted input (it may come from a hub): a ``video_id`` must be a plain file
+name, and a video (``video_path`` or ``videos/<video_id>.<ext>``, symlinks followed) must lie in
+the data folder, so no annotation can make the harness open, or upload to an API, a file
+elsewhere (``NARU_ALLOW_EXTERNAL_VIDEOS=1`` lifts this for data one trusts). Annotation files are
+read as bytes: invalid UTF-8 is a problem naming the file, line and byte offset, and a
+non-finite number (``NaN``, ``Infinity``, which are not JSON) is refused wherever it appears.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from naru_eval.settings import settings
@@ -48,6 +56,7 @@ HF_COLUMN_MAP: dict[str, str] = {
     "video_path": "video_path",
     "open_question": "open_question",
     "reference_answer": "reference_answer",
+    "synthetic": "synthetic",
 }
 
 _REQUIRED = ("question_id", "video_id", "category", "question", "options", "answer")
@@ -59,6 +68,28 @@ SYNTHETIC_PREFIX = "synthetic-"
 def level_of(category: str) -> str:
     """``narrative`` for N.*, ``cultural`` for C.*."""
     return "narrative" if category.startswith("N") else "cultural"
+
+
+#: how a refused path tells the user about the opt-in
+ALLOW_HINT = "If you trust this data, set NARU_ALLOW_EXTERNAL_VIDEOS=1 (docs/data.md)."
+
+
+def plain_name_problem(video_id: str) -> str | None:
+    """Why ``video_id`` is not a plain file name (it names ``videos/<video_id>.<ext>``), or None."""
+    if video_id in (".", "..") or any(c in video_id for c in "/\\") or any(ord(c) < 32 for c in video_id):
+        return f"'video_id' must be a plain file name (no '/', '\\', '..' or control characters), got {video_id!r}"
+    return None
+
+
+def relative_path_problem(video_path: str) -> str | None:
+    """Why ``video_path`` is not a relative path inside the data folder (lexically), or None."""
+    if (
+        video_path.startswith(("/", "\\", "~"))
+        or Path(video_path).is_absolute()
+        or ".." in PurePosixPath(video_path.replace("\\", "/")).parts
+    ):
+        return f"'video_path' must be relative to the data folder, without '..', got {video_path!r}"
+    return None
 
 
 class DataError(ValueError):
@@ -121,7 +152,19 @@ class Dataset:
     problems: list[str] = field(default_factory=list)  # schema problems (non-strict loads only)
 
     def video_file(self, q: NaruQuestion) -> Path | None:
-        """The video for ``q``: its ``video_path`` override, else ``videos/<video_id>.<ext>``."""
+        """The video for ``q``: its ``video_path`` override, else ``videos/<video_id>.<ext>``.
+
+        A path leading outside the data folder raises DataError (unless
+        ``NARU_ALLOW_EXTERNAL_VIDEOS``): the loader already refused such questions, and this
+        keeps any other caller from opening the file."""
+        p = self._locate(q)
+        if p is not None and not settings().allow_external_videos:
+            problem = self.outside_problem(p)
+            if problem:
+                raise DataError([f"question {q.question_id!r}: {problem}"])
+        return p
+
+    def _locate(self, q: NaruQuestion) -> Path | None:
         root = self.video_root or (self.data_dir / "videos" if self.data_dir else None)
         if q.video_path:
             p = Path(q.video_path)
@@ -136,44 +179,139 @@ class Dataset:
                 return p
         return None
 
+    def roots(self) -> list[Path]:
+        """The folders a video may lie in, symlinks resolved: the data folder and the video folder
+        (a ``videos`` folder that is itself a link to a larger disk is the user's own set-up)."""
+        found = [self.data_dir, self.video_root or (self.data_dir / "videos" if self.data_dir else None)]
+        return [r.resolve() for r in found if r is not None]
+
+    def outside_problem(self, path: Path) -> str | None:
+        """Why ``path`` may not be opened (it resolves outside every root), or None."""
+        roots = self.roots()
+        if not roots:
+            return None
+        real = path.resolve()
+        if any(real == r or r in real.parents for r in roots):
+            return None
+        return (
+            f"{path} leads outside the data folder {roots[0]} (to {real}); refused, so that a data set "
+            f"cannot make the harness open or upload a file elsewhere. {ALLOW_HINT}"
+        )
+
+    def path_problems(self) -> list[str]:
+        """One problem per video that resolves outside the data folder; the questions on it are
+        dropped from ``questions`` (nothing will open it). Empty with NARU_ALLOW_EXTERNAL_VIDEOS."""
+        if settings().allow_external_videos:
+            return []
+        bad: dict[str, tuple[str, list[str]]] = {}
+        for q in self.questions:
+            p = self._locate(q)
+            problem = self.outside_problem(p) if p is not None else None
+            if problem:
+                bad.setdefault(str(p), (problem, []))[1].append(q.question_id)
+        if not bad:
+            return []
+        dropped = {qid for _, qids in bad.values() for qid in qids}
+        self.questions = [q for q in self.questions if q.question_id not in dropped]
+        return [
+            f"{self.source}: video {path} ({len(qids)} question(s), e.g. {qids[0]!r}): {problem}"
+            for path, (problem, qids) in bad.items()
+        ]
+
 
 # --------------------------------------------------------------------------- parsing
+
+
+class NonFiniteNumber(ValueError):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in a JSON text (Python's json accepts them; JSON does not)."""
+
+
+def _no_constant(token: str) -> Any:
+    raise NonFiniteNumber(f"non-finite number {token} (not JSON; write a finite number or null)")
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` refusing ``NaN`` / ``Infinity`` (a NonFiniteNumber naming the token)."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def _decode_problem(path: Path, data: bytes, e: UnicodeDecodeError, start: int = 0, lineno: int | None = None) -> str:
+    """``FILE:LINE: not valid UTF-8 at byte …``: the line and the offset in the file of the bad byte."""
+    offset = start + e.start
+    if lineno is None:
+        lineno = data.count(b"\n", 0, offset) + 1
+    col = offset - (data.rfind(b"\n", 0, offset) + 1)
+    return (
+        f"{path}:{lineno}: not valid UTF-8 at byte offset {offset} of the file (byte {col + 1} of the line, "
+        f"{data[offset : offset + 1]!r}); save the file as UTF-8"
+    )
 
 
 def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows of an annotation file (.jsonl, .json list, .parquet), and the problems met reading it.
 
-    A JSONL line that is not valid JSON is a problem naming the file and line, and reading goes
-    on, so every other check still runs on the other lines (all problems reported at once). A
-    .json file that does not parse has no readable row: DataError.
+    A JSONL line that is not valid UTF-8 or not valid JSON (``NaN`` and ``Infinity`` included) is
+    a problem naming the file and line, and reading goes on, so every other check still runs on
+    the other lines (all problems reported at once). A .json file that does not decode or parse
+    has no readable row: DataError.
     """
     suffix = path.suffix.lower()
     if suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq  # lazy: only parquet users pay for it
 
-        return pq.read_table(path).to_pylist(), []
-    text = path.read_text(encoding="utf-8")
+        try:
+            return pq.read_table(path).to_pylist(), []
+        except (OSError, pa.ArrowException) as e:  # not Parquet, truncated, invalid UTF-8 in a string column
+            raise DataError([f"{path}: not a readable Parquet file ({e})"]) from None
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DataError([f"{path}: cannot read the annotation file ({e.strerror or e})"]) from None
+    bom = len(b"\xef\xbb\xbf") if data.startswith(b"\xef\xbb\xbf") else 0  # a BOM some editors write
     if suffix == ".json":
         try:
-            rows = json.loads(text)
+            text = data[bom:].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError([_decode_problem(path, data, e, bom)]) from None
+        try:
+            rows = loads_strict(text)
         except json.JSONDecodeError as e:
-            raise DataError([f"{path}: not valid JSON ({e})"]) from None
+            raise DataError([f"{path}:{e.lineno}: not valid JSON ({e.msg})"]) from None
+        except NonFiniteNumber as e:
+            raise DataError([f"{path}: not valid JSON: {e}"]) from None
         if not isinstance(rows, list):
             raise DataError([f"{path}: expected a JSON list of records, got {type(rows).__name__}"])
         return rows, []
     rows, problems = [], []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    start = bom
+    for lineno, raw in enumerate(data[bom:].split(b"\n"), 1):
+        line_start, start = start, start + len(raw) + 1
+        if not raw.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problems.append(_decode_problem(path, data, e, line_start, lineno) + "; the line is skipped")
+            continue
+        try:
+            rows.append(loads_strict(line))
         except json.JSONDecodeError as e:
             problems.append(f"{path}:{lineno}: not valid JSON ({e.msg}); the line is skipped")
+        except NonFiniteNumber as e:
+            problems.append(f"{path}:{lineno}: not valid JSON: {e}; the line is skipped")
     return rows, problems
 
 
-def parse_rows(rows: Iterable[Mapping[str, Any]], source: str) -> tuple[list[NaruQuestion], list[str]]:
-    """Check the schema of every row; return the valid questions and all problems found."""
+def parse_rows(
+    rows: Iterable[Mapping[str, Any]], source: str, allow_external: bool | None = None
+) -> tuple[list[NaruQuestion], list[str]]:
+    """Check the schema of every row; return the valid questions and all problems found.
+
+    ``allow_external`` (default: ``NARU_ALLOW_EXTERNAL_VIDEOS``) accepts video ids that are not
+    plain names and ``video_path`` values that are absolute or climb with ``..``."""
+    if allow_external is None:
+        allow_external = settings().allow_external_videos
     questions: list[NaruQuestion] = []
     problems: list[str] = []
     seen: dict[str, int] = {}
@@ -210,14 +348,25 @@ def parse_rows(rows: Iterable[Mapping[str, Any]], source: str) -> tuple[list[Nar
         if sub is not None and not isinstance(sub, bool):
             errs.append(f"'subset_500' must be a boolean, got {sub!r}")
         dur = row.get("duration_s")
-        if dur is not None and (not isinstance(dur, (int, float)) or isinstance(dur, bool) or dur <= 0):
-            errs.append(f"'duration_s' must be a positive number, got {dur!r}")
+        if dur is not None and (
+            not isinstance(dur, (int, float)) or isinstance(dur, bool) or not math.isfinite(dur) or dur <= 0
+        ):
+            errs.append(f"'duration_s' must be a positive finite number, got {dur!r}")
         if row.get("synthetic") is not None and not isinstance(row.get("synthetic"), bool):
             errs.append(f"'synthetic' must be a boolean, got {row.get('synthetic')!r}")
         for key in ("video_path", "open_question", "reference_answer"):
             val = row.get(key)
             if val is not None and not isinstance(val, str):
                 errs.append(f"{key!r} must be a string, got {type(val).__name__}")
+        if not allow_external:
+            vid, vpath = row.get("video_id"), row.get("video_path")
+            path_errs = [
+                plain_name_problem(vid) if isinstance(vid, str) and vid.strip() else None,
+                relative_path_problem(vpath) if isinstance(vpath, str) and vpath else None,
+            ]
+            errs += [
+                f"{e}; refused, so that a data set cannot name a file elsewhere. {ALLOW_HINT}" for e in path_errs if e
+            ]
         if isinstance(qid, str):
             if qid in seen:
                 errs.append(f"duplicate question_id (first at record {seen[qid]})")
@@ -277,13 +426,14 @@ def load_local(data_dir: str | os.PathLike[str], strict: bool = True) -> Dataset
     rows, problems = read_rows(path)
     questions, schema_problems = parse_rows(rows, str(path))
     problems += schema_problems
-    if not questions and not problems:
+    ds = Dataset(questions, str(path), data_dir=data_dir)
+    problems += ds.path_problems()
+    if not ds.questions and not problems:
         problems.append(f"{path}: no questions")
     if problems and strict:
         raise DataError(problems)
-    return Dataset(
-        questions, str(path), data_dir=data_dir, fingerprint=fingerprint_questions(questions), problems=problems
-    )
+    ds.fingerprint, ds.problems = fingerprint_questions(ds.questions), problems
+    return ds
 
 
 def hf_column_map() -> dict[str, str]:
@@ -345,17 +495,13 @@ def load_hf(
         rows.append(rec)
     source = f"hf:{dataset_id}[{split}]"
     questions, problems = parse_rows(rows, source)
+    root = Path(video_root).resolve() if video_root else None
+    ds = Dataset(questions, source, data_dir=root.parent if root else None, video_root=root)
+    problems += ds.path_problems()
     if problems and strict:
         raise DataError(problems)
-    root = Path(video_root).resolve() if video_root else None
-    return Dataset(
-        questions,
-        source,
-        data_dir=root.parent if root else None,
-        video_root=root,
-        fingerprint=fingerprint_questions(questions),
-        problems=problems,
-    )
+    ds.fingerprint, ds.problems = fingerprint_questions(ds.questions), problems
+    return ds
 
 
 def load_dataset_from_env(strict: bool = True) -> Dataset:

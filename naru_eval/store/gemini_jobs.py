@@ -90,7 +90,7 @@ class GeminiJobs:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._conn = open_db(self.path, SCHEMA)
+        self._conn = open_db(self.path, SCHEMA, "Gemini job registry", "NARU_GEMINI_UPLOAD_REGISTRY")
 
     # -- context caches ---------------------------------------------------------------------------
     def put_cache(self, record: CacheRecord) -> None:

@@ -105,7 +105,7 @@ class JudgeStore:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path else default_cache_path()
         self._lock = threading.Lock()
-        self._conn = open_db(self.path, SCHEMA)
+        self._conn = open_db(self.path, SCHEMA, "judge cache", "NARU_JUDGE_CACHE")
 
     # -- calls ----------------------------------------------------------------------------------
     def get_call(self, key: str) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from naru_eval.store.db import cache_dir, open_db, open_readonly
+from naru_eval.store.db import StoreWriteError, cache_dir, open_db, open_readonly
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -40,6 +40,9 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT NULL, created REAL NOT NULL);
 """
+
+#: how the store's errors name it, and the setting that moves it
+WHAT, VARIABLE = "response store", "NARU_RESPONSE_STORE"
 
 _SECRET_NAMES = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "authorization", "bearer"})
 _SECRET_SUFFIXES = ("_key", "-key", "_token", "-token", "_secret", "_password", "apikey")
@@ -81,7 +84,7 @@ class UsageRow:
 
 def runs(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """run key -> the description it hashes (secrets already dropped), read-only."""
-    conn = open_readonly(Path(path))
+    conn = open_readonly(Path(path), WHAT)
     try:
         rows = conn.execute("SELECT run_key, description FROM runs").fetchall()
     finally:
@@ -100,7 +103,7 @@ def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = 
     if keys is not None:
         sql += f" WHERE run_key IN ({','.join('?' * len(keys))})"
         params = tuple(keys)
-    conn = open_readonly(Path(path))
+    conn = open_readonly(Path(path), WHAT)
     try:
         rows = conn.execute(sql + " ORDER BY run_key, question_id", params).fetchall()
     finally:
@@ -116,12 +119,31 @@ def default_store_path() -> Path:
 
 
 class ResponseStore:
-    """SQLite-backed, thread-safe, one commit per answer."""
+    """SQLite-backed, thread-safe, one commit per answer.
+
+    A store that cannot be opened, read or written raises a
+    :class:`~naru_eval.store.db.StoreError` naming it, what is wrong and what to do. After a
+    failed write, :meth:`check_writable` raises too: an answer asked now could not be kept and
+    would be paid again on the rerun, so the adapter asks nothing more (model_adapters/base.py)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path else default_store_path()
         self._lock = threading.Lock()
-        self._conn = open_db(self.path, SCHEMA)
+        self._conn = open_db(self.path, SCHEMA, WHAT, VARIABLE)
+        self.write_error: StoreWriteError | None = None
+        self.stored = 0  # answers and failures written by this process
+
+    def check_writable(self) -> None:
+        """Raise StoreWriteError once a write has failed: no new question may be asked."""
+        e = self.write_error
+        if e is not None:
+            raise StoreWriteError(
+                e.path,
+                e.kind,
+                f"stopped asking new questions: {e} An answer received now could not be kept, and would be "
+                f"asked (and paid for) again on the rerun. This process stored {self.stored} answer(s) before the "
+                "failure; the rerun reuses every stored answer.",
+            )
 
     def register_run(self, key: str, description: Mapping[str, Any]) -> None:
         with self._lock:
@@ -158,6 +180,19 @@ class ResponseStore:
         return dict(rows)
 
     def _put(self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Any) -> None:
+        try:
+            self._write(key, qid, status, response, error, usage)
+        except StoreWriteError as e:
+            self.write_error = self.write_error or e
+            raise StoreWriteError(
+                e.path,
+                e.kind,
+                f"{e} The {'answer' if status == 'ok' else 'failure'} of {qid.split(':')[0]} was received but not "
+                "stored, so no further question is asked in this run.",
+            ) from None
+        self.stored += 1
+
+    def _write(self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Any) -> None:
         with self._lock:
             self._conn.execute(
                 """INSERT INTO responses (run_key, question_id, status, response, error, usage, attempts, updated)

@@ -109,7 +109,7 @@ class UploadRegistry:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._conn = open_db(self.path, SCHEMA)
+        self._conn = open_db(self.path, SCHEMA, "Gemini upload registry", "NARU_GEMINI_UPLOAD_REGISTRY")
 
     # -- content hashes ---------------------------------------------------------------------------
     def sha256(self, path: str | os.PathLike[str]) -> str:

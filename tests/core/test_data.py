@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,8 @@ def test_load_local_jsonl(small_data):
     q = ds.questions[0]
     assert isinstance(q, NaruQuestion) and len(q.options) == 4 and q.answer in "ABCD"
     assert ds.video_file(q).name == f"{q.video_id}.mp4"
-    assert len(ds.fingerprint) == 16
+    # synthetic data says so in its fingerprint (never ranked beside the published rows)
+    assert ds.fingerprint.startswith("synthetic-") and len(ds.fingerprint.removeprefix("synthetic-")) == 16
 
 
 def test_json_and_parquet_load_the_same(copy_data):
@@ -132,3 +134,141 @@ def test_hf_dataset_with_column_mapping(small_data, tmp_path, monkeypatch):
     assert "unknown schema" in msg and "question_id, options" in msg
     assert "Columns found: " in msg and "qid" in msg and "choices" in msg and "category" in msg
     assert "NARU_HF_COLUMNS='{" in msg
+
+
+# ------------------------------------------------------------------ hostile data (issue 20)
+
+
+def _outside_video(tmp_path, small_data):
+    """A real, readable video outside the data folder (``tmp_path/outside/secret.mp4``)."""
+    import shutil
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    return shutil.copy(small_data / "videos" / "vid000.mp4", outside / "secret.mp4")
+
+
+def test_ids_and_paths_leading_outside_the_data_folder_are_refused_all_at_once(copy_data, small_data, tmp_path):
+    d = copy_data()  # tmp_path/data
+    secret = _outside_video(tmp_path, small_data)
+    rows = read_jsonl(d / "annotations.jsonl")
+    rows[0]["video_id"] = "../../outside/secret"  # videos/../../outside/secret.mp4
+    rows[1]["video_path"] = "../outside/secret.mp4"
+    rows[2]["video_path"] = str(secret)  # absolute
+    rows[3]["answer"] = "Z"  # an ordinary schema problem, reported with the others
+    write_jsonl(d / "annotations.jsonl", rows)
+    link_qids = [r["question_id"] for r in rows if r["video_id"] == "vid005"]
+    (d / "videos" / "vid005.mp4").unlink()
+    (d / "videos" / "vid005.mp4").symlink_to(secret)  # a symlink leading out
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    problems = err.value.problems
+    assert len(problems) == 5, problems
+    text = str(err.value)
+    assert "'video_id' must be a plain file name" in text and "'../../outside/secret'" in text
+    assert "'video_path' must be relative to the data folder, without '..'" in text
+    assert repr(str(secret)) in text and "'Z'" in text
+    (link,) = [p for p in problems if "vid005.mp4" in p]
+    assert f"{len(link_qids)} question(s)" in link and "leads outside the data folder" in link
+    assert all("NARU_ALLOW_EXTERNAL_VIDEOS=1" in p for p in problems if "'Z'" not in p)
+    # the non-strict load (the preflight's) keeps no question on a refused path
+    ds = load_local(d, strict=False)
+    kept = {q.question_id for q in ds.questions}
+    assert not kept & {rows[0]["question_id"], rows[1]["question_id"], rows[2]["question_id"], *link_qids}
+    assert len(kept) == 36 - 4 - len(link_qids)
+    # the preflight opens none of them: no video of the outside file is probed
+    from naru_eval.core.validate import validate
+
+    report = validate(d)
+    assert len(report.problems) == 5 and set(report.videos) == {f"vid00{i}" for i in range(5)}
+    assert all(Path(info.path).resolve() != secret.resolve() for info in report.videos.values())
+
+
+def test_outside_videos_are_allowed_with_the_documented_opt_in(copy_data, small_data, tmp_path, monkeypatch):
+    d = copy_data()
+    secret = _outside_video(tmp_path, small_data)
+    rows = read_jsonl(d / "annotations.jsonl")
+    rows[0]["video_path"] = str(secret)
+    rows[1]["video_id"] = "../../outside/secret"
+    write_jsonl(d / "annotations.jsonl", rows)
+    monkeypatch.setenv("NARU_ALLOW_EXTERNAL_VIDEOS", "1")
+    ds = load_local(d)
+    by_id = {q.question_id: q for q in ds.questions}
+    assert ds.video_file(by_id[rows[0]["question_id"]]) == secret
+    assert ds.video_file(by_id[rows[1]["question_id"]]).resolve() == secret.resolve()
+    monkeypatch.delenv("NARU_ALLOW_EXTERNAL_VIDEOS")
+    with pytest.raises(DataError, match="leads outside the data folder"):
+        ds.video_file(by_id[rows[0]["question_id"]])  # the loaded data set is checked again at use
+
+
+def test_a_videos_folder_linked_to_another_disk_is_the_users_set_up(copy_data, tmp_path):
+    d = copy_data()
+    (d / "videos").rename(tmp_path / "big_disk_videos")
+    (d / "videos").symlink_to(tmp_path / "big_disk_videos")
+    ds = load_local(d)
+    assert len(ds.questions) == 36 and ds.video_file(ds.questions[0]).exists()
+
+
+def test_invalid_utf8_names_file_line_and_byte_offset(copy_data):
+    d = copy_data()
+    path = d / "annotations.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    bad = lines[4].replace(b'"question": "', b'"question": "\xff\xfe', 1)
+    assert bad != lines[4]
+    lines[4] = bad
+    offset = sum(len(line) + 1 for line in lines[:4]) + bad.index(b"\xff")
+    lines[7] = lines[7].replace(b'"answer": "', b'"answer": "Z', 1)  # another problem, reported too
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    problems = err.value.problems
+    assert len(problems) == 2, problems
+    assert f"{path}:5: not valid UTF-8 at byte offset {offset} of the file" in problems[0]
+    assert "'answer' must be one of A, B, C, D, got 'Z" in problems[1]
+
+
+def test_invalid_utf8_in_a_json_list_is_named(copy_data):
+    d = copy_data()
+    rows = read_jsonl(d / "annotations.jsonl")
+    (d / "annotations.jsonl").unlink()
+    data = json.dumps(rows, ensure_ascii=False, indent=1).encode()
+    at = data.index(b'"question": "') + len(b'"question": "')
+    (d / "annotations.json").write_bytes(data[:at] + b"\xc3" + data[at:])
+    line = data[:at].count(b"\n") + 1
+    with pytest.raises(DataError, match=rf"annotations.json:{line}: not valid UTF-8 at byte offset {at} "):
+        load_local(d)
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_durations_are_refused(copy_data, token):
+    d = copy_data()
+    path = d / "annotations.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[2])
+    row["duration_s"] = 1.5
+    lines[2] = json.dumps(row).replace("1.5", token)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    (problem,) = err.value.problems
+    assert str(path) in problem and ("annotations.jsonl:3" in problem or row["question_id"] in problem)
+    assert "non-finite" in problem or "finite number" in problem
+
+
+def test_non_finite_numbers_from_parquet_or_the_hub_are_refused():
+    from naru_eval.core.data import parse_rows
+
+    base = {"question_id": "q", "video_id": "v", "category": "N.1", "question": "?", "options": list("abcd")}
+    rows = [{**base, "question_id": f"q{i}", "answer": "A", "duration_s": x} for i, x in enumerate([1e400, -1e400])]
+    rows.append({**base, "question_id": "q_nan", "answer": "A", "duration_s": float("nan")})
+    questions, problems = parse_rows(rows, "hf:x[test]")
+    assert questions == [] and len(problems) == 3
+    assert all("'duration_s' must be a positive finite number" in p for p in problems)
+
+
+def test_an_unreadable_parquet_file_is_named(copy_data):
+    d = copy_data()
+    (d / "annotations.jsonl").unlink()
+    (d / "annotations.parquet").write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(DataError, match=r"annotations.parquet: not a readable Parquet file"):
+        load_local(d)

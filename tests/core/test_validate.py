@@ -106,3 +106,50 @@ def test_preflight_accepts_broadcast_ts_and_names_truncation_like_the_sampler(co
     assert message in report.problems[0]
     with pytest.raises(VideoError, match=message):
         sample_frames(truncated, num_frames=8)
+
+
+def test_hostile_annotations_all_reported_by_validate_data_and_the_task_preflight(copy_data, monkeypatch, capsys):
+    """Invalid UTF-8, a NaN, an id climbing out of the data folder and a broken video: one
+    report naming each (file, line, byte offset), from validate-data and the lmms-eval task."""
+    from naru_eval.core.data import DataError
+    from naru_eval.lmms.tasks import process_docs_all
+
+    d = copy_data()
+    path = d / "annotations.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = lines[1].replace(b'"question": "', b'"question": "\x80', 1)
+    offset = len(lines[0]) + 1 + lines[1].index(b"\x80")
+    lines[2] = lines[2].replace(b'"category"', b'"duration_s": NaN, "category"', 1)
+    lines[3] = lines[3].replace(b'"video_id": "vid', b'"video_id": "../../../vid', 1)
+    path.write_bytes(b"\n".join(lines))
+    (d / "videos" / "vid004.mp4").write_bytes(b"")
+    expected = [
+        f"{path}:2: not valid UTF-8 at byte offset {offset} of the file",
+        f"{path}:3: not valid JSON: non-finite number NaN",
+        "'video_id' must be a plain file name",
+        "video 'vid004'",
+    ]
+    assert main(["validate-data", str(d)]) == 1
+    err = capsys.readouterr().err
+    assert "4 problem(s)" in err and "Traceback" not in err
+    for needle in expected:
+        assert needle in err, (needle, err)
+    monkeypatch.setenv("NARU_DATA_DIR", str(d))
+    with pytest.raises(DataError) as preflight:
+        process_docs_all(None)
+    assert "NARU preflight failed; nothing was run (4 problem(s))" in str(preflight.value)
+    for needle in expected:
+        assert needle in str(preflight.value), needle
+
+
+def test_a_command_given_hostile_data_names_it_without_a_traceback(copy_data, monkeypatch, capsys):
+    d = copy_data()
+    rows = read_jsonl(d / "annotations.jsonl")
+    rows[0]["video_path"] = "/etc/hostname"
+    write_jsonl(d / "annotations.jsonl", rows)
+    monkeypatch.setenv("NARU_JUDGE_BACKEND", "offline-lexical")
+    monkeypatch.setenv("NARU_JUDGE_CACHE", str(d / "judge.sqlite"))
+    assert main(["judge", "facts", "--data-dir", str(d), "--out", str(d / "facts.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("naru-eval judge: NARU data is invalid (1 problem(s))")
+    assert "'video_path' must be relative to the data folder" in err and "Traceback" not in err

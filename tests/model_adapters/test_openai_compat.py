@@ -451,7 +451,8 @@ def test_concurrency_backs_off_on_a_429_and_grows_again(tmp_path, docs):
         return answer_for(req.text)
 
     with OpenAIStub(responder=responder, statuses=[429], latency=0.15) as stub:
-        model, sleeps = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=8)
+        # every question at once (prefix_first off): the limiter is measured at full fan-out
+        model, sleeps = make_model(stub, tmp_path, docs, num_frames=2, max_concurrency=8, prefix_first=False)
         out = model.generate_until(instances(docs))
         statuses = [r.status for r in sorted(stub.chat_requests(), key=lambda r: r.received)]
     assert out == [answer_for(doc_to_text(d)) for d in docs]
@@ -937,3 +938,27 @@ def test_lmms_eval_tasks_naru_asks_each_distinct_question_once(tmp_path):
         )
         assert again.ok and stub.chat_requests() == []
     assert store_counts(store) == {"ok": len(docs)}
+
+
+@pytest.mark.slow
+def test_lmms_eval_qwen_default_is_one_video_part_and_the_payloads_say_so(data, docs, tmp_path):
+    """A Qwen-family served model through the real lmms-eval: by default one video part per
+    question and no image part, every sample payload marked ``input_mode: video``."""
+    qwen = "Qwen/Qwen2.5-VL-7B-Instruct"
+    store = tmp_path / "store.sqlite"
+    with OpenAIStub(responder=stub_responder, models=(qwen,), owner="vllm") as stub:
+        run = run_lmms_eval(
+            "naru_openai_compat",
+            model_args(stub, model=qwen),
+            [TASK],
+            tmp_path / "out",
+            env=lmms_env(data, store),
+            timeout=240,
+        )
+        reqs = stub.chat_requests()
+    assert_metrics(run, data, intended_letters(docs))
+    assert len(reqs) == len(docs) and all(r.part_types == ["video_url", "text"] for r in reqs)
+    assert all(len(r.video_frames()[0]) == 4 and r.media_io_kwargs["video"]["num_frames"] == -1 for r in reqs)
+    samples = [s["overall"] for s in read_jsonl(run.sample_files[TASK])]
+    assert len(samples) == len(docs)
+    assert {(s["adapter"], s["input_mode"]) for s in samples} == {("naru_openai_compat", "video")}

@@ -19,7 +19,26 @@ be changed between requests:
 * ``latency``: seconds each reply waits before it is sent;
 * ``hold_after``: let that many chat requests through (counted on arrival), then hold every
   later one until :meth:`release`;
-* ``models``: the ids ``GET /v1/models`` lists.
+* ``models``: the ids ``GET /v1/models`` lists (``owned_by``: ``owner``, vLLM's is ``vllm``,
+  SGLang's ``sglang``; ``max_model_len`` when given, as both list it).
+
+**The video part** is read as vLLM reads it (vllm/multimodal/media/video.py): a ``video_url``
+data URL of media type ``video/jpeg`` is comma-separated base64 JPEG frames, one video, not
+sampled again; the request's ``media_io_kwargs["video"]`` carries its timing (``fps``,
+``frames_indices`` one per frame, ``total_num_frames`` >= frames, ``duration``, ``num_frames``
+-1 or at least the frames). A part that breaks these rules is answered 400 with the reason, as
+the server would refuse it. :meth:`StubRequest.video_frames` decodes the frames back to pixels.
+
+**A prefix cache** (``prefix_cache=True``) models the server's (vLLM's automatic prefix
+caching, SGLang's RadixAttention) in tokens: everything before the question (the media, with
+its ``media_io_kwargs``) costs ``tokens_per_frame`` tokens per frame, the question
+``len(text) // 4 + 1``. A request whose media prefix is cached when it arrives recomputes only
+its question; one that is not computes the prefix too (one *video prefill*, counted per prefix
+in :attr:`OpenAIStub.prefills`), and the prefix is cached once that prefill ends, so requests
+that arrive while it runs compute it again, as concurrently scheduled requests do on a real
+server. With ``prefill_s_per_token`` the computing takes time on one shared "GPU" (a lock),
+so a run's wall time follows the tokens it made the server compute. The reply's ``usage``
+then reports ``prompt_tokens_details.cached_tokens``.
 
 The Batch API is served as well, in its wire format: ``POST /v1/files`` (multipart upload,
 ``purpose=batch``), ``GET /v1/files/{id}/content``, ``POST /v1/batches`` and ``GET
@@ -35,12 +54,16 @@ Header names are recorded lower-cased.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import email.parser
 import email.policy
 import hashlib
+import io
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,6 +90,8 @@ class StubRequest(RecordedRequest):
 
     #: the request body as it came over the wire (the SDK's serialization, byte for byte)
     raw: bytes = b""
+    #: prompt tokens the prefix cache served (``prefix_cache``)
+    cached: int = 0
 
     # -- helpers for chat requests ------------------------------------------------------------
     @property
@@ -101,6 +126,52 @@ class StubRequest(RecordedRequest):
         return out
 
     @property
+    def media_io_kwargs(self) -> dict[str, Any]:
+        """The request's per-request ``media_io_kwargs`` (vLLM's field; ``extra_body`` in the SDK)."""
+        got = self.body.get("media_io_kwargs") if isinstance(self.body, dict) else None
+        return dict(got) if isinstance(got, dict) else {}
+
+    def video_jpegs(self) -> list[list[bytes]]:
+        """The JPEG bytes of each ``data:video/jpeg`` video part, frame by frame, in order."""
+        out = []
+        for url in self.media_urls:
+            if url.startswith(VIDEO_JPEG):
+                out.append([base64.b64decode(b, validate=True) for b in url[len(VIDEO_JPEG) :].split(",")])
+        return out
+
+    def video_frames(self) -> list[Any]:
+        """The frames of each ``data:video/jpeg`` part decoded back to pixels (uint8 HxWx3 arrays)."""
+        import numpy as np
+        from PIL import Image
+
+        return [[np.asarray(Image.open(io.BytesIO(j)).convert("RGB")) for j in video] for video in self.video_jpegs()]
+
+    @property
+    def media_frames(self) -> int:
+        """Frames the server would take from the media: one per image, each JPEG of a
+        ``video/jpeg`` part, and 32 (vLLM's default) for a video it samples itself."""
+        n = 0
+        for p in self.content:
+            if p.get("type") == "image_url":
+                n += 1
+            elif p.get("type") == "video_url":
+                url = p["video_url"]["url"]
+                n += url.count(",") if url.startswith(VIDEO_JPEG) else 32
+        return n
+
+    @property
+    def prefix_key(self) -> str | None:
+        """What a prefix cache keys the part before the question on: the media and its
+        ``media_io_kwargs`` (None without media)."""
+        if not self.media_urls:
+            return None
+        h = hashlib.sha256()
+        for url in self.media_urls:
+            h.update(hashlib.sha256(url.encode()).digest())
+        h.update(json.dumps(self.media_io_kwargs, sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
+    @property
     def signature(self) -> str:
         """Identifies the question asked: a hash of the media and the text."""
         h = hashlib.sha256()
@@ -111,6 +182,40 @@ class StubRequest(RecordedRequest):
 
 
 Responder = Callable[[StubRequest], "str | Reply | None"]
+
+#: vLLM's data URL of pre-extracted frames (comma-separated base64 JPEGs)
+VIDEO_JPEG = "data:video/jpeg;base64,"
+
+
+def video_part_error(req: StubRequest) -> str | None:
+    """Why a server would refuse the request's ``video/jpeg`` part(s), or None: each frame a
+    JPEG, and the timing in ``media_io_kwargs["video"]`` valid for the frames sent."""
+    try:
+        videos = req.video_jpegs()
+    except (binascii.Error, ValueError) as e:
+        return f"video/jpeg: a frame is not base64 ({e})"
+    if not videos:
+        return None
+    if len(videos) > 1:
+        return "one video per prompt (--limit-mm-per-prompt video=1)"
+    frames = videos[0]
+    if any(not j.startswith(b"\xff\xd8") for j in frames):
+        return "video/jpeg: a frame is not a JPEG"
+    meta = req.media_io_kwargs.get("video") or {}
+    fps, idx, total, dur = (meta.get(k) for k in ("fps", "frames_indices", "total_num_frames", "duration"))
+    num = meta.get("num_frames", -1)
+    if not isinstance(fps, (int, float)) or fps <= 0:
+        return f"media_io_kwargs.video.fps must be > 0, got {fps!r}"
+    if not isinstance(idx, list) or len(idx) != len(frames) or not all(isinstance(i, int) for i in idx):
+        return f"media_io_kwargs.video.frames_indices must be one int per frame ({len(frames)}), got {idx!r}"
+    if not isinstance(total, int) or total < len(frames) or (idx and (min(idx) < 0 or max(idx) >= total)):
+        return f"media_io_kwargs.video.total_num_frames must cover the frames sent, got {total!r}"
+    if not isinstance(dur, (int, float)) or dur <= 0:
+        return f"media_io_kwargs.video.duration must be > 0, got {dur!r}"
+    if num != -1 and (not isinstance(num, int) or num < len(frames)):
+        return f"media_io_kwargs.video.num_frames={num!r} would drop frames (send -1)"
+    return None
+
 
 #: the final statuses of a batch
 BATCH_TERMINAL = ("completed", "failed", "expired", "cancelled")
@@ -196,6 +301,11 @@ class OpenAIStub(LoopbackServer):
         hold_after: int | None = None,
         fingerprint: str = "fp_naru_stub",
         models: Sequence[str] = ("stub",),
+        owner: str = "stub",
+        max_model_len: int | None = None,
+        prefix_cache: bool = False,
+        tokens_per_frame: int = 64,
+        prefill_s_per_token: float = 0.0,
         batch_polls: int = 1,
         batch_final_status: str = "completed",
         batch_expire_after: int = 0,
@@ -210,6 +320,18 @@ class OpenAIStub(LoopbackServer):
         self.hold_after = hold_after
         self.fingerprint = fingerprint
         self.models = list(models)
+        self.owner = owner
+        self.max_model_len = max_model_len
+        self.prefix_cache = prefix_cache
+        self.tokens_per_frame = tokens_per_frame
+        self.prefill_s_per_token = prefill_s_per_token
+        #: prefix key -> how many requests computed that media prefix (video prefills)
+        self.prefills: Counter[str] = Counter()
+        #: prompt tokens the server computed, and those it served from the cache
+        self.computed_tokens = 0
+        self.cached_tokens = 0
+        self._cached: set[str] = set()
+        self._gpu = threading.Lock()
         self.batch_polls = batch_polls
         self.batch_final_status = batch_final_status
         self.batch_expire_after = batch_expire_after
@@ -372,10 +494,32 @@ class OpenAIStub(LoopbackServer):
             b.error_file_id = self.add_file(f"{b.id}_error.jsonl", "batch_output", ("\n".join(err) + "\n").encode()).id
         b.status = self.batch_final_status
 
+    def prefill(self, req: StubRequest) -> None:
+        """The prefix-cache model (see the module docstring): count, and with
+        ``prefill_s_per_token`` spend, the prompt tokens this request makes the server compute."""
+        key = req.prefix_key
+        media = req.media_frames * self.tokens_per_frame
+        text = len(req.text) // 4 + 1
+        with self._lock:
+            hit = key is not None and key in self._cached
+        computed = text + (0 if hit or key is None else media)
+        if self.prefill_s_per_token:
+            with self._gpu:
+                time.sleep(computed * self.prefill_s_per_token)
+        with self._lock:
+            self.computed_tokens += computed
+            req.cached = media if hit else 0
+            self.cached_tokens += req.cached
+            if key is not None and not hit:
+                self.prefills[key] += 1
+                self._cached.add(key)
+
     def completion(self, req: StubRequest, reply: Reply) -> dict[str, Any]:
         body = req.body if isinstance(req.body, dict) else {}
         n_media = len(req.media_urls)
         prompt_tokens = len(req.text) // 4 + 64 * n_media
+        if self.prefix_cache:
+            prompt_tokens = len(req.text) // 4 + 1 + req.media_frames * self.tokens_per_frame
         completion_tokens = len((reply.content or reply.refusal or "").split())
         with self._lock:
             n = len(self.requests)
@@ -397,6 +541,7 @@ class OpenAIStub(LoopbackServer):
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                **({"prompt_tokens_details": {"cached_tokens": req.cached}} if self.prefix_cache else {}),
             },
         }
 
@@ -445,7 +590,11 @@ class _Handler(RecordingHandler):
         parts = path.split("/")
         req.status = 200
         if path.endswith("/models"):
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "stub"} for m in self.stub.models]
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": self.stub.owner}
+                | ({"max_model_len": self.stub.max_model_len} if self.stub.max_model_len else {})
+                for m in self.stub.models
+            ]
             self._send_json(200, {"object": "list", "data": data})
         elif len(parts) >= 3 and parts[-3] == "files" and parts[-1] == "content":
             f = stub.files.get(parts[-2])
@@ -490,7 +639,10 @@ class _Handler(RecordingHandler):
             stub._admitted += 1
         try:
             stub._hold(ticket)
-            reply = stub._decide(req)
+            invalid = video_part_error(req)
+            reply = Reply(status=400, content=invalid) if invalid else stub._decide(req)
+            if reply.status == 200 and not reply.disconnect and stub.prefix_cache:
+                stub.prefill(req)
             wait = stub.latency + reply.delay
             if wait:
                 time.sleep(wait)
@@ -501,7 +653,7 @@ class _Handler(RecordingHandler):
             if reply.status != 200:
                 err = {
                     "error": {
-                        "message": f"stub error {reply.status}",
+                        "message": invalid or f"stub error {reply.status}",
                         "type": _REASONS.get(reply.status, "server_error"),
                         "code": reply.status,
                     }
