@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers.imports import FORBIDDEN, LAYERS, cycles, import_graph, layer_of, violations
+from tests.helpers.imports import FORBIDDEN, LAYERS, cycles, import_graph, layer_of, public_api, violations
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,3 +68,50 @@ def test_no_test_imports_another_test_module(tmp_path):
     probe = tmp_path / "test_probe.py"
     probe.write_text("def f():\n    from tests.model_adapters.test_families import make\n")
     assert _imported_test_modules(probe) == ["tests.model_adapters.test_families"]
+
+
+def _plant(root: Path, files: dict[str, str]) -> None:
+    """A package tree under ``root``: every folder gets an ``__init__.py``."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        for folder in path.relative_to(root).parents:
+            init = root / folder / "__init__.py"
+            if str(folder) != "." and not init.exists():
+                init.write_text("", encoding="utf-8")
+
+
+def test_a_public_api_name_imported_from_the_package_is_followed(tmp_path):
+    """``from naru_eval import build_leaderboard`` in core is an import of report: the lazy public
+    API (``_PUBLIC`` of naru_eval/__init__.py) cannot hide a layer violation or a cycle."""
+    _plant(
+        tmp_path,
+        {
+            "naru_eval/__init__.py": '_PUBLIC: dict[str, str] = {"build_leaderboard": "naru_eval.report.lb"}\n',
+            "naru_eval/core/a.py": "def f():\n    from naru_eval import build_leaderboard, __version__\n",
+            "naru_eval/report/lb.py": "from naru_eval.core import a\n",
+        },
+    )
+    graph = import_graph(tmp_path)
+    assert "naru_eval.report.lb" in graph["naru_eval.core.a"].ours
+    found = violations(graph, tmp_path)
+    assert found == ["naru_eval.core.a:2 imports naru_eval.report.lb (core may not import report)"]
+    assert cycles(graph) == [["naru_eval.core.a", "naru_eval.report.lb"]]
+    # the real table is read too: every public name resolves to one of our modules
+    assert public_api(ROOT) and all(m in import_graph(ROOT) for m in public_api(ROOT).values())
+
+
+def test_report_may_not_import_model_adapters(tmp_path):
+    """The report layer reads logs and stores; it never imports an adapter (budgets live in core)."""
+    _plant(
+        tmp_path,
+        {
+            "naru_eval/__init__.py": "",
+            "naru_eval/report/x.py": "from model_adapters.budgets import default_sampling\n",
+            "model_adapters/budgets.py": "",
+        },
+    )
+    found = violations(import_graph(tmp_path), tmp_path)
+    assert found == ["naru_eval.report.x:1 imports model_adapters.budgets (report may not import model_adapters)"]
+    assert "model_adapters" not in LAYERS["report"]

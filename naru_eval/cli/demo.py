@@ -18,7 +18,8 @@ from pathlib import Path
 from naru_eval.core.scoring import METRICS, close, metrics_from_samples_log
 from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, demo_responses, make_dataset
 from naru_eval.lmms.run import run_lmms_eval
-from naru_eval.report.leaderboard import build_leaderboard, write_outputs
+from naru_eval.report.leaderboard import build_leaderboard
+from naru_eval.report.render import write_outputs
 from naru_eval.report.summary import metrics_table
 
 TASKS = ("naru_mcq", "naru_mcq_500")

@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    from naru_eval.report.diagnostics import diagnose, summary_text, write_report
+    from naru_eval.report.diagnostics import diagnose
+    from naru_eval.report.diagnostics_render import summary_text, write_report
 
     edges = args.duration_edges if isinstance(args.duration_edges, list) else _edges(args.duration_edges)
     try:

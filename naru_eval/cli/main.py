@@ -168,11 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from naru_eval.core.data import DataError
+    from naru_eval.core.scoring import SampleLogError
     from naru_eval.store.db import StoreError
 
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except SampleLogError as e:  # a user's file (truncated, empty, another task's): named, no traceback
+        print(f"naru-eval {args.command}: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except (StoreError, DataError) as e:  # a store that cannot be used, or bad data: named, no traceback

@@ -11,9 +11,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from naru_eval.core.numbers import fmt_ci, fmt_num
+
+if TYPE_CHECKING:
+    from naru_eval.providers.gemini.cost import UsageTotals
+    from naru_eval.report.models import LeaderboardDocument
 
 
 def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
@@ -27,8 +31,9 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, str]:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from naru_eval.report.leaderboard import build_leaderboard, write_outputs
-    from naru_eval.report.paper import format_checks, load_reference
+    from naru_eval.report.leaderboard import build_leaderboard
+    from naru_eval.report.paper import ConsistencyCheck, format_checks, load_reference
+    from naru_eval.report.render import write_outputs
 
     ref = load_reference(args.paper_reference)
     try:
@@ -46,30 +51,27 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         print(f"naru-eval leaderboard: {e}", file=sys.stderr)
         return 2
     paths = write_outputs(lb, args.output, plots=not args.no_plots)
-    data = lb.data
-    pub = data["published"]["rows"]
-    print(f"{len(pub)} published row(s) of the NARU authors ({_paper(data)})")
+    doc = lb.document
+    print(f"{len(doc.published.rows)} published row(s) of the NARU authors ({_paper(doc)})")
     if args.run_dirs:
-        print(f"{len(data['entries'])} entr{'y' if len(data['entries']) == 1 else 'ies'} from {args.run_dirs}")
-    for entry in data["entries"]:
-        ci = entry["ci95"]["overall"] if entry.get("ci95") else None
-        ov = entry["metrics"].get("overall")
-        d = 2 if entry["task"].startswith("naru_open") else 1  # open-ended recall is 0-1
+        print(f"{len(doc.entries)} entr{'y' if len(doc.entries) == 1 else 'ies'} from {args.run_dirs}")
+    for entry in doc.entries:
+        ci = entry.ci95.get("overall") if entry.ci95 else None
+        d = 2 if entry.task.startswith("naru_open") else 1  # open-ended recall is 0-1
         ci_s = f" {fmt_ci(ci, d)}" if ci else ""
-        ov_s = fmt_num(ov, d)
         print(
-            f"  {entry['id']}: overall {ov_s}{ci_s} (n={entry['n'].get('overall')})"
-            + (" CONFLICT" if entry.get("conflict") else "")
+            f"  {entry.id}: overall {fmt_num(entry.metrics.get('overall'), d)}{ci_s} (n={entry.n.get('overall')})"
+            + (" CONFLICT" if entry.conflict else "")
         )
-    for t in data["tables"]:
-        print(f"  table {t['task']} (data {t['data'] or 'official, published only'}): {len(t['rows'])} rows")
-    for r in data["paper"]["comparison"]:
-        diff = fmt_num(r["diff"], signed=True)
-        print(f"  vs paper {r['paper_model']} ({r['source']}, {r['metric']}): paper {r['paper']:g}, diff {diff}")
-    from naru_eval.report.paper import ConsistencyCheck
-
+    for t in doc.tables:
+        print(f"  table {t.task} (data {t.data or 'official, published only'}): {len(t.rows)} rows")
+    for u in doc.unverified:
+        print(f"  not ranked: {u.model} {u.task} ({u.results_file}): {u.reason}")
+    for r in doc.paper.comparison:
+        diff = fmt_num(r.diff, signed=True)
+        print(f"  vs paper {r.paper_model} ({r.source}, {r.metric}): paper {r.paper:g}, diff {diff}")
     print("paper consistency check:")
-    print(format_checks([ConsistencyCheck(**c) for c in data["paper"]["consistency"]]))
+    print(format_checks([ConsistencyCheck(**c.model_dump()) for c in doc.paper.consistency]))
     for w in lb.warnings:
         print(f"warning: {w}", file=sys.stderr)
     for err in lb.errors:
@@ -79,24 +81,15 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 1 if lb.errors else 0
 
 
-def _paper(data: dict[str, Any]) -> str:
-    p = data["published"]["paper"]
-    return f"{p['title']}, arXiv {p['arxiv']}"
+def _paper(doc: LeaderboardDocument) -> str:
+    p = doc.published.paper
+    return f"{p.title}, arXiv {p.arxiv}"
 
 
 def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
     """A run given as a sample log, a results file or a directory holding one results file:
     (task -> sample log, a label)."""
-    from naru_eval.report.leaderboard import (
-        budget_of,
-        find_manifest,
-        find_results_files,
-        model_label,
-        parse_model_args,
-        read_manifest,
-        sample_logs,
-        sampling_label,
-    )
+    from naru_eval.report.runs import ResultsFile, discover, find_manifest, read_manifest
 
     p = Path(path)
     if not p.exists():
@@ -105,22 +98,22 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
         task = p.name.split("_samples_", 1)[1][: -len(".jsonl")] if "_samples_" in p.name else "?"
         return {task: p}, str(p)
     if p.is_file():
-        rf = p
+        res = ResultsFile.read(p)
     else:
-        found = find_results_files([p])
+        found = sorted(discover([p]).results.items())
         if not found:
             raise FileNotFoundError(f"{p}: no *_results.json below it")
         if len(found) > 1:
             listing = "\n  ".join(str(f) for f, _ in found)
             raise ValueError(f"{p} holds {len(found)} runs; give one of them:\n  {listing}")
-        rf = found[0][0]
-    res = json.loads(rf.read_text(encoding="utf-8"))
-    cfg = res.get("config", {})
-    margs = parse_model_args(cfg.get("model_args"))
-    mpath = find_manifest(rf, p if p.is_dir() else rf.parent.parent)  # a sweep's OUT/fF/manifest.json
+        rf, (parsed, _root, why) = found[0]
+        if parsed is None:
+            raise ValueError(why)
+        res = parsed
+    mpath = find_manifest(res.path, p if p.is_dir() else res.path.parent.parent)  # a sweep's OUT/fF/manifest.json
     manifest = read_manifest(mpath) if mpath else None
-    name = model_label(cfg, margs, manifest)
-    return sample_logs(rf), f"{name} ({sampling_label(*budget_of(margs), cfg.get('model'))}) {rf}"
+    cfg = res.config
+    return res.sample_logs(), f"{cfg.label(manifest)} ({cfg.sampling}) {res.path}"
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -158,7 +151,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 permutation_reps=args.permutations,
                 seed=args.seed,
             )
-        except ValueError as e:
+        except ValueError as e:  # a SampleLogError names the file and line
             print(f"naru-eval compare: {task}: {e}", file=sys.stderr)
             return 2
         report["tasks"][task] = cmp.as_dict()
@@ -192,17 +185,49 @@ def cmd_paper_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_status(args: argparse.Namespace) -> int:
-    from naru_eval.report.leaderboard import sweep_status
+    from naru_eval.report.sweep import sweep_status
 
     code, msg = sweep_status(args.dir, args.since)
     print(msg)
     return code
 
 
-def cmd_sweep_manifest(args: argparse.Namespace) -> int:
-    from naru_eval.report.leaderboard import sweep_manifest
+def store_usage(store: str | Path, adapter: str, num_frames: int | None) -> UsageTotals | None:
+    """The response store's summed usage (tokens, cost) of this adapter and budget, over every run
+    key it registered; None when there is nothing. The one sum (``UsageTotals``) over the store's
+    typed query; here, not in report/, because report never imports providers."""
+    import sqlite3
 
-    sweep_manifest(args.dir, args.status, args.seconds, args.message, args.if_not_done)
+    from naru_eval.providers.gemini.cost import UsageTotals  # the one usage sum (cost.py is being split)
+    from naru_eval.store.responses import runs, usage_by_run
+
+    p = Path(store)
+    if not p.is_file():
+        return None
+    try:
+        keys = [k for k, d in runs(p).items() if d.get("model") == adapter and d.get("num_frames") == num_frames]
+        rows = [r for rs in usage_by_run(p, keys).values() for r in rs] if keys else []
+    except (sqlite3.Error, json.JSONDecodeError):
+        return None
+    if not rows:
+        return None
+    totals = UsageTotals()
+    for row in rows:
+        totals.add(row.usage, row.status == "ok")
+    return totals
+
+
+def cmd_sweep_manifest(args: argparse.Namespace) -> int:
+    from naru_eval.report.sweep import SweepConfig, sweep_manifest
+    from naru_eval.settings import settings
+
+    usage = None
+    store = settings().response_store
+    if args.status != "running" and store:
+        cfg = SweepConfig.from_env()
+        totals = store_usage(store, cfg.adapter, cfg.budget)
+        usage = totals.as_dict() if totals else None
+    sweep_manifest(args.dir, args.status, args.seconds, args.message, args.if_not_done, usage=usage)
     return 0
 
 

@@ -56,10 +56,13 @@ HF_COLUMN_MAP: dict[str, str] = {
     "video_path": "video_path",
     "open_question": "open_question",
     "reference_answer": "reference_answer",
+    "synthetic": "synthetic",
 }
 
 _REQUIRED = ("question_id", "video_id", "category", "question", "options", "answer")
-_OPTIONAL = ("subset_500", "duration_s", "video_path", "open_question", "reference_answer")
+_OPTIONAL = ("subset_500", "duration_s", "video_path", "open_question", "reference_answer", "synthetic")
+#: the fingerprint of data with a ``synthetic: true`` question starts with this (never ranked as NARU)
+SYNTHETIC_PREFIX = "synthetic-"
 
 
 def level_of(category: str) -> str:
@@ -114,6 +117,7 @@ class NaruQuestion:
     video_path: str | None = None
     open_question: str | None = None
     reference_answer: str | None = None
+    synthetic: bool | None = None  # made by naru_eval.core.synthetic, not the benchmark
 
     @property
     def level(self) -> str:
@@ -348,6 +352,8 @@ def parse_rows(
             not isinstance(dur, (int, float)) or isinstance(dur, bool) or not math.isfinite(dur) or dur <= 0
         ):
             errs.append(f"'duration_s' must be a positive finite number, got {dur!r}")
+        if row.get("synthetic") is not None and not isinstance(row.get("synthetic"), bool):
+            errs.append(f"'synthetic' must be a boolean, got {row.get('synthetic')!r}")
         for key in ("video_path", "open_question", "reference_answer"):
             val = row.get(key)
             if val is not None and not isinstance(val, str):
@@ -382,6 +388,7 @@ def parse_rows(
                 video_path=row.get("video_path"),
                 open_question=row.get("open_question"),
                 reference_answer=row.get("reference_answer"),
+                synthetic=row.get("synthetic"),
             )
         )
     return questions, problems
@@ -401,8 +408,9 @@ def fingerprint_questions(questions: Sequence[NaruQuestion]) -> str:
 
     h = hashlib.sha256()
     for q in sorted(questions, key=lambda q: q.question_id):
-        h.update(json.dumps(q.to_doc(), sort_keys=True, ensure_ascii=False).encode())
-    return h.hexdigest()[:16]
+        doc = {k: v for k, v in q.to_doc().items() if k != "synthetic" or v is not None}  # unchanged for real data
+        h.update(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode())
+    return (SYNTHETIC_PREFIX if any(q.synthetic for q in questions) else "") + h.hexdigest()[:16]
 
 
 def load_local(data_dir: str | os.PathLike[str], strict: bool = True) -> Dataset:

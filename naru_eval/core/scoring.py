@@ -175,27 +175,65 @@ def compute_metrics(samples: Sequence[ScoredSample]) -> dict[str, float | None]:
     return {m: (aggregate_macro if m in MACRO_METRICS else aggregate_score)(p[m] for p in payloads) for m in METRICS}
 
 
-_DEFAULTED = frozenset(
-    name for name, f in ScoredSample.__dataclass_fields__.items() if f.default is not dataclasses.MISSING
-)
+class SampleLogError(ValueError):
+    """A sample log that cannot be read as the log it should be: the message names the file (and
+    the line) and what to do. ``naru-eval`` prints it without a traceback (a user's file, not a
+    bug of ours)."""
+
+
+class ForeignLogError(SampleLogError):
+    """A readable sample log of something else (another task, another benchmark): no NARU payload."""
+
+
+def _no_constant(token: str) -> float:
+    raise ValueError(f"bare {token} is not JSON")
 
 
 def sample_records(
-    path: str | Path, required: Sequence[str] = (), kind: str = "NARU MCQ"
+    path: str | Path, required: Sequence[str] = (), kind: str = "NARU MCQ", key: str = "overall"
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """(sample-log line, its ``overall`` payload) for each line of an lmms-eval samples log.
+    """(sample-log line, its ``key`` payload) for each line of an lmms-eval samples log.
 
-    The ``overall`` payload carries the whole per-question record (see the module docstring);
-    a line without one, or without a ``required`` field, names the file and line."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            payload = rec.get("overall")
-            if not isinstance(payload, dict) or any(k not in payload for k in required):
-                raise ValueError(f"{path}:{lineno}: no {kind} 'overall' payload; not a {kind} sample log")
-            yield rec, payload
+    The one reader of sample logs, strict: the ``overall`` payload (``accuracy_all`` for the
+    circular variant) carries the whole per-question record (see the module docstring). A line
+    that is not JSON (a truncated log), that has no such payload or lacks a ``required`` field,
+    a log that cannot be read, and an empty log are a :class:`SampleLogError` naming the file and
+    the line."""
+    n = 0
+    try:
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise SampleLogError(
+                        f"{path}:{lineno}: not UTF-8 text (byte {e.start} of the line: {e.reason}); "
+                        "not an lmms-eval sample log, or a corrupt one"
+                    ) from None
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line, parse_constant=_no_constant)
+                except ValueError as e:
+                    raise SampleLogError(
+                        f"{path}:{lineno}: not a JSON line ({e}); the log is truncated or corrupt "
+                        "(a crashed run or a full disk): rerun the task"
+                    ) from None
+                payload = rec.get(key) if isinstance(rec, dict) else None
+                if not isinstance(payload, dict) or any(k not in payload for k in required):
+                    raise ForeignLogError(f"{path}:{lineno}: no {kind} '{key}' payload; not a {kind} sample log")
+                n += 1
+                yield rec, payload
+    except OSError as e:
+        raise SampleLogError(f"{path}: cannot read the sample log ({e.strerror or e})") from None
+    if n == 0:
+        raise SampleLogError(f"{path}: empty sample log (no line): the run logged nothing; rerun it with --log_samples")
+
+
+#: the fields a MCQ payload must carry (the others have defaults: older logs lack them)
+REQUIRED_FIELDS: tuple[str, ...] = tuple(
+    name for name, f in ScoredSample.__dataclass_fields__.items() if f.default is dataclasses.MISSING
+)
 
 
 def samples_from_log(path: str | Path) -> list[ScoredSample]:
@@ -205,8 +243,8 @@ def samples_from_log(path: str | Path) -> list[ScoredSample]:
     still read."""
     fields = set(ScoredSample.__dataclass_fields__)
     return [
-        ScoredSample(**{k: payload[k] for k in fields if k in payload or k not in _DEFAULTED})
-        for _, payload in sample_records(path)
+        ScoredSample(**{k: payload[k] for k in fields if k in payload})
+        for _, payload in sample_records(path, REQUIRED_FIELDS)
     ]
 
 

@@ -17,12 +17,14 @@ import typing
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 #: a metric value: None when no question is in scope; ints stay ints (counts, reported values)
 Number = int | float | None
 #: a 95% interval ``[low, high]``; None when there is none
 Interval = list[float] | None
+#: which data a row is on (naru_eval.report.published.data_status)
+DataStatus = Literal["official", "counts-match", "synthetic", "other"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -101,10 +103,16 @@ class Entry(Doc):
 
     id: str = Field(
         description='`"<model> | <task> | <sampling> | judge=<judge or -> | data=<fingerprint or unknown>"`, '
-        'the key; `"published | <model> | <task>"` for published rows'
+        'plus `" | input=<input mode>"` when the payloads record one: the key; `"published | <model> | <task>"` '
+        "for published rows"
     )
     model: str = Field(description="model name (the `--label`, the manifest's label, or `model_args`)")
-    from_: str | None = Field(alias="from", description="who made the model (published rows); null for runs")
+    # "from" on the wire; ``from_`` in Python (a keyword), for the constructor and attribute access
+    from_: str | None = Field(
+        validation_alias=AliasChoices("from", "from_"),
+        serialization_alias="from",
+        description="who made the model (published rows); null for runs",
+    )
     checkpoint: str | None = Field(default=None, description="published rows: the checkpoint the authors name")
     published: bool = Field(description="true: the authors' figure, not a run of ours")
     task: str = Field(description="the lmms-eval task")
@@ -116,7 +124,7 @@ class Entry(Doc):
     data: str | None = Field(description="the annotations' fingerprint; `official` for published rows")
     metrics: dict[str, Number] = Field(
         description="metric → value (MCQ in %, open-ended 0–1), **recomputed from the sample log** "
-        "(null: no question in scope); lmms-eval's reported values for a log with neither payload (circular)"
+        "(null: no question in scope)"
     )
     ci95: dict[str, Interval] | None = Field(
         description="metric → `[low, high]`, 95% percentile bootstrap, videos resampled; null for other tasks"
@@ -127,8 +135,19 @@ class Entry(Doc):
         description="published MCQ rows: correct answers per category (null for rows published as accuracies)",
     )
     figures: str | None = Field(default=None, description="published rows: what the authors printed")
-    metrics_source: Literal["sample_log", "sample_log_open", "results_json", "published"] = Field(
-        description="`sample_log` (MCQ), `sample_log_open` (naru_open), `results_json` or `published`"
+    metrics_source: Literal["sample_log", "sample_log_open", "sample_log_circular", "published"] = Field(
+        description="`sample_log` (MCQ), `sample_log_open` (naru_open), `sample_log_circular` (the circular "
+        "variant) or `published`"
+    )
+    data_status: DataStatus | None = Field(
+        default=None,
+        description="which data: `official` (a known fingerprint of the release; published rows), `counts-match` "
+        "(question and category counts match Table I, release unverified), `synthetic`, `other`",
+    )
+    input_mode: str | None = Field(
+        default=None,
+        description="runs: what the model was given, from the payloads (`video`, `images`, `server-sampled`, "
+        "`text`); null for older logs",
     )
     reported_matches_log: bool | None = Field(
         default=None,
@@ -158,12 +177,24 @@ class Published(Doc):
 
 
 class Table(Doc):
-    """One table of the page: one per (task, data)."""
+    """One table of the page: one per (task, data). Runs sit beside the published rows only on the
+    official data (or data whose counts match Table I); every other run has a table of its own."""
 
     task: str = Field(description="the task")
     data: str | None = Field(description="the runs' data (null: a table of published rows only)")
+    status: DataStatus | None = Field(default=None, description="the runs' `data_status` (null: published rows only)")
     rows: list[str] = Field(description="entry and published ids, sorted by overall")
     kind: Literal["mcq", "open", "generic"] = Field(description="which columns the table shows")
+
+
+class Unverified(Doc):
+    """A run that is not ranked: its numbers could not be recomputed from a NARU sample log."""
+
+    model: str = Field(description="the model label")
+    task: str = Field(description="the task")
+    results_file: str = Field(description="lmms-eval's results file")
+    samples_file: str | None = Field(description="the sample log")
+    reason: str = Field(description="why it is not ranked")
 
 
 class Duplicate(Doc):
@@ -241,6 +272,10 @@ class LeaderboardDocument(Doc):
     published: Published = Field(description="the authors' published rows")
     entries: list[Entry] = Field(description="your runs, one per (model, task, sampling, judge, data)")
     tables: list[Table] = Field(description="the tables of the page")
+    unverified: list[Unverified] = Field(
+        default_factory=list,
+        description="runs not ranked: the log is not a NARU log, or results.json does not recompute from it",
+    )
     duplicates: list[Duplicate] = Field(description="identical entries deduplicated")
     conflicts: list[Conflict] = Field(description="entries with one key and different numbers (exit 1)")
     paper: PaperSection = Field(description="the paper, the comparison with it, its consistency check")
@@ -294,7 +329,8 @@ class SweepManifest(Doc):
     seconds: float | None = Field(default=None, description="wall time of the last invocation")
     message: str | None = Field(default=None, description="why it failed")
     usage: dict[str, JsonValue] | None = Field(
-        default=None, description="summed response-store usage (answers, failed, tokens, cost) of this budget"
+        default=None,
+        description="summed response-store usage of this budget (`UsageTotals`: requests, ok, failed, tokens, cost)",
     )
 
 
@@ -354,7 +390,7 @@ class RunDiagnosis(Doc):
     kind: str = Field(description="plain, blind or circular")
     samples: str
     results: str | None
-    model: str | None
+    adapter: str | None = Field(description="the adapter id (the payloads' provenance, else lmms-eval `--model`)")
     model_args: str | None
     n_docs: int
     n_questions: int
@@ -433,6 +469,7 @@ LEADERBOARD_SCHEMA: tuple[type[Doc], ...] = (
     ManifestRef,
     NSamples,
     Table,
+    Unverified,
     Duplicate,
     Conflict,
     ComparisonRow,
@@ -475,7 +512,7 @@ def schema_markdown(models: tuple[type[Doc], ...] = LEADERBOARD_SCHEMA) -> str:
         doc = " ".join((m.__doc__ or "").strip().split("\n\n")[0].split())
         out += [f"#### `{m.__name__}`", "", doc, "", "| field | type | meaning |", "|---|---|---|"]
         for name, f in m.model_fields.items():
-            key = f.alias or name
+            key = f.serialization_alias or f.alias or name
             optional = "" if f.is_required() else " (optional)"
             meaning = (f.description or "").replace("|", "\\|")
             out.append(f"| `{key}`{optional} | {_type_name(f.annotation)} | {meaning} |")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.report.models import ComparisonRow, Entry
 
 PAPER_TITLE = (
     "NARU: A Benchmark for NARrative Evolution and Cultural Nuance Understanding in Japanese Extreme Long Video"
@@ -193,8 +194,73 @@ def consistency_checks(ref: Mapping[str, Any], tolerance: float = ROUNDING_TOLER
 
 
 def format_checks(checks: Sequence[ConsistencyCheck]) -> str:
-    mark = {True: "OK", False: "MISMATCH", None: "n/a"}
+    """The checks as a Markdown table; the rows that cannot be checked (only an overall is
+    printed) are named in one line below it instead of a row each."""
+    mark = {True: "OK", False: "MISMATCH"}
     lines = ["| check | model | result | detail |", "|---|---|---|---|"]
     for c in checks:
-        lines.append(f"| {c.name} | {c.model or ''} | {mark[c.ok]} | {c.detail} |")
+        if c.ok is not None:
+            lines.append(f"| {c.name} | {c.model or ''} | {mark[c.ok]} | {c.detail} |")
+    if unchecked := not_checkable(checks):
+        lines += ["", f"Not checkable (the paper prints only an overall): {', '.join(unchecked)}."]
     return "\n".join(lines)
+
+
+def not_checkable(checks: Sequence[ConsistencyCheck]) -> list[str]:
+    """The models (or checks) whose figures cannot be checked against each other."""
+    return [c.model or c.name for c in checks if c.ok is None]
+
+
+# --------------------------------------------------------------------------- our runs beside the paper
+
+
+def paper_comparison(entries: Sequence[Entry], names: Mapping[str, str], ref: Mapping[str, Any]) -> list[ComparisonRow]:
+    """Our entries beside the paper's rows (table II for naru_mcq; Fig. 3 end points for
+    naru_mcq_500 at 8/128 frames; table III recall for open-ended tasks), with the difference."""
+    rows: list[ComparisonRow] = []
+
+    def add(e: Entry, paper_model: str, source: str, metric: str, ours_key: str, paper: float, approx: bool) -> None:
+        ours = e.metrics.get(ours_key)
+        ci = (e.ci95 or {}).get(ours_key)
+        rows.append(
+            ComparisonRow.model_validate(
+                {
+                    "model": e.model,
+                    "paper_model": paper_model,
+                    "source": source,
+                    "task": e.task,
+                    "budget": e.budget,
+                    "metric": metric,
+                    "ours": ours,
+                    "ours_ci95": ci,
+                    "paper": paper,
+                    "diff": None if ours is None else ours - paper,
+                    "paper_in_ci": None if not ci else bool(ci[0] <= paper <= ci[1]),
+                    "approximate": approx,
+                }
+            )
+        )
+
+    for e in entries:
+        paper_model = names.get(e.model)
+        if not paper_model:
+            continue
+        if e.task == "naru_mcq":
+            for metric, value in ref["table_ii"]["rows"].get(paper_model, {}).items():
+                add(e, paper_model, "table_ii", metric, metric, value, False)
+        if e.task == "naru_mcq_500" and e.frames is not None:
+            value = ref["frame_sweep"]["overall"].get(paper_model, {}).get(str(e.frames))
+            if value is not None:
+                add(e, paper_model, "frame_sweep", "overall", "overall", float(value), True)
+        recall = ref["table_iii"]["rows"].get(paper_model)
+        if e.task.startswith("naru_open") and recall is not None:
+            # table III prints the mean of the nine category recalls: our ``overall`` (not ``recall``)
+            add(e, paper_model, "table_iii", "overall", "overall", recall, False)
+    return rows
+
+
+def paper_points(names: Mapping[str, str], ref: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Our model name -> the paper's approximate sweep end points, for the Fig. 3 overlay."""
+    return {
+        ours: dict(ref["frame_sweep"]["overall"][p]) for ours, p in names.items() if p in ref["frame_sweep"]["overall"]
+    }

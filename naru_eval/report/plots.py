@@ -16,7 +16,7 @@ import io
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import matplotlib
 
@@ -25,6 +25,7 @@ matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
 from naru_eval.core.data import CATEGORIES  # noqa: E402
+from naru_eval.report.models import Entry  # noqa: E402
 
 CHANCE = 25.0
 MCQ_TASK_PREFERENCE = ("naru_mcq_500", "naru_mcq")
@@ -44,27 +45,31 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _is_mcq(entry: Mapping[str, Any]) -> bool:
-    return entry.get("metrics", {}).get("overall") is not None and "N.1" in entry.get("metrics", {})
+def _is_mcq(entry: Entry) -> bool:
+    return entry.metrics.get("overall") is not None and "N.1" in entry.metrics
 
 
-def _series(entries: Sequence[Mapping[str, Any]], task: str) -> dict[str, list[Mapping[str, Any]]]:
+def _frames(e: Entry) -> int:
+    return e.frames if e.frames is not None else 0
+
+
+def _series(entries: Sequence[Entry], task: str) -> dict[str, list[Entry]]:
     """model -> its entries of ``task`` with a frame budget, by budget (judge-less MCQ runs)."""
-    out: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    out: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
-        if e["task"] == task and e.get("frames") is not None and _is_mcq(e) and not e.get("conflict"):
-            out[e["model"]].append(e)
-    return {m: sorted(v, key=lambda e: e["frames"]) for m, v in sorted(out.items())}
+        if e.task == task and e.frames is not None and _is_mcq(e) and not e.conflict:
+            out[e.model].append(e)
+    return {m: sorted(v, key=_frames) for m, v in sorted(out.items())}
 
 
-def sweep_tasks(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+def sweep_tasks(entries: Sequence[Entry]) -> list[str]:
     """Tasks in which some model was run at two or more frame budgets, preferred task first."""
-    tasks = sorted({e["task"] for e in entries}, key=lambda t: (t not in MCQ_TASK_PREFERENCE, t))
-    return [t for t in tasks if any(len({e["frames"] for e in s}) >= 2 for s in _series(entries, t).values())]
+    tasks = sorted({e.task for e in entries}, key=lambda t: (t not in MCQ_TASK_PREFERENCE, t))
+    return [t for t in tasks if any(len({e.frames for e in s}) >= 2 for s in _series(entries, t).values())]
 
 
 def plot_frame_sweep(
-    entries: Sequence[Mapping[str, Any]],
+    entries: Sequence[Entry],
     task: str,
     paper_points: Mapping[str, Mapping[str, float]] | None = None,
 ) -> Plot | None:
@@ -79,17 +84,12 @@ def plot_frame_sweep(
     for i, (model, runs) in enumerate(series.items()):
         colour = f"C{i % 10}"
         dodge = 2 ** (0.04 * (i - (k - 1) / 2))  # keep overlapping error bars apart
-        xs = [e["frames"] * dodge for e in runs]
-        budgets.update(e["frames"] for e in runs)
-        ys = [e["metrics"]["overall"] for e in runs]
-        lo = [
-            y - (e["ci95"]["overall"][0] if e.get("ci95", {}).get("overall") else y)
-            for e, y in zip(runs, ys, strict=True)
-        ]
-        hi = [
-            (e["ci95"]["overall"][1] if e.get("ci95", {}).get("overall") else y) - y
-            for e, y in zip(runs, ys, strict=True)
-        ]
+        xs = [_frames(e) * dodge for e in runs]
+        budgets.update(_frames(e) for e in runs)
+        ys = [float(e.metrics.get("overall") or 0.0) for e in runs]
+        cis = [(e.ci95 or {}).get("overall") for e in runs]
+        lo = [y - (ci[0] if ci else y) for ci, y in zip(cis, ys, strict=True)]
+        hi = [(ci[1] if ci else y) - y for ci, y in zip(cis, ys, strict=True)]
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, color=colour, label=model)
         for frames, acc in (paper_points or {}).get(model, {}).items():
             budgets.add(int(frames))
@@ -114,23 +114,45 @@ def plot_frame_sweep(
     return Plot(f"fig3_frame_sweep_{task}", f"Accuracy vs frame budget ({task})", caption, _png(fig))
 
 
-def level_changes(entries: Sequence[Mapping[str, Any]], task: str, lo: int = 8, hi: int = 128) -> list[dict[str, Any]]:
+class LevelChange(TypedDict):
+    """One model's change between two budgets (percentage points)."""
+
+    model: str
+    start: int
+    end: int
+    narrative: float | None
+    cultural: float | None
+    overall: float | None
+
+
+def level_changes(entries: Sequence[Entry], task: str, lo: int = 8, hi: int = 128) -> list[LevelChange]:
     """Per model: narrative/cultural change from ``lo`` to ``hi`` frames (else its smallest to largest)."""
-    out = []
+    out: list[LevelChange] = []
     for model, runs in _series(entries, task).items():
-        by_f = {e["frames"]: e for e in runs}
+        by_f = {_frames(e): e for e in runs}
         a, b = (lo, hi) if lo in by_f and hi in by_f else (min(by_f), max(by_f))
         if a == b:
             continue
-        row = {"model": model, "from": a, "to": b}
-        for level in ("narrative", "cultural", "overall"):
-            x, y = by_f[a]["metrics"].get(level), by_f[b]["metrics"].get(level)
-            row[level] = None if x is None or y is None else y - x
-        out.append(row)
+        first, last = by_f[a], by_f[b]
+        out.append(
+            LevelChange(
+                model=model,
+                start=a,
+                end=b,
+                narrative=_change(first, last, "narrative"),
+                cultural=_change(first, last, "cultural"),
+                overall=_change(first, last, "overall"),
+            )
+        )
     return out
 
 
-def plot_level_change(entries: Sequence[Mapping[str, Any]], task: str, lo: int = 8, hi: int = 128) -> Plot | None:
+def _change(first: Entry, last: Entry, level: str) -> float | None:
+    x, y = first.metrics.get(level), last.metrics.get(level)
+    return None if x is None or y is None else float(y) - float(x)
+
+
+def plot_level_change(entries: Sequence[Entry], task: str, lo: int = 8, hi: int = 128) -> Plot | None:
     """Fig. 4: narrative and cultural change (pp) from ``lo`` to ``hi`` frames, per model."""
     rows = [r for r in level_changes(entries, task, lo, hi) if r["narrative"] is not None or r["cultural"] is not None]
     if not rows:
@@ -151,10 +173,10 @@ def plot_level_change(entries: Sequence[Mapping[str, Any]], task: str, lo: int =
     vals = [*nar, *cul, 0.0]
     pad = max(1.0, 0.15 * (max(vals) - min(vals)))
     ax.set_ylim(min(vals) - pad, max(vals) + pad)
-    standard = all((r["from"], r["to"]) == (lo, hi) for r in rows)
+    standard = all((r["start"], r["end"]) == (lo, hi) for r in rows)
     span = f"{lo} → {hi} frames" if standard else "smallest → largest budget"
     labels = [
-        r["model"] if (r["from"], r["to"]) == (lo, hi) else f"{r['model']}\n({r['from']}→{r['to']})" for r in rows
+        r["model"] if (r["start"], r["end"]) == (lo, hi) else f"{r['model']}\n({r['start']}→{r['end']})" for r in rows
     ]
     ax.set_xticks(xs)
     ax.set_xticklabels(labels, fontsize=8, rotation=15 if len(rows) > 4 else 0)
@@ -168,19 +190,19 @@ def plot_level_change(entries: Sequence[Mapping[str, Any]], task: str, lo: int =
     return Plot(f"fig4_level_change_{task}", f"Narrative and cultural change ({task})", caption, _png(fig))
 
 
-def heatmap_rows(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    rows = [e for e in entries if _is_mcq(e) and not e.get("conflict")]
-    return sorted(rows, key=lambda e: (e["task"], -(e["metrics"]["overall"] or 0), e["model"]))
+def heatmap_rows(entries: Sequence[Entry]) -> list[Entry]:
+    rows = [e for e in entries if _is_mcq(e) and not e.conflict]
+    return sorted(rows, key=lambda e: (e.task, -(e.metrics.get("overall") or 0), e.model))
 
 
-def plot_category_heatmap(entries: Sequence[Mapping[str, Any]]) -> Plot | None:
+def plot_category_heatmap(entries: Sequence[Entry]) -> Plot | None:
     """Accuracy per category (columns N.1-C.5) for every MCQ entry (rows)."""
     rows = heatmap_rows(entries)
     if not rows:
         return None
     import numpy as np
 
-    values = np.array([[np.nan if e["metrics"].get(c) is None else e["metrics"][c] for c in CATEGORIES] for e in rows])
+    values = np.array([[np.nan if (v := e.metrics.get(c)) is None else v for c in CATEGORIES] for e in rows])
     fig = Figure(figsize=(8.0, 1.2 + 0.42 * len(rows)))
     ax = fig.subplots()
     im = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0, vmax=100, aspect="auto")
@@ -192,7 +214,7 @@ def plot_category_heatmap(entries: Sequence[Mapping[str, Any]]) -> Plot | None:
     ax.set_xticks(range(len(CATEGORIES)))
     ax.set_xticklabels(CATEGORIES)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"{e['model']} · {e['task']} · {e['budget']}" for e in rows], fontsize=8)
+    ax.set_yticklabels([f"{e.model} · {e.task} · {e.budget}" for e in rows], fontsize=8)
     ax.axvline(3.5, color="white", linewidth=2)
     ax.set_title("Accuracy per category (%)")
     fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
@@ -201,7 +223,7 @@ def plot_category_heatmap(entries: Sequence[Mapping[str, Any]]) -> Plot | None:
 
 
 def make_plots(
-    entries: Sequence[Mapping[str, Any]],
+    entries: Sequence[Entry],
     paper_points: Mapping[str, Mapping[str, float]] | None = None,
 ) -> tuple[list[Plot], list[str]]:
     """Every figure the entries support, and why the others were left out."""

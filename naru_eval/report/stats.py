@@ -380,6 +380,13 @@ def compare(
             f"the runs were computed on different data (fingerprints {', '.join(sorted(fa))} vs "
             f"{', '.join(sorted(fb))}); runs on different data are never compared"
         )
+    modes_a = {s.input_mode for s in a if s.input_mode}
+    modes_b = {s.input_mode for s in b if s.input_mode}
+    if modes_a and modes_b and modes_a != modes_b:
+        raise ValueError(
+            f"the runs gave the model different inputs (input mode {', '.join(sorted(modes_a))} vs "
+            f"{', '.join(sorted(modes_b))}); runs of different input modes are never paired"
+        )
     by_a = {s.question_id: s for s in a}
     by_b = {s.question_id: s for s in b}
     common = [q for q in by_a if q in by_b]

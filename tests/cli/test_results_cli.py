@@ -27,3 +27,25 @@ def test_every_command_is_in_the_one_parser():
     assert {"estimate-cost", "judge", "demo", "score", "validate-data", "make-synthetic", "tasks-path"} <= set(
         sub.choices
     )
+
+
+def test_store_usage_sums_the_budget(tmp_path):
+    """The sweep manifest's usage: the response store's answers of one adapter and budget, summed
+    by the one usage sum (``UsageTotals``) over the store's typed query."""
+    from naru_eval.cli.results import store_usage
+    from naru_eval.store.responses import ResponseStore, run_key
+
+    store = ResponseStore(tmp_path / "r.sqlite")
+    for nf, tokens in ((8, 10), (16, 100)):
+        desc = {"model": "naru_openai_compat", "num_frames": nf, "args": {}}
+        key = run_key(desc)
+        store.register_run(key, desc)
+        store.put_ok(key, "q1", "A", {"input_tokens": tokens, "cost_usd": 0.5})
+        store.put_ok(key, "q2", "B", {"input_tokens": tokens, "cost_usd": 0.25})
+        store.put_failed(key, "q3", "timeout")
+    store.close()
+    usage = store_usage(tmp_path / "r.sqlite", "naru_openai_compat", 16)
+    assert usage is not None
+    assert (usage.ok, usage.failed, usage.input_tokens, usage.cost_usd) == (2, 1, 200, 0.75)
+    assert store_usage(tmp_path / "r.sqlite", "naru_openai_compat", 32) is None
+    assert store_usage(tmp_path / "missing.sqlite", "x", 8) is None

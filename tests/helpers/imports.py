@@ -67,10 +67,33 @@ def _sources(root: Path) -> list[Path]:
     return files + ([utils] if utils.is_file() else [])
 
 
+def public_api(root: Path) -> dict[str, str]:
+    """``naru_eval/__init__.py``'s ``_PUBLIC`` table (public name -> defining module), read with
+    ``ast``: ``from naru_eval import build_leaderboard`` inside the package is an import of
+    ``naru_eval.report.leaderboard``, and is checked as one."""
+    init = root / "naru_eval" / "__init__.py"
+    if not init.is_file():
+        return {}
+    for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"), str(init))):
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(node, ast.AnnAssign):
+            target = node.target
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id == "_PUBLIC" and isinstance(value, ast.Dict):
+            return {
+                k.value: v.value
+                for k, v in zip(value.keys, value.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+            }
+    return {}
+
+
 def import_graph(root: Path) -> dict[str, Deps]:
-    """Every import (module level, inside functions, under TYPE_CHECKING) of each module."""
+    """Every import (module level, inside functions, under TYPE_CHECKING) of each module; a name
+    of the lazy public API (``from naru_eval import X``) counts as an import of its module."""
     modules = {_module_name(p, root): p for p in _sources(root)}
     ours = set(modules)
+    public = public_api(root)
     graph: dict[str, Deps] = {}
     for name, path in modules.items():
         deps = Deps()
@@ -86,6 +109,9 @@ def import_graph(root: Path) -> dict[str, Deps]:
                         package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
                     )
                 targets = [f"{base}.{a.name}" for a in node.names] + [base]
+                if base == "naru_eval" and name != "naru_eval":
+                    # the lazy public API: resolve each name to the module that defines it
+                    targets = [public.get(a.name, f"{base}.{a.name}") for a in node.names]
             for t in targets:
                 top = t.split(".")[0]
                 if top in ("naru_eval", "model_adapters"):

@@ -132,13 +132,17 @@ def test_demo_command(tmp_path):
     assert set(summary["metrics"]) == {"naru_mcq", "naru_mcq_500"}
     assert set(summary["metrics"]["naru_mcq"]) == set(METRICS)
     assert "every metric recomputes from the sample log" in proc.stdout
-    # it ends with the leaderboard: the demo run beside the published rows, and where the page is
+    # it ends with the leaderboard, and where the page is: the published table (the reference) and
+    # the demo's own table apart; its data is synthetic, never ranked beside the published rows
     page = tmp_path / "demo" / "leaderboard.html"
     assert f"demo: leaderboard page: {page}" in proc.stdout and page.is_file()
     lb = json.loads(page.with_suffix(".json").read_text())
-    (table,) = [t for t in lb["tables"] if t["task"] == "naru_mcq"]
+    published, table = [t for t in lb["tables"] if t["task"] == "naru_mcq"]
+    assert published["data"] is None and len(published["rows"]) == 13
+    assert table["status"] == "synthetic" and table["data"].startswith("synthetic-")
     runs = [i for i in table["rows"] if not i.startswith("published")]
-    assert len(table["rows"]) == 13 + 1 and runs[0].startswith("demo (replayed answers) | naru_mcq |")
+    assert len(table["rows"]) == 1 and runs[0].startswith("demo (replayed answers) | naru_mcq |")
+    assert "SYNTHETIC data" in page.read_text(encoding="utf-8")
     (entry,) = [e for e in lb["entries"] if e["task"] == "naru_mcq"]
     assert entry["data"] == table["data"]
     assert entry["metrics"]["overall"] == pytest.approx(summary["metrics"]["naru_mcq"]["overall"], abs=1e-9)

@@ -28,16 +28,15 @@ from naru_eval.core.variants import (
     unrotate_letter,
 )
 from naru_eval.report.diagnostics import (
-    Unit,
-    cluster_bootstrap,
     default_leak_min,
     diagnose,
     duration_accuracy,
     duration_bucket,
     invalid_breakdown,
     letter_distribution,
-    write_report,
 )
+from naru_eval.report.diagnostics_render import write_report
+from naru_eval.report.gaps import Unit, cluster_bootstrap
 
 OPTS = ("red", "green", "blue", "white")
 
@@ -149,14 +148,14 @@ def rec(pred, gold, method=None, valid=None, **kw):
 
 def test_letter_distribution():
     recs = [rec("A", "A"), rec("A", "B"), rec("A", "C"), rec("B", "D"), rec(None, "D", "invalid:empty")]
-    d = letter_distribution(recs)
+    d = letter_distribution(recs).model_dump()
     assert d["pred"] == {"A": 3, "B": 1, "C": 0, "D": 0, "invalid": 1}
     assert d["gold"] == {"A": 1, "B": 1, "C": 1, "D": 2}
     assert d["pred_pct"] == {"A": 75.0, "B": 25.0, "C": 0.0, "D": 0.0}
     assert d["gold_pct"] == {"A": 20.0, "B": 20.0, "C": 20.0, "D": 40.0}
     assert d["excess_pp"] == pytest.approx({"A": 55.0, "B": 5.0, "C": -20.0, "D": -40.0})
     assert d["tv_distance_pp"] == pytest.approx(60.0) and d["most_over_picked"] == "A"
-    empty = letter_distribution([rec(None, "A", "invalid:empty")])
+    empty = letter_distribution([rec(None, "A", "invalid:empty")]).model_dump()
     assert empty["pred_pct"]["A"] is None and empty["tv_distance_pp"] is None
 
 
@@ -175,7 +174,7 @@ def test_invalid_kinds_from_real_responses():
     samples = [score_response(q(f"q{i}"), r) for i, r in enumerate(responses)]
     samples += [score_response(q("ok1"), "B"), score_response(q("ok2"), "(C)")]
     recs = [metric_payloads(s)["overall"] for s in samples]
-    inv = invalid_breakdown(recs)
+    inv = invalid_breakdown(recs).model_dump()
     assert list(inv["kinds"]) == list(INVALID_KINDS)
     assert inv["kinds"] == {
         "empty": 1, "failed": 2, "refusal": 1, "none_of_options": 1, "off_option": 1, "ambiguous": 1, "no_letter": 1,
@@ -207,7 +206,7 @@ def test_duration_accuracy_exact():
         Unit("f", "v5", "C.1", "A", None, True),
         Unit("g", "v6", "C.1", "A", 5 * 60, False),
     ]
-    out = duration_accuracy(units, (30, 60, 120, 240), iters=200, seed=0, name="t")
+    out = [b.model_dump() for b in duration_accuracy(units, (30, 60, 120, 240), iters=200, seed=0, name="t")]
     by = {b["bucket"]: b for b in out}
     assert list(by) == ["<30 min", "30-60 min", "60-120 min", "120-240 min", "unknown"]
     assert by["30-60 min"]["n"] == 3 and by["30-60 min"]["n_videos"] == 2
@@ -216,7 +215,7 @@ def test_duration_accuracy_exact():
     assert by["120-240 min"]["accuracy"] == 0.0 and by["unknown"]["accuracy"] == 100.0
     assert by["<30 min"]["n"] == 1
     # configurable edges (synthetic videos are seconds long)
-    fine = duration_accuracy(units, (0, 1, 1000), iters=0, seed=0, name="t")
+    fine = [b.model_dump() for b in duration_accuracy(units, (0, 1, 1000), iters=0, seed=0, name="t")]
     assert [b["bucket"] for b in fine] == ["0-1 min", "1-1000 min", "unknown"]
     assert fine[1]["n"] == 6
 
@@ -417,7 +416,7 @@ def dataclass_no_duration(x: NaruQuestion) -> NaruQuestion:
 def test_paired_gap_scopes_use_the_authors_macro():
     """Unequal categories: by_scope overall/narrative/cultural are differences of means of
     category accuracies; the top level and ``accuracy`` stay the micro gap."""
-    from naru_eval.report.diagnostics import Unit, paired_gap
+    from naru_eval.report.gaps import Unit, paired_gap
 
     cats = ["N.1"] * 10 + ["N.2"] * 2 + ["C.1"] * 2
     a = {f"q{i}": Unit(f"q{i}", f"v{i % 4}", c, "A", None, c != "N.2") for i, c in enumerate(cats)}
@@ -437,7 +436,7 @@ def test_macro_gap_ci_is_the_same_bootstrap_as_compare():
     naru_eval.report.stats): the same data and seed give the same interval."""
     from naru_eval.core.data import level_of
     from naru_eval.core.scoring import ScoredSample
-    from naru_eval.report.diagnostics import macro_cluster_bootstrap
+    from naru_eval.report.gaps import macro_cluster_bootstrap
     from naru_eval.report.stats import compare
 
     rng = np.random.default_rng(1)
@@ -468,7 +467,7 @@ def test_micro_gap_ci_is_the_same_bootstrap_as_compare():
     indices and gave a different interval."""
     from naru_eval.core.data import level_of
     from naru_eval.core.scoring import ScoredSample
-    from naru_eval.report.diagnostics import cluster_bootstrap
+    from naru_eval.report.gaps import cluster_bootstrap
     from naru_eval.report.stats import compare
 
     rng = np.random.default_rng(2)
@@ -493,7 +492,7 @@ def test_micro_gap_ci_is_the_same_bootstrap_as_compare():
 def test_report_is_typed_and_a_bad_field_is_caught(tmp_path):
     """The report validates as :class:`DiagnosticsReport` (what ``diagnose`` returns and writes);
     a report whose run lacks a field is an error naming the output file, not a half-written JSON."""
-    from naru_eval.report.diagnostics import write_report
+    from naru_eval.report.diagnostics_render import write_report
     from naru_eval.report.models import DiagnosticsReport, load_model
 
     report = {

@@ -15,17 +15,7 @@ from naru_eval.cli.results import register
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
 from naru_eval.core.scoring import METRICS, metrics_from_samples_log
 from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
-from naru_eval.report.leaderboard import (
-    OFFICIAL_DATA,
-    build_leaderboard,
-    markdown,
-    parse_model_args,
-    published_rows,
-    render_html,
-    same_model_args,
-    sampling_label,
-    usage_from_store,
-)
+from naru_eval.report.leaderboard import build_leaderboard
 from naru_eval.report.paper import (
     PAPER,
     consistency_checks,
@@ -35,11 +25,19 @@ from naru_eval.report.paper import (
     paper_source,
     reference_from_source,
 )
+from naru_eval.report.published import OFFICIAL_DATA, published_rows
+from naru_eval.report.render import markdown, render_html
+from naru_eval.report.runs import parse_model_args, same_model_args, sampling_label
 from tests.helpers.data import read_jsonl
 from tests.helpers.expected import expected_metrics, make_predictions
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
+
+
+def published_dicts() -> list[dict]:
+    """The published rows (typed entries) as the JSON document holds them."""
+    return [r.model_dump(mode="json", by_alias=True, exclude_unset=True) for r in published_rows()]
 
 
 def run_cli(*argv: str) -> int:
@@ -89,7 +87,7 @@ def test_published_rows_reproduce_every_value_the_paper_prints():
     the paper's table II (to one decimal) and table III (to two decimals, see above)."""
     lb = build_leaderboard([], reps=10)
     rows = {(r["task"], r["model"]): r for r in lb.data["published"]["rows"]}
-    assert rows == {(r["task"], r["model"]): r for r in published_rows()}
+    assert rows == {(r["task"], r["model"]): r for r in published_dicts()}
     ref = load_reference()
     for model, printed in ref["table_ii"]["rows"].items():
         got = rows[("naru_mcq", model)]["metrics"]
@@ -106,7 +104,7 @@ def test_published_rows_reproduce_every_value_the_paper_prints():
 
 def test_published_rows_are_complete_and_marked():
     off = official_results()
-    pub = published_rows()
+    pub = published_dicts()
     mcq = [r for r in pub if r["task"] == "naru_mcq"]
     opn = [r for r in pub if r["task"] == "naru_open"]
     assert len(mcq) == 13 == len(off["mcq_rq1"]["rows"]) and len(opn) == 8 == len(off["open_rq3"]["rows"])
@@ -169,24 +167,6 @@ def test_model_args_helpers():
     assert not same_model_args("predictions=x,num_frames=8", "predictions=y,num_frames=8")
 
 
-def test_usage_from_store_sums_the_budget(tmp_path):
-    from naru_eval.store.responses import ResponseStore, run_key
-
-    store = ResponseStore(tmp_path / "r.sqlite")
-    for nf, tokens in ((8, 10), (16, 100)):
-        desc = {"model": "naru_openai_compat", "num_frames": nf, "args": {}}
-        key = run_key(desc)
-        store.register_run(key, desc)
-        store.put_ok(key, "q1", "A", {"input_tokens": tokens, "cost_usd": 0.5})
-        store.put_ok(key, "q2", "B", {"input_tokens": tokens, "cost_usd": 0.25})
-        store.put_failed(key, "q3", "timeout")
-    store.close()
-    usage = usage_from_store(tmp_path / "r.sqlite", "naru_openai_compat", 16)
-    assert usage == {"answers": 2, "failed": 1, "input_tokens": 200, "cost_usd": 0.75}
-    assert usage_from_store(tmp_path / "r.sqlite", "naru_openai_compat", 32) is None
-    assert usage_from_store(tmp_path / "missing.sqlite", "x", 8) is None
-
-
 # --------------------------------------------------------------------------- real lmms-eval runs
 
 
@@ -247,9 +227,13 @@ def test_leaderboard_numbers_come_from_the_sample_logs(runs, tmp_path):
         # the micro interval tracks lmms-eval's own clustered standard error (an independent estimate)
         se = run.results()["results"][task]["accuracy_stderr_clustered,none"]
         assert 0.5 * 1.96 * se < (e["ci95"]["accuracy"][1] - e["ci95"]["accuracy"][0]) / 2 < 1.6 * 1.96 * se
-    # the runs sit in one table with the published rows, sorted by overall
-    table = next(t for t in lb.data["tables"] if t["task"] == "naru_mcq")
-    assert table["data"] == fingerprint and len(table["rows"]) == 13 + 2
+    # the runs are on synthetic data (issue 20): they sit in a table of their own, sorted by
+    # overall, and the published rows are a separate table (the reference), never interleaved
+    assert fingerprint.startswith("synthetic-")
+    mcq_tables = [t for t in lb.data["tables"] if t["task"] == "naru_mcq"]
+    assert [t["data"] for t in mcq_tables] == [None, fingerprint] and len(mcq_tables[0]["rows"]) == 13
+    table = mcq_tables[1]
+    assert table["status"] == "synthetic" and len(table["rows"]) == 2
     by_id = {r["id"]: r for r in [*lb.data["published"]["rows"], *lb.data["entries"]]}
     overall = [by_id[i]["metrics"]["overall"] for i in table["rows"]]
     assert overall == sorted(overall, reverse=True)
@@ -346,13 +330,19 @@ def test_duplicates_are_noted_and_conflicts_are_errors(runs, tmp_path, capsys):
             if isinstance(payload, dict) and "data_fingerprint" in payload:
                 payload["data_fingerprint"] = "otherdata0000000"
     log.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    # results.json as lmms-eval would have written it for this log (a run whose reported numbers do
+    # not recompute from its log is never ranked: test_hostile_input.py)
+    rf = next(other.rglob("*_results.json"))
+    res = json.loads(rf.read_text(encoding="utf-8"))
+    res["results"]["naru_mcq"].update({f"{m},none": v for m, v in metrics_from_samples_log(log).items()})
+    rf.write_text(json.dumps(res), encoding="utf-8")
     lb = build_leaderboard([runs["a"]["dir"], other], reps=200)
     assert not lb.errors and not lb.data["conflicts"]
     mcq = [e for e in lb.data["entries"] if e["task"] == "naru_mcq"]
     assert sorted(e["data"] for e in mcq) == sorted([fp, "otherdata0000000"])
-    tables = [t for t in lb.data["tables"] if t["task"] == "naru_mcq"]
+    tables = [t for t in lb.data["tables"] if t["task"] == "naru_mcq" and t["data"] is not None]
     assert sorted(t["data"] for t in tables) == sorted([fp, "otherdata0000000"])
-    for t in tables:  # each holds the published rows and the one run on its data
+    for t in tables:  # each holds the one run on its data (and no published row: not the official data)
         assert sum(1 for i in t["rows"] if not i.startswith("published")) == 1
     assert any("different data" in w and "never compared" in w for w in lb.warnings)
     md = markdown(lb.data)
@@ -539,10 +529,14 @@ def test_open_runs_get_macro_bootstrap_cis_and_their_data(tmp_path):
             assert lo <= e["metrics"][m] <= hi and hi - lo > 0, m
         assert metrics_from_open_log(ROOT_OF[fp](tmp_path))["overall"] == pytest.approx(e["metrics"]["overall"])
     tables = [t for t in lb.data["tables"] if t["task"] == "naru_open"]
-    assert sorted(t["data"] for t in tables) == ["fpA", "fpB"]
-    for t in tables:
+    # fpA and fpB are not the official data (issue 20): the published rows are a table of their own,
+    # the reference, and each run's data has its own table, never interleaved with them
+    assert [t["data"] for t in tables] == [None, "fpA", "fpB"]
+    assert len(tables[0]["rows"]) == 8 and all(i.startswith("published |") for i in tables[0]["rows"])
+    for t in tables[1:]:
         ours = [i for i in t["rows"] if i in {e["id"] for e in lb.data["entries"]}]
-        assert ours == [entries[t["data"]]["id"]] and len(t["rows"]) == 8 + 1 and t["kind"] == "open"
+        assert ours == [entries[t["data"]]["id"]] and len(t["rows"]) == 1 and t["kind"] == "open"
+        assert t["status"] == "other"
     assert any("different data" in w for w in lb.warnings)
     comp = [r for r in lb.data["paper"]["comparison"] if r["source"] == "table_iii"]
     assert {r["metric"] for r in comp} == {"overall"} and {r["paper"] for r in comp} == {0.44}
@@ -584,8 +578,9 @@ def test_committed_leaderboard_json_is_a_valid_document_and_round_trips():
 
 
 def test_a_malformed_leaderboard_or_manifest_is_an_error_naming_the_file(tmp_path):
-    from naru_eval.report.leaderboard import find_manifest, read_manifest, write_manifest
     from naru_eval.report.models import LeaderboardDocument, load_model
+    from naru_eval.report.runs import find_manifest, read_manifest
+    from naru_eval.report.sweep import write_manifest
 
     bad = tmp_path / "leaderboard.json"
     bad.write_text(json.dumps({"schema_version": 2, "entries": "nope"}), encoding="utf-8")

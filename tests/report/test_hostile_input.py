@@ -1,0 +1,378 @@
+"""Hostile and careless input to every reader of sample logs (issue 20, items 4-7), and what the
+tables compare: truncated, empty and foreign logs are named (file and line) with a non-zero exit
+and no traceback; forged leaderboard rows are never ranked; Markdown cells are escaped; runs sit
+beside the published rows only on the official data, synthetic data is marked as such."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from naru_eval.cli.main import main
+from naru_eval.core.data import CATEGORIES, LETTERS, NaruQuestion
+from naru_eval.core.scoring import compute_metrics, metric_payloads, score_response
+from naru_eval.report.leaderboard import build_leaderboard
+from naru_eval.report.render import markdown, md
+
+PAPER_COUNTS = {
+    "N.1": 185,
+    "N.2": 187,
+    "N.3": 186,
+    "N.4": 187,
+    "C.1": 143,
+    "C.2": 147,
+    "C.3": 148,
+    "C.4": 149,
+    "C.5": 149,
+}
+OPTS = ("red", "green", "blue", "white")
+
+
+def questions(counts: dict[str, int], videos: int = 12) -> list[NaruQuestion]:
+    out, n = [], 0
+    for cat in CATEGORIES:
+        for _ in range(counts.get(cat, 0)):
+            out.append(NaruQuestion(f"q{n:05d}", f"v{n % videos}", cat, "What colour?", OPTS, LETTERS[(n * 7) % 4]))
+            n += 1
+    return out
+
+
+def write_run(
+    folder: Path,
+    qs: list[NaruQuestion],
+    fingerprint: str,
+    model_args: str = "pretrained=model-x,num_frames=8",
+    input_mode: str | None = "video",
+    tamper: float = 0.0,
+    task: str = "naru_mcq",
+) -> Path:
+    """A naru_mcq run folder as lmms-eval leaves it: the sample log (payloads of
+    ``metric_payloads``) and the results file reporting the metrics the log gives (+ ``tamper``)."""
+    prov = {"adapter": "naru_replay", "input_mode": input_mode} if input_mode else None
+    samples = [
+        score_response(
+            q, q.answer if i % 3 else LETTERS[(LETTERS.index(q.answer) + 1) % 4], fingerprint, provenance=prov
+        )
+        for i, q in enumerate(qs)
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / f"20260101_000000_samples_{task}.jsonl"
+    with open(log, "w", encoding="utf-8") as f:
+        for i, s in enumerate(samples):
+            f.write(json.dumps({"doc_id": i, **metric_payloads(s)}) + "\n")
+    reported = {
+        f"{m},none": (v + tamper if m == "overall" and v is not None else v)
+        for m, v in compute_metrics(samples).items()
+    }
+    results = {
+        "results": {task: reported},
+        "config": {"model": "naru_replay", "model_args": model_args},
+        "n-samples": {task: {"original": len(samples), "effective": len(samples)}},
+        "versions": {task: 2.0},
+    }
+    (folder / "20260101_000000_results.json").write_text(json.dumps(results), encoding="utf-8")
+    return log
+
+
+def no_traceback(text: str) -> None:
+    assert "Traceback" not in text and "JSONDecodeError" not in text, text
+
+
+# --------------------------------------------------------------------------- item 4: truncated logs
+
+
+@pytest.fixture
+def truncated(tmp_path: Path) -> Path:
+    """A run whose sample log was cut mid-line (a crash or a full disk): line 3 is half a line."""
+    log = write_run(tmp_path / "run", questions({c: 2 for c in CATEGORIES}), "fp0000")
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    log.write_text("".join(lines[:2]) + lines[2][:40], encoding="utf-8")
+    return log
+
+
+def test_score_names_the_file_and_line_of_a_truncated_log(truncated, capsys):
+    assert main(["score", str(truncated)]) == 2
+    err = capsys.readouterr().err
+    assert f"{truncated}:3: not a JSON line" in err and "truncated or corrupt" in err
+    no_traceback(err)
+
+
+def test_compare_names_the_file_and_line_of_a_truncated_log(truncated, tmp_path, capsys):
+    good = write_run(tmp_path / "good", questions({c: 2 for c in CATEGORIES}), "fp0000")
+    assert main(["compare", str(good), str(truncated), "--reps", "10", "--permutations", "10"]) == 2
+    err = capsys.readouterr().err
+    assert f"{truncated}:3: not a JSON line" in err
+    no_traceback(err)
+
+
+def test_diagnose_names_the_file_and_line_of_a_truncated_log(truncated, capsys):
+    assert main(["diagnose", str(truncated.parent), "--bootstrap", "10"]) == 2
+    err = capsys.readouterr().err
+    assert f"{truncated}:3: not a JSON line" in err
+    no_traceback(err)
+
+
+def test_leaderboard_names_a_truncated_log_ranks_nothing_and_fails(truncated, tmp_path, capsys):
+    rc = main(
+        ["leaderboard", str(truncated.parent), "-o", str(tmp_path / "lb" / "lb.json"), "--no-plots", "--reps", "10"]
+    )
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert f"{truncated}:3: not a JSON line" in err
+    no_traceback(err)
+    doc = json.loads((tmp_path / "lb" / "lb.json").read_text(encoding="utf-8"))
+    assert doc["entries"] == [] and len(doc["unverified"]) == 1
+
+
+def test_a_bare_nan_in_a_log_is_not_json(tmp_path, capsys):
+    log = write_run(tmp_path / "run", questions({c: 1 for c in CATEGORIES}), "fp0000")
+    text = log.read_text(encoding="utf-8").replace('"duration_s": null', '"duration_s": NaN', 1)
+    log.write_text(text, encoding="utf-8")
+    assert main(["score", str(log)]) == 2
+    assert f"{log}:1: not a JSON line (bare NaN is not JSON)" in capsys.readouterr().err
+
+
+def test_a_log_of_another_task_gets_the_right_message_without_a_traceback(tmp_path, capsys):
+    """A naru_open log given to ``score`` (an MCQ reader): named as not an MCQ log, exit 2."""
+    from naru_eval.judge.score import JudgedSample, open_payloads
+
+    s = JudgedSample("q1", "v1", "N.1", "narrative", "q", "r", "a", "scored", recall=0.5)
+    log = tmp_path / "20260101_000000_samples_naru_open.jsonl"
+    log.write_text(json.dumps({"doc_id": 0, **open_payloads(s)}) + "\n", encoding="utf-8")
+    assert main(["score", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}:1: no NARU MCQ 'overall' payload; not a NARU MCQ sample log" in err
+    no_traceback(err)
+
+
+# --------------------------------------------------------------------------- item 5: empty logs
+
+
+def test_an_empty_log_is_an_error(tmp_path, capsys):
+    log = tmp_path / "20260101_000000_samples_naru_mcq.jsonl"
+    log.write_text("\n", encoding="utf-8")
+    assert main(["score", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}: empty sample log" in err
+    no_traceback(err)
+
+
+# --------------------------------------------------------------------------- item 6: forged rows
+
+
+def test_a_run_whose_log_is_not_a_naru_log_is_never_ranked(tmp_path):
+    """results.json edited to 99.0 beside a log of another benchmark: refused, listed apart with
+    the reason, in no table."""
+    run = tmp_path / "forged"
+    run.mkdir()
+    (run / "20260101_000000_samples_naru_mcq.jsonl").write_text('{"doc_id": 0, "acc": 1}\n', encoding="utf-8")
+    results = {
+        "results": {"naru_mcq": {"overall,none": 99.0}},
+        "config": {"model": "naru_replay", "model_args": "pretrained=forged-model"},
+        "n-samples": {"naru_mcq": {"original": 1, "effective": 1}},
+    }
+    (run / "20260101_000000_results.json").write_text(json.dumps(results), encoding="utf-8")
+    lb = build_leaderboard([run], reps=10)
+    assert lb.data["entries"] == []
+    (u,) = lb.data["unverified"]
+    assert u["model"] == "forged-model" and "not a NARU sample log" in u["reason"]
+    ranked = {i for t in lb.data["tables"] for i in t["rows"]}
+    assert not any("forged-model" in i for i in ranked)
+    md_text = markdown(lb.data)
+    assert "## Unverified runs (not ranked)" in md_text
+    assert not any(line.startswith("| forged-model") and "99.0" in line for line in md_text.splitlines())
+
+
+def test_a_run_whose_reported_numbers_do_not_recompute_is_never_ranked(tmp_path):
+    write_run(tmp_path / "run", questions({c: 3 for c in CATEGORIES}), "fp0000", tamper=20.0)
+    lb = build_leaderboard([tmp_path / "run"], reps=10)
+    (e,) = lb.data["entries"]
+    assert e["reported_matches_log"] is False
+    assert all(e["id"] not in t["rows"] for t in lb.data["tables"])
+    (u,) = lb.data["unverified"]
+    assert "overall" in u["reason"] and "does not recompute" in u["reason"]
+
+
+# --------------------------------------------------------------------------- item 7: Markdown injection
+
+
+def _cells(line: str) -> int:
+    """The cells of a Markdown table row: unescaped pipes."""
+    return len(re.findall(r"(?<!\\)\|", line)) - 1
+
+
+def test_markdown_escapes_every_cell(tmp_path):
+    evil = "evil | injected | row<script>alert(1)</script>\n| injected | row |"
+    write_run(tmp_path / "run", questions({c: 3 for c in CATEGORIES}), "fp0000", model_args=f"pretrained={evil}")
+    lb = build_leaderboard([tmp_path / "run"], reps=10, labels={})
+    text = markdown(lb.data)
+    assert "<script" not in text and "&lt;script&gt;" in text
+    assert not any(line.startswith("| injected") for line in text.splitlines())
+    # every row of every table has as many cells as its header
+    for block in text.split("\n\n"):
+        rows = [x for x in block.splitlines() if x.startswith("|")]
+        if rows:
+            assert {_cells(r) for r in rows} == {_cells(rows[0])}, block
+    assert md("a|b\nc<d>\\") == "a\\|b c&lt;d&gt;&#92;"
+
+
+# --------------------------------------------------------------------------- the tables say what they compare
+
+
+def test_a_run_with_table_i_counts_sits_beside_the_published_rows_marked_unverified(tmp_path):
+    write_run(tmp_path / "run", questions(PAPER_COUNTS, videos=50), "0123456789abcdef")
+    lb = build_leaderboard([tmp_path / "run"], reps=10)
+    (e,) = lb.data["entries"]
+    assert e["data_status"] == "counts-match" and e["n"]["overall"] == 1481 and e["input_mode"] == "video"
+    (table,) = [t for t in lb.data["tables"] if t["task"] == "naru_mcq"]
+    assert table["status"] == "counts-match" and e["id"] in table["rows"] and len(table["rows"]) == 13 + 1
+    text = markdown(lb.data)
+    assert "## naru_mcq: runs on data 0123456789abcdef (counts match Table I, release unverified)" in text
+    assert "| model-x | run | - | 8 Frames | video | 0123456789abcdef |" in text
+
+
+def test_a_known_official_fingerprint_sits_beside_the_published_rows(tmp_path, monkeypatch):
+    from naru_eval.report import published
+
+    monkeypatch.setattr(published, "official_fingerprints", lambda: frozenset({"feedfacefeedface"}))
+    write_run(tmp_path / "run", questions({c: 3 for c in CATEGORIES}), "feedfacefeedface")
+    lb = build_leaderboard([tmp_path / "run"], reps=10)
+    (table,) = [t for t in lb.data["tables"] if t["task"] == "naru_mcq"]
+    assert table["status"] == "official" and len(table["rows"]) == 14
+
+
+def test_synthetic_data_with_the_paper_counts_is_never_beside_the_published_rows(tmp_path):
+    """``make-synthetic --paper-counts`` has Table I's counts; its annotations say synthetic, so its
+    fingerprint does, and its runs get a table of their own that says so."""
+    from naru_eval.core.data import load_local
+    from naru_eval.core.synthetic import SyntheticSpec, make_dataset
+
+    data = make_dataset(tmp_path / "data", SyntheticSpec(counts=dict(PAPER_COUNTS), n_videos=2, seconds=1.0))
+    assert all(json.loads(x)["synthetic"] is True for x in (data / "annotations.jsonl").read_text().splitlines())
+    ds = load_local(data)
+    assert ds.fingerprint.startswith("synthetic-") and all(q.synthetic for q in ds.questions)
+    write_run(tmp_path / "run", ds.questions, ds.fingerprint)
+    lb = build_leaderboard([tmp_path / "run"], reps=10)
+    (e,) = lb.data["entries"]
+    assert e["data_status"] == "synthetic"
+    tables = [t for t in lb.data["tables"] if t["task"] == "naru_mcq"]
+    assert [(t["data"], t.get("status")) for t in tables] == [(None, None), (ds.fingerprint, "synthetic")]
+    assert tables[1]["rows"] == [e["id"]]
+    text = markdown(lb.data)
+    assert (
+        f"## naru_mcq: runs on data {ds.fingerprint} (SYNTHETIC data: not comparable with the published rows)" in text
+    )
+
+
+def test_real_data_keeps_its_fingerprint(tmp_path):
+    """The ``synthetic`` field changes nothing for data without it: the fingerprint of real data is
+    what it was before the field existed."""
+    import hashlib
+
+    from naru_eval.core.data import fingerprint_questions
+
+    qs = questions({"N.1": 2})
+    h = hashlib.sha256()
+    for q in qs:
+        doc = q.to_doc()
+        doc.pop("synthetic")
+        h.update(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode())
+    assert fingerprint_questions(qs) == h.hexdigest()[:16]
+
+
+def test_compare_refuses_runs_of_different_input_modes(tmp_path, capsys):
+    qs = questions({c: 2 for c in CATEGORIES})
+    a = write_run(tmp_path / "a", qs, "fp0000", input_mode="video")
+    b = write_run(tmp_path / "b", qs, "fp0000", input_mode="images")
+    assert main(["compare", str(a), str(b), "--reps", "10", "--permutations", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "different input modes" in err and "video vs images" in err
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _measure(page: Path, width: int, tmp: Path) -> dict[str, int]:
+    """The page's width, the window's and the most any table overflows its box, at ``width`` px,
+    as headless Chromium lays it out (a probe script added to a copy of the page)."""
+    import subprocess
+
+    probe = tmp / f"probe_{width}.html"
+    script = (
+        "<script>var m=0;document.querySelectorAll('.scroll').forEach(function(d){m=Math.max(m,d.scrollWidth-"
+        "d.clientWidth)});document.title='W='+document.documentElement.scrollWidth+' V='+window.innerWidth+"
+        "' S='+m;</script></body>"
+    )
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script), encoding="utf-8")
+    p = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp / 'profile'}",
+         f"--window-size={width},1000", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    m = re.search(r"<title>W=(\d+) V=(\d+) S=(\d+)</title>", p.stdout)
+    assert m, p.stderr[-2000:]
+    return {"page": int(m[1]), "window": int(m[2]), "overflow": int(m[3])}
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium: apt-get install -y chromium")
+def test_the_page_fits_a_1400px_window_and_a_phone(tmp_path):
+    """A page with runs (intervals under every value) fits a 1,400-px window with no table cut or
+    scrolled; at a phone's width the page itself still fits (wide tables scroll in their box)."""
+    from naru_eval.report.render import render_html
+
+    write_run(tmp_path / "runs" / "a", questions(PAPER_COUNTS, videos=50), "0123456789abcdef",
+              model_args="pretrained=Qwen/Qwen2.5-VL-7B-Instruct-with-a-long-name,num_frames=128")  # fmt: skip
+    write_run(tmp_path / "runs" / "b", questions({c: 5 for c in CATEGORIES}), "synthetic-0123456789abcdef")
+    page = tmp_path / "leaderboard.html"
+    page.write_text(render_html(build_leaderboard([tmp_path / "runs"], reps=50).data), encoding="utf-8")
+    wide = _measure(page, 1400, tmp_path)
+    assert wide["page"] <= wide["window"] and wide["overflow"] == 0, wide
+    phone = _measure(page, 390, tmp_path)  # Chromium's smallest headless window is wider than 390
+    assert phone["window"] <= 600 and phone["page"] <= phone["window"], phone
+
+
+def test_the_page_shows_only_what_holds_information():
+    """No all-N/A column, no "n/a" consistency rows, no empty cost/git/versions columns."""
+    from naru_eval.report.render import render_html
+
+    lb = build_leaderboard([], reps=10)
+    page, text = render_html(lb.data), markdown(lb.data)
+    assert "invalid_rate" not in page and "<th>recall</th>" not in page  # N/A for every published row
+    assert ">n/a<" not in page and "| n/a |" not in text  # ("n/a (platform)" is a published sampling)
+    assert "Not checkable (the paper prints only an overall): Gemini-3-Pro" in page
+    assert ">cost<" not in page and ">git<" not in page and ">versions<" not in page
+
+
+def test_a_log_that_is_not_utf8_names_the_line(tmp_path, capsys):
+    log = write_run(tmp_path / "run", questions({c: 1 for c in CATEGORIES}), "fp0000")
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(lines[0] + b'{"doc_id": 1, "x": "\xff\xfe"}\n' + b"".join(lines[2:]))
+    assert main(["score", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}:2: not UTF-8 text" in err
+    no_traceback(err)
+
+
+def test_runs_of_different_input_modes_are_different_entries(tmp_path):
+    """The same model and sampling given a video or separate images: two entries (the input mode is
+    in the key and beside the sampling), never a duplicate or a conflict."""
+    qs = questions({c: 3 for c in CATEGORIES})
+    write_run(tmp_path / "a", qs, "fp0000", input_mode="video")
+    write_run(tmp_path / "b", qs, "fp0000", input_mode="images")
+    lb = build_leaderboard([tmp_path / "a", tmp_path / "b"], reps=10)
+    assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"]
+    assert sorted(e["input_mode"] for e in lb.data["entries"]) == ["images", "video"]
+    assert sorted(e["id"].rsplit(" | ", 1)[1] for e in lb.data["entries"]) == ["input=images", "input=video"]
+
+
+def test_an_unreadable_results_file_is_named_once_and_skipped(tmp_path):
+    write_run(tmp_path / "run", questions({c: 1 for c in CATEGORIES}), "fp0000")
+    rf = tmp_path / "run" / "20260101_000000_results.json"
+    rf.write_text("{", encoding="utf-8")
+    lb = build_leaderboard([tmp_path / "run"], reps=10)
+    assert lb.data["entries"] == [] and lb.data["unverified"] == []
+    (w,) = lb.warnings
+    assert "20260101_000000_results.json: unreadable results file" in w and w.endswith("; skipped")
