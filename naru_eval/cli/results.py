@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from naru_eval.core.numbers import fmt_ci, fmt_num
 
 if TYPE_CHECKING:
-    from naru_eval.providers.gemini.cost import UsageTotals
+    from naru_eval.providers.gemini.usage import UsageTotals
     from naru_eval.report.models import LeaderboardDocument
 
 
@@ -198,7 +198,7 @@ def store_usage(store: str | Path, adapter: str, num_frames: int | None) -> Usag
     typed query; here, not in report/, because report never imports providers."""
     import sqlite3
 
-    from naru_eval.providers.gemini.cost import UsageTotals  # the one usage sum (cost.py is being split)
+    from naru_eval.providers.gemini.usage import UsageTotals  # the one usage sum
     from naru_eval.store.responses import runs, usage_by_run
 
     p = Path(store)
