@@ -417,10 +417,39 @@ def uniform_indices(total_frames: int, n: int) -> list[int]:
     return [min(total_frames - 1, int((i + 0.5) * total_frames / n)) for i in range(n)]
 
 
-def frames_for_fps(duration_s: float, fps: float, max_frames: int | None = None) -> int:
-    """How many frames fps-based sampling takes: ``max(1, floor(duration * fps))``, capped."""
+#: The most frames one call may take (448 x 448 RGB: 2048 frames = 1.2 GiB). A request past it is
+#: an error, not a silent cap: a 4-hour video at 1 fps (14,400 frames) is a configuration mistake.
+MAX_FRAMES = 2048
+
+#: validate-data: a container claiming more than this many seconds per frame on average (e.g.
+#: 2 frames over 10 hours) is out of all proportion to its frame count: a broken or forged header.
+MAX_SECONDS_PER_FRAME = 60.0
+
+
+def frames_for_fps(
+    duration_s: float, fps: float, max_frames: int | None = None, total_frames: int | None = None
+) -> int:
+    """How many frames fps-based sampling takes: ``max(1, floor(duration * fps))``, capped by
+    ``max_frames`` and by ``total_frames`` (the frames that exist: a header claiming 10 hours for
+    two frames must not ask for 18,000)."""
     n = max(1, int(duration_s * fps))
-    return min(n, max_frames) if max_frames else n
+    if max_frames:
+        n = min(n, max_frames)
+    return min(n, max(1, total_frames)) if total_frames is not None else n
+
+
+def duration_problem(info: VideoInfo) -> str | None:
+    """Why the claimed duration cannot be believed, given the frame count the container states; else None."""
+    if not info.frame_count_exact or info.frame_count <= 0:
+        return None
+    per_frame = info.duration_s / info.frame_count
+    if per_frame <= MAX_SECONDS_PER_FRAME:
+        return None
+    return (
+        f"the container claims {info.duration_s / 3600:.2f} h of video for {info.frame_count} frame(s) "
+        f"(one frame per {per_frame:.0f} s on average, more than {MAX_SECONDS_PER_FRAME:.0f} s): "
+        "the header is out of proportion to the frames; re-encode or remux the file"
+    )
 
 
 def target_size(width: int, height: int, max_pixels: int | None) -> tuple[int, int]:
@@ -464,12 +493,17 @@ def sample_frames(
 
     if (num_frames is None) == (fps is None):
         raise ValueError("give exactly one of num_frames or fps")
+    asked = min(num_frames, max_frames) if num_frames is not None and max_frames else num_frames
+    if asked is not None and asked > MAX_FRAMES:
+        raise ValueError(f"num_frames={asked}: the sampler takes at most {MAX_FRAMES} frames per video")
     p = Path(path)
     _check_file(p)
     try:
         with av.open(str(p)) as container:
             stream = _video_stream(p, container)
-            _choose_threads(stream, approximate)
+            # Containers without an index (MPEG-TS) are often cut mid-frame: the last picture is then
+            # concealed, and frame threads conceal it differently from a sequential decode.
+            _choose_threads(stream, approximate or _by_bytes(container))
             index = frame_index(p, container, index_dir)
             total = len(index.pts)
             tb = index.time_base
@@ -478,11 +512,17 @@ def sample_frames(
             frame_s = end_s / max(1, total - 1) if total > 1 else 0.0
             _check_truncation(p, index.claimed_s, end_s, total, frame_s)
             duration = max(index.claimed_s, end_s + frame_s)
-            if num_frames is not None:
-                n = min(num_frames, max_frames) if max_frames else num_frames
+            if asked is not None:
+                n = asked
             else:
                 assert fps is not None  # exactly one of num_frames / fps (checked above)
-                n = frames_for_fps(duration, float(fps), max_frames)
+                n = frames_for_fps(duration, float(fps), max_frames, total)
+                if n > MAX_FRAMES:
+                    raise VideoError(
+                        p,
+                        f"fps={fps} over {duration:.0f} s asks for {n} frames, more than the sampler's "
+                        f"maximum of {MAX_FRAMES} per video: lower fps or set max_frames",
+                    )
             targets = uniform_indices(total, n)
             run = _Decoder(p, container, stream, index, max_pixels, len(targets))
             if approximate:
@@ -522,10 +562,10 @@ def _machine_busy() -> bool:
         return False
 
 
-def _choose_threads(stream: Any, lone_keyframes: bool) -> None:
-    """Slice threads on a busy machine and for keyframes decoded alone, frame threads otherwise."""
+def _choose_threads(stream: Any, slice_only: bool) -> None:
+    """Slice threads on a busy machine and where ``slice_only``, frame threads otherwise."""
     # Approximate mode decodes keyframes alone: frame threads would hold them back.
-    stream.thread_type = "SLICE" if lone_keyframes or _machine_busy() else "AUTO"
+    stream.thread_type = "SLICE" if slice_only or _machine_busy() else "AUTO"
 
 
 class _Decoder:
