@@ -186,7 +186,7 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
 
 # --------------------------------------------------------------------------- the frame index
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 
 
 class FrameIndex(NamedTuple):
@@ -195,6 +195,8 @@ class FrameIndex(NamedTuple):
     ``pts[k]`` is frame k's presentation timestamp (sorted: presentation order, hidden frames of an
     edit list left out). Keyframes are listed in decode order with their timestamp and byte offset
     (-1 when the container gives none). ``claimed_s`` is the container's claimed duration.
+    ``source`` says where the packets' timestamps came from: ``moov`` (an MP4's sample tables),
+    ``demux`` (a pass over every packet) or ``decode`` (packets without timestamps).
     """
 
     pts: np.ndarray  # int64
@@ -202,6 +204,7 @@ class FrameIndex(NamedTuple):
     key_pos: np.ndarray  # int64
     time_base: float
     claimed_s: float
+    source: str = "demux"
 
 
 _INDEXES: OrderedDict[str, FrameIndex] = OrderedDict()
@@ -232,7 +235,9 @@ def _load_index(key: str, cache_dir: str | os.PathLike[str] | None) -> FrameInde
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
-            index = FrameIndex(z["pts"], z["key_pts"], z["key_pos"], float(z["time_base"]), float(z["claimed_s"]))
+            index = FrameIndex(
+                z["pts"], z["key_pts"], z["key_pos"], float(z["time_base"]), float(z["claimed_s"]), str(z["source"])
+            )
     except Exception:  # a damaged entry is a miss, never an error
         return None
     _remember_index(key, index, None, save=False)
@@ -253,14 +258,93 @@ def _remember_index(key: str, index: FrameIndex, cache_dir: str | os.PathLike[st
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
         np.savez(tmp, pts=index.pts, key_pts=index.key_pts, key_pos=index.key_pos,
-                 time_base=np.array(index.time_base), claimed_s=np.array(index.claimed_s))  # fmt: skip
+                 time_base=np.array(index.time_base), claimed_s=np.array(index.claimed_s),
+                 source=np.array(index.source))  # fmt: skip
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache directory costs a rebuild next time, nothing else
 
 
-def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
-    """Demux every packet (no decoding), then decode the tail to see which frames really decode."""
+def _is_mp4(container: Any) -> bool:
+    return "mov" in (container.format.name or "").split(",")
+
+
+def _build_index(p: Path, container: Any, stream: Any, tables: bool = True) -> FrameIndex:
+    """The packets' timestamps (from an MP4's sample tables where they agree with the packets, else
+    one demux pass, no decoding), then the head and tail decoded to see which frames really decode."""
+    if tables and _is_mp4(container):
+        from_moov = _packets_from_moov(p, container, stream)
+        if from_moov is not None:
+            return _decodable(p, container, stream, *from_moov, source="moov")
+        _seek_start(container, stream)  # the checks moved the demuxer: the pass starts at the first packet
+    return _build_index_by_demux(p, container, stream)
+
+
+def _packets_from_moov(p: Path, container: Any, stream: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(shown pts, keyframe pts, keyframe byte offsets) from the moov box: no pass over the file.
+
+    Trusted only where the container agrees: the sample count is FFmpeg's, every sample lies inside
+    the file (else it is cut: the demux pass and the truncation check decide), and the first and
+    last GOPs' packets, demuxed, match the tables sample for sample (timestamp, keyframe, hidden,
+    offset, size). A table that disagrees in between is caught by the sampler, which then rebuilds
+    the index by demuxing (``sample_frames``).
+    """
+    from fractions import Fraction
+
+    import numpy as np
+
+    from naru_eval.media import mp4_index
+
+    table = mp4_index.sample_table(p)
+    if table is None or len(table.dts) == 0:
+        return None
+    if (stream.frames and stream.frames != len(table.dts)) or Fraction(1, table.timescale) != stream.time_base:
+        return None
+    if int((table.offset + table.size).max()) > p.stat().st_size:
+        return None
+    pts, discard = mp4_index.packet_times(table)
+    keep = table.size > 0  # the demux pass skips empty packets
+    pts, discard, key, pos, size = pts[keep], discard[keep], table.keyframe[keep], table.offset[keep], table.size[keep]
+    keys = np.flatnonzero(key)
+    if len(keys) == 0:
+        return None
+    rows = np.stack([pts, key, discard, pos, size], axis=1).astype(np.int64)
+    head_end = int(keys[1]) + 1 if len(keys) > 1 else len(pts)
+    if _demuxed_rows(container, stream, None, head_end) != rows[:head_end].tolist():
+        return None
+    last_key = int(keys[-1])
+    tail = _demuxed_rows(container, stream, int(pts[last_key]), None)  # the seek may land a GOP early
+    at = np.flatnonzero(pos == tail[0][3]) if tail else np.zeros(0, np.int64)
+    if len(at) != 1 or int(at[0]) > last_key or tail != rows[int(at[0]) :].tolist():
+        return None
+    return pts[~discard], pts[keys], pos[keys]
+
+
+def _demuxed_rows(container: Any, stream: Any, seek_pts: int | None, limit: int | None) -> list[list[int]]:
+    """[pts, keyframe, discard, pos, size] of the packets from the start (or a keyframe seek), up to ``limit``."""
+    import av
+
+    if seek_pts is None:
+        _seek_start(container, stream)
+    else:
+        container.seek(seek_pts, stream=stream, backward=True, any_frame=False)
+    rows: list[list[int]] = []
+    try:
+        for packet in container.demux(stream):
+            if not packet.size:
+                continue
+            if packet.pts is None:
+                return []
+            rows.append([packet.pts, int(packet.is_keyframe), int(packet.is_discard), packet.pos, packet.size])
+            if limit is not None and len(rows) >= limit:
+                break
+    except av.error.FFmpegError:
+        return []
+    return rows
+
+
+def _build_index_by_demux(p: Path, container: Any, stream: Any) -> FrameIndex:
+    """Demux every packet (no decoding), then decode the head and tail."""
     import av
     import numpy as np
 
@@ -284,10 +368,21 @@ def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
         pass  # a truncated file: what demuxed is what there is; the tail decode below says more
     if missing_pts:
         return _index_by_decoding(p, container, stream)
-    if not key_pts:
+    return _decodable(
+        p, container, stream, np.array(pts, np.int64), np.array(key_pts, np.int64), np.array(key_pos, np.int64), "demux"
+    )
+
+
+def _decodable(
+    p: Path, container: Any, stream: Any, pts: np.ndarray, key_pts_a: np.ndarray, key_pos_a: np.ndarray, source: str
+) -> FrameIndex:
+    """The index from the packets' timestamps: the frames that decoding from the start gives out
+    first (the head) and the last frames that really decode (the tail) decide where it starts and ends."""
+    import numpy as np
+
+    if not len(key_pts_a):
         raise VideoError(p, "no keyframe in the video stream")
-    sorted_pts = np.unique(np.array(pts, np.int64))
-    key_pts_a, key_pos_a = np.array(key_pts, np.int64), np.array(key_pos, np.int64)
+    sorted_pts = np.unique(pts)
     # The head: a recording that starts mid-stream begins with frames that need pictures it does
     # not have; the decoder drops them (or shows them grey). Frame 0 is what decoding from the
     # start gives out first, so the head is decoded up to the second keyframe to see which it gives.
@@ -308,7 +403,9 @@ def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
     if last is None:
         raise VideoError(p, "no decodable frame")
     sorted_pts = sorted_pts[sorted_pts <= last]
-    return FrameIndex(sorted_pts, key_pts_a, key_pos_a, float(stream.time_base), _claimed_duration(container, stream))
+    return FrameIndex(
+        sorted_pts, key_pts_a, key_pos_a, float(stream.time_base), _claimed_duration(container, stream), source
+    )
 
 
 def _seek_start(container: Any, stream: Any) -> None:
@@ -356,27 +453,31 @@ def _index_by_decoding(p: Path, container: Any, stream: Any) -> FrameIndex:
     arr = np.unique(np.array(pts, np.int64))
     first = np.array([arr[0]], np.int64)
     return FrameIndex(
-        arr, first, np.array([0], np.int64), float(stream.time_base), _claimed_duration(container, stream)
+        arr, first, np.array([0], np.int64), float(stream.time_base), _claimed_duration(container, stream), "decode"
     )
 
 
 def frame_index(
-    path: str | os.PathLike[str], container: Any = None, cache_dir: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str],
+    container: Any = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    tables: bool = True,
 ) -> FrameIndex:
-    """The file's frame index: from memory, from disk beside the frame cache, or built (one demux pass)."""
+    """The file's frame index: from memory, from disk beside the frame cache, or built (an MP4's
+    sample tables, else one demux pass). ``tables=False`` rebuilds it by demuxing, whatever is kept."""
     import av
 
     p = Path(path)
     key = _index_key(p)
-    known = _load_index(key, cache_dir)
+    known = _load_index(key, cache_dir) if tables else None
     if known is not None:
         return known
     index: FrameIndex
     if container is None:
         with av.open(str(p)) as c:
-            index = _build_index(p, c, _video_stream(p, c))
+            index = _build_index(p, c, _video_stream(p, c), tables)
     else:
-        index = _build_index(p, container, _video_stream(p, container))
+        index = _build_index(p, container, _video_stream(p, container), tables)
     _remember_index(key, index, cache_dir)
     return index
 
@@ -488,9 +589,6 @@ def sample_frames(
     accepted for compatibility; the file itself is always the authority. The frame index is kept
     in memory and, with ``index_dir`` (or ``NARU_FRAME_CACHE``), on disk.
     """
-    import av
-    import numpy as np
-
     if (num_frames is None) == (fps is None):
         raise ValueError("give exactly one of num_frames or fps")
     asked = min(num_frames, max_frames) if num_frames is not None and max_frames else num_frames
@@ -499,12 +597,39 @@ def sample_frames(
     p = Path(path)
     _check_file(p)
     try:
+        return _sample(p, asked, fps, max_frames, max_pixels, approximate, index_dir, tables=True)
+    except _TablesContradicted:
+        # The sample tables' index disagrees with the packets in the middle (its head and tail were
+        # checked when it was built): rebuild it by demuxing, and sample again.
+        return _sample(p, asked, fps, max_frames, max_pixels, approximate, index_dir, tables=False)
+
+
+class _TablesContradicted(Exception):
+    """A frame the index built from an MP4's sample tables names did not decode."""
+
+
+def _sample(
+    p: Path,
+    asked: int | None,
+    fps: float | None,
+    max_frames: int | None,
+    max_pixels: int | None,
+    approximate: bool,
+    index_dir: str | os.PathLike[str] | None,
+    tables: bool,
+) -> SampledFrames:
+    """``sample_frames`` once its arguments are checked; ``tables=False``: the index by demuxing."""
+    import av
+    import numpy as np
+
+    index: FrameIndex | None = None
+    try:
         with av.open(str(p)) as container:
             stream = _video_stream(p, container)
             # Containers without an index (MPEG-TS) are often cut mid-frame: the last picture is then
             # concealed, and frame threads conceal it differently from a sequential decode.
             _choose_threads(stream, approximate or _by_bytes(container))
-            index = frame_index(p, container, index_dir)
+            index = frame_index(p, container, index_dir, tables)
             total = len(index.pts)
             tb = index.time_base
             first_pts = int(index.pts[0])
@@ -531,10 +656,13 @@ def sample_frames(
                 picked = [run.exact(k) for k in targets]
             frames = run.frames()
             width, height = run.out_size
-    except VideoError:
+    except VideoError as e:
+        if tables and index is not None and index.source == "moov" and e.reason.startswith("could not decode frame"):
+            raise _TablesContradicted() from e
         raise
     except Exception as e:  # PyAV raises several error types for corrupt files
         raise VideoError(p, f"decoding failed ({type(e).__name__}: {e})") from None
+    assert index is not None  # set before anything that could decode
     indices = np.array(picked, dtype=np.int64)
     ts = (index.pts[indices] - first_pts) * tb if len(indices) else np.zeros(0)
     want = (index.pts[np.array(targets, np.int64)] - first_pts) * tb if targets else np.zeros(0)
