@@ -275,13 +275,14 @@ def _build_index(p: Path, container: Any, stream: Any, tables: bool = True) -> F
     if tables and _is_mp4(container):
         from_moov = _packets_from_moov(p, container, stream)
         if from_moov is not None:
-            return _decodable(p, container, stream, *from_moov, source="moov")
+            shown, key_pts, key_pos, clean = from_moov
+            return _decodable(p, container, stream, shown, key_pts, key_pos, "moov", clean)
         _seek_start(container, stream)  # the checks moved the demuxer: the pass starts at the first packet
     return _build_index_by_demux(p, container, stream)
 
 
-def _packets_from_moov(p: Path, container: Any, stream: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(shown pts, keyframe pts, keyframe byte offsets) from the moov box: no pass over the file.
+def _packets_from_moov(p: Path, container: Any, stream: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool] | None:
+    """(shown pts, keyframe pts, keyframe byte offsets, clean start) from the moov box: no pass over the file.
 
     Trusted only where the container agrees: the sample count is FFmpeg's, every sample lies inside
     the file (else it is cut: the demux pass and the truncation check decide), and the first and
@@ -308,6 +309,9 @@ def _packets_from_moov(p: Path, container: Any, stream: Any) -> tuple[np.ndarray
     keys = np.flatnonzero(key)
     if len(keys) == 0:
         return None
+    gop1 = slice(0, int(keys[1]) if len(keys) > 1 else len(pts))
+    shown_gop1 = pts[gop1][~discard[gop1]]
+    clean = bool(key[0]) and (len(shown_gop1) == 0 or int(shown_gop1.min()) >= int(pts[0]))
     rows = np.stack([pts, key, discard, pos, size], axis=1).astype(np.int64)
     head_end = int(keys[1]) + 1 if len(keys) > 1 else len(pts)
     if _demuxed_rows(container, stream, None, head_end) != rows[:head_end].tolist():
@@ -317,7 +321,7 @@ def _packets_from_moov(p: Path, container: Any, stream: Any) -> tuple[np.ndarray
     at = np.flatnonzero(pos == tail[0][3]) if tail else np.zeros(0, np.int64)
     if len(at) != 1 or int(at[0]) > last_key or tail != rows[int(at[0]) :].tolist():
         return None
-    return pts[~discard], pts[keys], pos[keys]
+    return pts[~discard], pts[keys], pos[keys], clean
 
 
 def _demuxed_rows(container: Any, stream: Any, seek_pts: int | None, limit: int | None) -> list[list[int]]:
@@ -352,6 +356,8 @@ def _build_index_by_demux(p: Path, container: Any, stream: Any) -> FrameIndex:
     key_pts: list[int] = []
     key_pos: list[int] = []
     missing_pts = False
+    first_key: bool | None = None  # the first packet is a keyframe
+    head_min: int | None = None  # the least timestamp shown before the second keyframe (decode order)
     try:
         for packet in container.demux(stream):
             if not packet.size:
@@ -359,25 +365,42 @@ def _build_index_by_demux(p: Path, container: Any, stream: Any) -> FrameIndex:
             if packet.pts is None:
                 missing_pts = True
                 break
+            if first_key is None:
+                first_key = bool(packet.is_keyframe)
             if packet.is_keyframe:
                 key_pts.append(packet.pts)
                 key_pos.append(packet.pos if packet.pos is not None else -1)
             if not packet.is_discard:
                 pts.append(packet.pts)
+                if len(key_pts) < 2 and (head_min is None or packet.pts < head_min):
+                    head_min = packet.pts
     except av.error.FFmpegError:
         pass  # a truncated file: what demuxed is what there is; the tail decode below says more
     if missing_pts:
         return _index_by_decoding(p, container, stream)
+    key_pts_a = np.array(key_pts, np.int64)
+    clean = bool(first_key) and head_min is not None and head_min >= key_pts_a[0]
     return _decodable(
-        p, container, stream, np.array(pts, np.int64), np.array(key_pts, np.int64), np.array(key_pos, np.int64), "demux"
+        p, container, stream, np.array(pts, np.int64), key_pts_a, np.array(key_pos, np.int64), "demux", clean
     )
 
 
 def _decodable(
-    p: Path, container: Any, stream: Any, pts: np.ndarray, key_pts_a: np.ndarray, key_pos_a: np.ndarray, source: str
+    p: Path,
+    container: Any,
+    stream: Any,
+    pts: np.ndarray,
+    key_pts_a: np.ndarray,
+    key_pos_a: np.ndarray,
+    source: str,
+    clean_start: bool = False,
 ) -> FrameIndex:
     """The index from the packets' timestamps: the frames that decoding from the start gives out
-    first (the head) and the last frames that really decode (the tail) decide where it starts and ends."""
+    first (the head) and the last frames that really decode (the tail) decide where it starts and ends.
+
+    ``clean_start``: the first packet is a keyframe and nothing before the second keyframe (decode
+    order) is shown before it, so no picture of the first GOP lacks a reference.
+    """
     import numpy as np
 
     if not len(key_pts_a):
@@ -386,8 +409,18 @@ def _decodable(
     # The head: a recording that starts mid-stream begins with frames that need pictures it does
     # not have; the decoder drops them (or shows them grey). Frame 0 is what decoding from the
     # start gives out first, so the head is decoded up to the second keyframe to see which it gives.
-    bound = int(key_pts_a[1]) if len(key_pts_a) > 1 else None
-    head = _head_pts(container, stream, bound)
+    # A clean start needs only its first frame decoded: it must be the keyframe's, and all follow.
+    head: list[int] = []
+    bound: int | None = None
+    if clean_start:
+        head = _head_pts(container, stream, -(1 << 62))  # stops at the first frame given out
+        if head and head[0] == int(key_pts_a[0]) == int(sorted_pts[0]):
+            bound = head[0]
+        else:
+            head = []
+    if not head:
+        bound = int(key_pts_a[1]) if len(key_pts_a) > 1 else None
+        head = _head_pts(container, stream, bound)
     if not head:
         raise VideoError(p, "no decodable frame")
     in_head = np.isin(sorted_pts, np.array(head, np.int64))
