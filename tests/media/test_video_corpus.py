@@ -65,6 +65,10 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     faststart = {"movflags": "faststart"}
     out["faststart.mp4"] = vc.encode(d / "fs.mp4", *vc.cfr(90, 25), options=vc.x264(15), container_options=faststart)
     out["mpeg4_part2.mp4"] = vc.encode(d / "m4v.mp4", *vc.cfr(90, 25), codec="mpeg4", options=vc.mpeg2(12))
+    fragmented = {"movflags": "frag_keyframe+empty_moov"}  # samples described in moof boxes, not the moov
+    out["fragmented.mp4"] = vc.encode(
+        d / "frag.mp4", *vc.cfr(90, 25), options=vc.x264(15), container_options=fragmented
+    )
     return out
 
 
@@ -73,11 +77,11 @@ EXACT = [
     "h264.ts", "h264.m2ts", "mpeg2.ts", "mpeg2.m2ts",
     "midstream_h264.ts", "midstream_hevc.ts", "midstream_mpeg2.m2ts",
     "hevc_open_gop.mp4", "hevc_open_gop.mkv", "h264_open_gop.mp4", "h264_open_gop.mkv",
-    "stream_copy_cut.mp4", "h264.mov", "faststart.mp4", "mpeg4_part2.mp4",
+    "stream_copy_cut.mp4", "h264.mov", "faststart.mp4", "mpeg4_part2.mp4", "fragmented.mp4",
 ]  # fmt: skip
 
 #: Every MP4/MOV of the corpus: the frame index comes from its moov box (issue 21).
-MP4 = [name for name in EXACT if name.endswith((".mp4", ".mov"))] + ["rotated.mp4", "anamorphic.mp4"]
+MP4 = [n for n in EXACT if n.endswith((".mp4", ".mov")) and n != "fragmented.mp4"] + ["rotated.mp4", "anamorphic.mp4"]
 
 
 def _shown(s) -> list[int]:
@@ -207,6 +211,14 @@ def test_index_from_the_moov_box_is_the_demux_pass(corpus, name):
     for field in ("pts", "key_pts", "key_pos"):
         assert np.array_equal(getattr(from_moov, field), getattr(by_demux, field)), field
     assert (from_moov.time_base, from_moov.claimed_s) == (by_demux.time_base, by_demux.claimed_s)
+
+
+def test_fragmented_mp4_is_indexed_by_the_demux_pass(corpus):
+    """A fragmented MP4's moov lists no samples (they are in the moof boxes): the demux pass it is."""
+    from naru_eval.media import mp4_index
+
+    assert mp4_index.sample_table(corpus["fragmented.mp4"]) is None
+    assert _built(corpus["fragmented.mp4"], True).source == "demux"
 
 
 def test_moov_index_reads_the_tables_not_the_file(tmp_path):
