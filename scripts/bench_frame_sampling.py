@@ -241,6 +241,12 @@ class Times:
     def best(self, name: str) -> float:
         return min(self.runs[name])
 
+    def paired(self, name: str, floor: str, n: int) -> str:
+        """'(median, least)' of the per-round ratios of ``name`` to the faster floor of that round."""
+        floors = [min(a, b) for a, b in zip(self.runs[f"{floor}AUTO{n}"], self.runs[f"{floor}SLICE{n}"], strict=True)]
+        r = [x / f for x, f in zip(self.runs[name], floors, strict=True)]
+        return f"({statistics.median(r):.2f}x, {min(r):.2f}x)"
+
 
 def shown(frames: Any) -> list[int]:
     return [read_frame_index(f) for f in frames]
@@ -421,23 +427,25 @@ def main() -> None:
     if args.cold:
         res = "not checked (no fincore)" if resident_after_evict is None else f"{resident_after_evict} bytes"
         print()
-        print(f"Cold (a file's first touch; page cache after eviction: {res}). Ratios: median (min over rounds).")
+        print(
+            f"Cold (a file's first touch; page cache after eviction: {res}). Ratios: median times over"
+            " rounds / the floor's (the faster threading); in brackets the median and the least of the"
+            " per-round ratios (each round's run against the same round's floor: a load change between"
+            " rounds cancels)."
+        )
         print()
         print("| N | cold sample_frames | cold / cold floor | cold, index by demux pass | its ratio |"
               " cold floor (frame / slice threads) | warm sample_frames / warm floor | warm / cold floor |")  # fmt: skip
         print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n in sizes:
             c_floor = min(m(f"c_floorAUTO{n}"), m(f"c_floorSLICE{n}"))
-            c_floor_best = min(T.best(f"c_floorAUTO{n}"), T.best(f"c_floorSLICE{n}"))
             w_floor = min(m(f"floorAUTO{n}"), m(f"floorSLICE{n}"))
-            w_floor_best = min(T.best(f"floorAUTO{n}"), T.best(f"floorSLICE{n}"))
             print(
-                f"| {n} | {fmt_s(m(f'c_sf{n}'))} | {m(f'c_sf{n}') / c_floor:.2f}x"
-                f" ({T.best(f'c_sf{n}') / c_floor_best:.2f}x) | {fmt_s(m(f'c_demux{n}'))} |"
-                f" {m(f'c_demux{n}') / c_floor:.2f}x ({T.best(f'c_demux{n}') / c_floor_best:.2f}x) |"
+                f"| {n} | {fmt_s(m(f'c_sf{n}'))} | {m(f'c_sf{n}') / c_floor:.2f}x {T.paired(f'c_sf{n}', 'c_floor', n)} |"
+                f" {fmt_s(m(f'c_demux{n}'))} | {m(f'c_demux{n}') / c_floor:.2f}x {T.paired(f'c_demux{n}', 'c_floor', n)} |"
                 f" {fmt_s(m(f'c_floorAUTO{n}'))} / {fmt_s(m(f'c_floorSLICE{n}'))} |"
-                f" {m(f'sf{n}') / w_floor:.2f}x ({T.best(f'sf{n}') / w_floor_best:.2f}x) |"
-                f" {m(f'sf{n}') / c_floor:.2f}x |"
+                f" {m(f'sf{n}') / w_floor:.2f}x {T.paired(f'sf{n}', 'floor', n)} |"
+                f" {m(f'sf{n}') / c_floor:.2f}x {T.paired(f'sf{n}', 'c_floor', n)} |"
             )
     if args.extras:
         wanted = set().union(*(uniform_indices(total, n) for n in sizes))
