@@ -34,7 +34,7 @@ def test_two_frames_ten_hours_apart_allocate_two_frames(sparse, ext):
     assert path.stat().st_size < 4096 and probe_video(path).duration_s >= 36_000  # tiny, claims 10 h
     tracemalloc.start()
     try:
-        s = sample_frames(path, fps=0.25)  # 9,000 frames by the header: 5.4 GB at 448x448
+        s = sample_frames(path, fps=0.25)  # 18,000 frames by the header: 10.1 GiB at 448x448
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
