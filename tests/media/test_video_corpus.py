@@ -65,6 +65,10 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     faststart = {"movflags": "faststart"}
     out["faststart.mp4"] = vc.encode(d / "fs.mp4", *vc.cfr(90, 25), options=vc.x264(15), container_options=faststart)
     out["mpeg4_part2.mp4"] = vc.encode(d / "m4v.mp4", *vc.cfr(90, 25), codec="mpeg4", options=vc.mpeg2(12))
+    # Video starting 1 s in: the muxer writes an empty edit (a presentation delay) before the real one.
+    out["delayed_start.mp4"] = vc.encode(
+        d / "delay.mp4", [25 + i for i in range(90)], Fraction(1, 25), options=vc.x264(15)
+    )
     fragmented = {"movflags": "frag_keyframe+empty_moov"}  # samples described in moof boxes, not the moov
     out["fragmented.mp4"] = vc.encode(
         d / "frag.mp4", *vc.cfr(90, 25), options=vc.x264(15), container_options=fragmented
@@ -78,6 +82,7 @@ EXACT = [
     "midstream_h264.ts", "midstream_hevc.ts", "midstream_mpeg2.m2ts",
     "hevc_open_gop.mp4", "hevc_open_gop.mkv", "h264_open_gop.mp4", "h264_open_gop.mkv",
     "stream_copy_cut.mp4", "h264.mov", "faststart.mp4", "mpeg4_part2.mp4", "fragmented.mp4",
+    "delayed_start.mp4",
 ]  # fmt: skip
 
 #: Every MP4/MOV of the corpus: the frame index comes from its moov box (issue 21).
@@ -132,6 +137,10 @@ def test_corpus_is_what_it_claims(corpus, truth):
             assert not next(p for p in c.demux(c.streams.video[0]) if p.size).is_keyframe  # starts mid-GOP
     for name in ("truncated.mkv", "truncated.webm"):
         assert len(vc.decoded_stamps(corpus[name])) < 0.6 * 240
+    from naru_eval.media import mp4_index
+
+    table = mp4_index.sample_table(corpus["delayed_start.mp4"])
+    assert table is not None and table.empty > 0 and table.edit is not None  # an empty edit, then the video
 
 
 @pytest.mark.parametrize("name", EXACT)
