@@ -603,16 +603,21 @@ def frames_for_fps(
 
 
 def duration_problem(info: VideoInfo) -> str | None:
-    """Why the claimed duration cannot be believed, given the frame count the container states; else None."""
-    if not info.frame_count_exact or info.frame_count <= 0:
+    """Why the claimed duration cannot be believed, given the frame count the container states (MP4)
+    or, without one (Matroska), the frame rate FFmpeg measured from the first frames; else None."""
+    if info.frame_count_exact and info.frame_count > 0:
+        per_frame = info.duration_s / info.frame_count
+        frames = f"for {info.frame_count} frame(s) (one frame per {per_frame:.0f} s on average"
+    elif not info.frame_count_exact and info.fps > 0:
+        per_frame = 1.0 / info.fps
+        frames = f"at {info.fps:.3g} frames per second (one frame per {per_frame:.0f} s"
+    else:
         return None
-    per_frame = info.duration_s / info.frame_count
     if per_frame <= MAX_SECONDS_PER_FRAME:
         return None
     return (
-        f"the container claims {info.duration_s / 3600:.2f} h of video for {info.frame_count} frame(s) "
-        f"(one frame per {per_frame:.0f} s on average, more than {MAX_SECONDS_PER_FRAME:.0f} s): "
-        "the header is out of proportion to the frames; re-encode or remux the file"
+        f"the container claims {info.duration_s / 3600:.2f} h of video {frames}, more than "
+        f"{MAX_SECONDS_PER_FRAME:.0f} s): the header is out of proportion to the frames; re-encode or remux the file"
     )
 
 

@@ -58,11 +58,15 @@ def test_an_explicit_maximum_with_a_clear_error(tmp_path, monkeypatch):
 def test_validate_flags_a_duration_out_of_proportion_to_the_frames(copy_data, sparse):
     d = copy_data()
     (d / "videos" / "vid000.mp4").write_bytes(sparse["mp4"].read_bytes())
+    (d / "videos" / "vid001.mp4").unlink()
+    (d / "videos" / "vid001.mkv").write_bytes(sparse["mkv"].read_bytes())  # no frame count: the measured rate
     report = validate(d)
-    assert len(report.problems) == 1, report.problems
-    problem = report.problems[0]
-    assert "video 'vid000'" in problem and "vid000.mp4" in problem
-    assert "claims 10.28 h of video for 2 frame(s)" in problem and "out of proportion" in problem
+    assert len(report.problems) == 2, report.problems
+    mp4, mkv = sorted(report.problems)
+    assert "video 'vid000'" in mp4 and "vid000.mp4" in mp4
+    assert "claims 10.28 h of video for 2 frame(s)" in mp4 and "out of proportion" in mp4
+    assert "video 'vid001'" in mkv and "vid001.mkv" in mkv
+    assert "claims 10.28 h of video at 0.001 frames per second" in mkv and "out of proportion" in mkv
 
 
 @pytest.fixture(scope="module")
