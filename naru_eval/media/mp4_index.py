@@ -118,8 +118,12 @@ def _table(buf: bytes, at: int, count: int, fmt: str) -> np.ndarray:
     return np.frombuffer(buf, dt, count, at)
 
 
-def video_track(moov: bytes) -> SampleTable | None:
-    """The first video track's sample tables, or None where they are not all simple to read."""
+def video_track(moov: bytes, file_size: int) -> SampleTable | None:
+    """The first video track's sample tables, or None where they are not all simple to read.
+
+    ``file_size`` bounds the sample count (every sample holds a byte): a damaged header must not
+    make the tables allocate more than the file could describe.
+    """
     if _find(moov, 0, len(moov), [b"mvex"]):
         return None  # fragmented
     movie_scale = None
@@ -132,13 +136,13 @@ def video_track(moov: bytes) -> SampleTable | None:
         if hdlr is None or moov[hdlr[0] + 8 : hdlr[0] + 12] != b"vide":
             continue
         try:
-            return _track(moov, trak, movie_scale)
+            return _track(moov, trak, movie_scale, file_size)
         except (ValueError, struct.error):
             return None
     return None
 
 
-def _track(buf: bytes, trak: tuple[int, int], movie_scale: int | None) -> SampleTable | None:
+def _track(buf: bytes, trak: tuple[int, int], movie_scale: int | None, file_size: int) -> SampleTable | None:
     mdhd = _one(buf, *trak, [b"mdia", b"mdhd"])
     stbl = _one(buf, *trak, [b"mdia", b"minf", b"stbl"])
     if mdhd is None or stbl is None:
@@ -151,10 +155,14 @@ def _track(buf: bytes, trak: tuple[int, int], movie_scale: int | None) -> Sample
     # stsz: sizes
     _v, p = _full_box(buf, boxes[b"stsz"][0])
     fixed, n = struct.unpack_from(">II", buf, p)
+    if n > file_size:
+        return None
     size = np.full(n, fixed, np.int64) if fixed else _table(buf, p + 8, n, ">u4").astype(np.int64)
     # stts: decode times
     _v, p = _full_box(buf, boxes[b"stts"][0])
     stts = _table(buf, p + 4, struct.unpack_from(">I", buf, p)[0], ">u4,>u4")
+    if int(stts["f0"].sum()) != n:
+        return None
     deltas = np.repeat(stts["f1"].astype(np.int64), stts["f0"].astype(np.int64))
     if len(deltas) != n:
         return None
@@ -164,6 +172,8 @@ def _track(buf: bytes, trak: tuple[int, int], movie_scale: int | None) -> Sample
     if b"ctts" in boxes:
         _v, p = _full_box(buf, boxes[b"ctts"][0])
         ctts = _table(buf, p + 4, struct.unpack_from(">I", buf, p)[0], ">u4,>i4")
+        if int(ctts["f0"].sum()) != n:
+            return None
         cts = np.repeat(ctts["f1"].astype(np.int64), ctts["f0"].astype(np.int64))
         if len(cts) != n:
             return None
@@ -272,6 +282,6 @@ def sample_table(path: str | Path) -> SampleTable | None:
     if moov is None:
         return None
     try:
-        return video_track(moov)
+        return video_track(moov, size)
     except (ValueError, struct.error):
         return None

@@ -101,3 +101,25 @@ def test_ts_cut_mid_frame_gives_what_a_sequential_decode_gives(cut_ts, fraction,
         assert s.info.frame_count == len(ref) and list(s.indices) == want
         wrong = [k for i, k in enumerate(want) if not np.array_equal(s.frames[i], ref[k])]
         assert not wrong, f"frames {wrong} differ from a sequential decode"
+
+
+def test_a_damaged_sample_table_allocates_nothing_big(tmp_path):
+    """An stts claiming 2 billion samples is not believed (the moov parser returns None, not 16 GB)."""
+    import struct
+
+    from naru_eval.media import mp4_index
+
+    good = write_indexed_video(tmp_path / "good.mp4", 48, fps=10, gop=8)
+    assert mp4_index.sample_table(good) is not None
+    data = bytearray(good.read_bytes())
+    at = data.find(b"stts")
+    struct.pack_into(">I", data, at + 12, 0x7FFFFFFF)  # the first entry's sample count
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(bytes(data))
+    tracemalloc.start()
+    try:
+        assert mp4_index.sample_table(bad) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20
