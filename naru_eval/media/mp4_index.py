@@ -4,8 +4,9 @@ The frame index of an MP4 needs every frame's presentation time and the keyframe
 stores both in its sample tables (``stts`` decode times, ``ctts`` composition offsets, ``stss``
 sync samples, ``elst`` the edit list; ``stsz``/``stsc``/``stco``/``co64`` give each sample's byte
 range). Reading them costs a read of the moov box instead of a demux pass over the whole file.
-PyAV does not expose them (FFmpeg's index entries carry decode times only), and no maintained
-PyPI box parser reads them into arrays, so this is a small parser: it understands the boxes above
+PyAV does not expose them (FFmpeg's index entries carry decode times only), and PyPI's ``pymp4``
+(construct-based, a Python object per table entry) would be a new dependency for five box types,
+so this is a small parser: it understands the boxes above
 and returns None for anything else (fragmented files, ``stz2``, several edits), where the caller
 falls back to the demux pass.
 """
