@@ -581,8 +581,9 @@ def uniform_indices(total_frames: int, n: int) -> list[int]:
     return [min(total_frames - 1, int((i + 0.5) * total_frames / n)) for i in range(n)]
 
 
-#: The most frames one call may take (448 x 448 RGB: 2048 frames = 1.2 GiB). A request past it is
-#: an error, not a silent cap: a 4-hour video at 1 fps (14,400 frames) is a configuration mistake.
+#: The most frames one call may take (448 x 448 RGB: 2048 frames = 1.2 GiB): the largest budget a
+#: published row uses (Nemotron NVFP4, "2048 Frames", core/budgets.py). A request past it is an
+#: error, not a silent cap: a 4-hour video at 1 fps (14,400 frames) is a configuration mistake.
 MAX_FRAMES = 2048
 
 #: validate-data: a container claiming more than this many seconds per frame on average (e.g.
