@@ -7,7 +7,8 @@ Measured side by side in one process, on a synthetic H.264 video (libx264 ultraf
 * ``sample_frames``: ``naru_eval.media.video.sample_frames(path, num_frames=N)``, exact mode, as the
   model adapters call it, with the file's frame index already built (in memory or on disk
   beside the frame cache: every call after the first on a file);
-* ``first call``: the same, with the frame index dropped first (one demux pass over the file);
+* ``first call``: the same, with the frame index dropped first (an MP4's sample tables, or one
+  demux pass over the file), the file still in the page cache;
 * ``seek floor``: minimal PyAV code that, for each target, seeks to the keyframe before it and
   decodes forward to it, same output size; run with frame threads (``AUTO``) and with slice
   threads (``SLICE``): the floor is the faster of the two;
@@ -15,6 +16,12 @@ Measured side by side in one process, on a synthetic H.264 video (libx264 ultraf
 * ``decord``: ``VideoReader(path).get_batch(uniform_indices(len(vr), N))`` (native size);
 * ``torchcodec``: ``VideoDecoder(path, seek_mode="exact").get_frames_at(indices)`` (native size);
   decord and torchcodec are measured when importable (not project dependencies);
+* with ``--cold``: a file's first touch, cold: before each run the file is evicted from the page
+  cache (``posix_fadvise(DONTNEED)``, checked with ``fincore`` where installed), the in-memory
+  frame index dropped and no disk index or frame cache used. Measured cold: ``sample_frames``
+  (index from the moov box), ``sample_frames`` with the index by the demux pass (how the first
+  touch cost before issue 21), and the seek floor (frame and slice threads; the faster is the cold
+  floor). The warm rows above are the warm ratios;
 * with ``--extras``: approximate mode, ``FrameCache`` (ten questions on one video), peak RSS of
   one call at the largest N in a fresh process, and one full sequential decode.
 
@@ -22,6 +29,7 @@ Every returned frame is checked: it must show the index it claims (``read_frame_
 the indices must be the uniform segment centres.
 
     PYTHONPATH=. .venv/bin/python scripts/bench_frame_sampling.py --width 1280 --height 720 --minutes 10
+    PYTHONPATH=. .venv/bin/python scripts/bench_frame_sampling.py --width 640 --height 360 --minutes 120 --fps 8 --cold
 """
 
 from __future__ import annotations
@@ -151,8 +159,58 @@ def sample_with_threads(path: Path, n: int, threads: str) -> Any:
 
 
 def first_call(path: Path, n: int) -> Any:
-    video._INDEXES.clear()  # what a new file costs: the frame index is built (one demux pass)
+    video._INDEXES.clear()  # what a new file costs: the frame index is built
     return sample_frames(path, num_frames=n)
+
+
+def evict(path: Path) -> None:
+    """Drop the file's pages from the page cache (this file only: the machine is shared)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def resident_bytes(path: Path) -> int | None:
+    """Bytes of the file in the page cache (``fincore``), None where it is not installed."""
+    try:
+        r = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+        return int(r.stdout.split()[0])
+    except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+        return None
+
+
+class PageCache:
+    """Untimed set-up of each run: cold (evicted, no frame index) or warm (the file read once more
+    after a cold run, so a warm run never pays for the eviction before it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.evicted = path, False
+
+    def cold(self) -> None:
+        video._INDEXES.clear()
+        evict(self.path)
+        self.evicted = True
+
+    def warm(self) -> None:
+        if self.evicted:
+            with open(self.path, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+            video.frame_index(self.path)
+            self.evicted = False
+
+
+def sample_demux_index(path: Path, n: int) -> Any:
+    """sample_frames with the frame index built by the demux pass (the first touch before issue 21)."""
+    keep = video._is_mp4
+    video._is_mp4 = lambda container: False  # type: ignore[assignment]
+    try:
+        return sample_frames(path, num_frames=n)
+    finally:
+        video._is_mp4 = keep  # type: ignore[assignment]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -166,9 +224,11 @@ class Times:
         self.runs: dict[str, list[float]] = {}
         self.last: dict[str, Any] = {}
 
-    def __call__(self, name: str, fn: Callable[[], Any]) -> Any:
+    def __call__(self, name: str, fn: Callable[[], Any], pre: Callable[[], None] | None = None) -> Any:
         self.last.pop(name, None)  # the previous result's frames are freed before, not during, the run
         gc.collect()
+        if pre is not None:
+            pre()  # untimed set-up (a cold run's eviction)
         t0 = time.perf_counter()
         result = fn()
         self.runs.setdefault(name, []).append(time.perf_counter() - t0)
@@ -180,6 +240,12 @@ class Times:
 
     def best(self, name: str) -> float:
         return min(self.runs[name])
+
+    def paired(self, name: str, floor: str, n: int) -> str:
+        """'(median, least)' of the per-round ratios of ``name`` to the faster floor of that round."""
+        floors = [min(a, b) for a, b in zip(self.runs[f"{floor}AUTO{n}"], self.runs[f"{floor}SLICE{n}"], strict=True)]
+        r = [x / f for x, f in zip(self.runs[name], floors, strict=True)]
+        return f"({statistics.median(r):.2f}x, {min(r):.2f}x)"
 
 
 def shown(frames: Any) -> list[int]:
@@ -241,6 +307,7 @@ def main() -> None:
     ap.add_argument("--no-decord", action="store_true")
     ap.add_argument("--no-torchcodec", action="store_true")
     ap.add_argument("--extras", action="store_true", help="approximate mode, FrameCache, memory, full decode")
+    ap.add_argument("--cold", action="store_true", help="also a file's first touch, page cache dropped")
     ap.add_argument("--json", help="also write the raw numbers here")
     ap.add_argument("--_mem-child", dest="mem_child", help=argparse.SUPPRESS)
     ap.add_argument("--_video", dest="video", help=argparse.SUPPRESS)
@@ -269,6 +336,9 @@ def main() -> None:
     sample_frames(path, num_frames=8)  # warm: imports, page cache, the frame index
     problems: list[str] = []
     T = Times()
+    pages = PageCache(path)
+    resident_after_evict: int | None = None
+    loads = [os.getloadavg()[0]]
 
     def check(name: str, frames: Any, idx: list[int], want: list[int]) -> None:
         if list(idx) != want or shown(frames) != want:
@@ -290,13 +360,28 @@ def main() -> None:
                 jobs.append((f"decord{n}", f"decord N={n}", lambda n=n: decord_batch(path, n)))
             if tc_ver:
                 jobs.append((f"tc{n}", f"torchcodec N={n}", lambda n=n: torchcodec_batch(path, n)))
+            if args.cold:
+                jobs.append(
+                    (f"c_sf{n}", f"cold sample_frames N={n}", lambda n=n: _as_pair(sample_frames(path, num_frames=n)))
+                )
+                jobs.append((f"c_demux{n}", f"cold sample_frames, demux index N={n}",
+                             lambda n=n: _as_pair(sample_demux_index(path, n))))  # fmt: skip
+                for th in ("AUTO", "SLICE"):
+                    jobs.append((f"c_floor{th}{n}", f"cold seek floor {th} N={n}",
+                                 lambda want=want, th=th: (seek_floor(path, want, info.fps, out_size, th), want)))  # fmt: skip
             # Each round starts with a different contender: no one always runs first (or after the same one).
             k = rnd % len(jobs)
             for key, label, fn in jobs[k:] + jobs[:k]:
-                frames, idx = T(key, fn)
+                frames, idx = T(key, fn, pre=pages.cold if key.startswith("c_") else pages.warm)
                 if rnd == 0:
                     check(label, frames, idx, want)
+                    if key.startswith("c_") and resident_after_evict is None:
+                        pages.cold()
+                        resident_after_evict = resident_bytes(path)
+        loads.append(os.getloadavg()[0])
+        pages.warm()
         T("index", lambda: _index_once(path))
+        T("index_demux", lambda: _index_once(path, tables=False))
         if args.extras:
             a = T("approx", lambda: sample_frames(path, num_frames=n_big, approximate=True))
             if rnd == 0 and shown(a.frames) != list(a.indices):
@@ -311,8 +396,9 @@ def main() -> None:
         f" 2 B-frames), GOP {gop} frames ({args.gop_seconds} s), {total} frames, {size_mb:.1f} MB. Output frames"
         f" {out_size[0]}x{out_size[1]}. Median of {args.repeat} interleaved rounds. {os.cpu_count()} CPUs, Python"
         f" {platform.python_version()}, PyAV {_av_version()}, decord {dec_ver or 'not measured'}, torchcodec"
-        f" {tc_ver or 'not measured'}. Frame index build (one demux pass): {fmt_s(m('index'))}."
-        f" Load average at the end: {os.getloadavg()[0]:.1f}."
+        f" {tc_ver or 'not measured'}. Frame index build (warm page cache): {fmt_s(m('index'))} from the moov box,"
+        f" {fmt_s(m('index_demux'))} by the demux pass. 1-minute load average at the start and after each round:"
+        f" {', '.join(f'{x:.1f}' for x in loads)}."
     )
     print()
     head = ("| N | sample_frames | / floor (best runs) | first call on the file | seek floor (frame threads) |"
@@ -325,13 +411,11 @@ def main() -> None:
     print(head + " frames correct |")
     print(sep + "---|")
     bad = " ".join(problems)
-    ratios = {}
     for n in sizes:
         floor = min(m(f"floorAUTO{n}"), m(f"floorSLICE{n}"))
         best = T.best(f"sf{n}") / min(T.best(f"floorAUTO{n}"), T.best(f"floorSLICE{n}"))
-        ratios[n] = m(f"sf{n}") / floor
         line = (
-            f"| {n} | {fmt_s(m(f'sf{n}'))} | {ratios[n]:.2f}x ({best:.2f}x) | {fmt_s(m(f'cold{n}'))} |"
+            f"| {n} | {fmt_s(m(f'sf{n}'))} | {m(f'sf{n}') / floor:.2f}x ({best:.2f}x) | {fmt_s(m(f'cold{n}'))} |"
             f" {fmt_s(m(f'floorAUTO{n}'))} | {fmt_s(m(f'floorSLICE{n}'))} |"
             f" {fmt_s(m(f'sfAUTO{n}'))} / {fmt_s(m(f'sfSLICE{n}'))} |"
         )
@@ -340,6 +424,29 @@ def main() -> None:
         if tc_ver:
             line += f" {fmt_s(m(f'tc{n}'))} | {m(f'tc{n}') / m(f'sf{n}'):.2f}x |"
         print(line + f" {'NO' if f'N={n}' in bad else 'yes'} |")
+    if args.cold:
+        res = "not checked (no fincore)" if resident_after_evict is None else f"{resident_after_evict} bytes"
+        print()
+        print(
+            f"Cold (a file's first touch; page cache after eviction: {res}). Ratios: median times over"
+            " rounds / the floor's (the faster threading); in brackets the median and the least of the"
+            " per-round ratios (each round's run against the same round's floor: a load change between"
+            " rounds cancels)."
+        )
+        print()
+        print("| N | cold sample_frames | cold / cold floor | cold, index by demux pass | its ratio |"
+              " cold floor (frame / slice threads) | warm sample_frames / warm floor | warm / cold floor |")  # fmt: skip
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n in sizes:
+            c_floor = min(m(f"c_floorAUTO{n}"), m(f"c_floorSLICE{n}"))
+            w_floor = min(m(f"floorAUTO{n}"), m(f"floorSLICE{n}"))
+            print(
+                f"| {n} | {fmt_s(m(f'c_sf{n}'))} | {m(f'c_sf{n}') / c_floor:.2f}x {T.paired(f'c_sf{n}', 'c_floor', n)} |"
+                f" {fmt_s(m(f'c_demux{n}'))} | {m(f'c_demux{n}') / c_floor:.2f}x {T.paired(f'c_demux{n}', 'c_floor', n)} |"
+                f" {fmt_s(m(f'c_floorAUTO{n}'))} / {fmt_s(m(f'c_floorSLICE{n}'))} |"
+                f" {m(f'sf{n}') / w_floor:.2f}x {T.paired(f'sf{n}', 'floor', n)} |"
+                f" {m(f'sf{n}') / c_floor:.2f}x {T.paired(f'sf{n}', 'c_floor', n)} |"
+            )
     if args.extras:
         wanted = set().union(*(uniform_indices(total, n) for n in sizes))
         full = T("full", lambda: full_decode(path, wanted, info.fps, out_size))
@@ -366,11 +473,11 @@ def _as_pair(s: Any) -> tuple[Any, list[int]]:
     return s.frames, list(s.indices)
 
 
-def _index_once(path: Path) -> Any:
+def _index_once(path: Path, tables: bool = True) -> Any:
     import av
 
     with av.open(str(path)) as c:
-        return video._build_index(path, c, c.streams.video[0])
+        return video._build_index(path, c, c.streams.video[0], tables)
 
 
 def _ten_gets(path: Path) -> FrameCache:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from naru_eval.core.data import VIDEO_EXTENSIONS, DataError, Dataset, load_dataset_from_env, load_local
-from naru_eval.media.video import VideoError, VideoInfo, probe_video
+from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video
 
 
 @dataclass
@@ -48,9 +48,11 @@ def check_videos(dataset: Dataset, workers: int = 8) -> tuple[dict[str, VideoInf
             exts = ",".join(e.lstrip(".") for e in VIDEO_EXTENSIONS)
             return vid, f"{root}/{vid}.{{{exts}}}: video not found"
         try:
-            return vid, probe_video(path)
+            info = probe_video(path)
         except VideoError as e:
             return vid, str(e)
+        problem = duration_problem(info)  # a header claiming hours for a few frames
+        return vid, f"{path}: {problem}" if problem else info
 
     infos: dict[str, VideoInfo] = {}
     problems: list[str] = []

@@ -186,7 +186,7 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
 
 # --------------------------------------------------------------------------- the frame index
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 
 
 class FrameIndex(NamedTuple):
@@ -195,6 +195,8 @@ class FrameIndex(NamedTuple):
     ``pts[k]`` is frame k's presentation timestamp (sorted: presentation order, hidden frames of an
     edit list left out). Keyframes are listed in decode order with their timestamp and byte offset
     (-1 when the container gives none). ``claimed_s`` is the container's claimed duration.
+    ``source`` says where the packets' timestamps came from: ``moov`` (an MP4's sample tables),
+    ``demux`` (a pass over every packet) or ``decode`` (packets without timestamps).
     """
 
     pts: np.ndarray  # int64
@@ -202,6 +204,7 @@ class FrameIndex(NamedTuple):
     key_pos: np.ndarray  # int64
     time_base: float
     claimed_s: float
+    source: str = "demux"
 
 
 _INDEXES: OrderedDict[str, FrameIndex] = OrderedDict()
@@ -232,7 +235,9 @@ def _load_index(key: str, cache_dir: str | os.PathLike[str] | None) -> FrameInde
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
-            index = FrameIndex(z["pts"], z["key_pts"], z["key_pos"], float(z["time_base"]), float(z["claimed_s"]))
+            index = FrameIndex(
+                z["pts"], z["key_pts"], z["key_pos"], float(z["time_base"]), float(z["claimed_s"]), str(z["source"])
+            )
     except Exception:  # a damaged entry is a miss, never an error
         return None
     _remember_index(key, index, None, save=False)
@@ -253,14 +258,120 @@ def _remember_index(key: str, index: FrameIndex, cache_dir: str | os.PathLike[st
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
         np.savez(tmp, pts=index.pts, key_pts=index.key_pts, key_pos=index.key_pos,
-                 time_base=np.array(index.time_base), claimed_s=np.array(index.claimed_s))  # fmt: skip
+                 time_base=np.array(index.time_base), claimed_s=np.array(index.claimed_s),
+                 source=np.array(index.source))  # fmt: skip
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache directory costs a rebuild next time, nothing else
 
 
-def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
-    """Demux every packet (no decoding), then decode the tail to see which frames really decode."""
+def _is_mp4(container: Any) -> bool:
+    return "mov" in (container.format.name or "").split(",")
+
+
+def _build_index(p: Path, container: Any, stream: Any, tables: bool = True) -> FrameIndex:
+    """The packets' timestamps (from an MP4's sample tables where they agree with the packets, else
+    one demux pass, no decoding), then the head and tail decoded to see which frames really decode."""
+    if tables and _is_mp4(container):
+        from_moov = _packets_from_moov(p, container, stream)
+        if from_moov is not None:
+            m = from_moov
+            return _decodable(p, container, stream, m.shown, m.key_pts, m.key_pos, "moov", m.head, m.tail_last)
+        _seek_start(container, stream)  # the checks moved the demuxer: the pass starts at the first packet
+    return _build_index_by_demux(p, container, stream)
+
+
+class _FromMoov(NamedTuple):
+    shown: np.ndarray  # pts of the frames shown (hidden ones of an edit list left out), decode order
+    key_pts: np.ndarray
+    key_pos: np.ndarray
+    head: list[int] | None  # the first frame decoding gives out, where the start is clean
+    tail_last: int | None  # the largest timestamp decoding the last GOP gives out
+
+
+def _packets_from_moov(p: Path, container: Any, stream: Any) -> _FromMoov | None:
+    """The packets' timestamps from the moov box: no pass over the file. Decodes the first frame and
+    the last GOP while checking them (one seek each), for ``_decodable``.
+
+    Trusted only where the container agrees: the sample count is FFmpeg's, every sample lies inside
+    the file (else it is cut: the demux pass and the truncation check decide), and the first and
+    last GOPs' packets, demuxed, match the tables sample for sample (timestamp, keyframe, hidden,
+    offset, size). A table that disagrees in between is caught by the sampler, which then rebuilds
+    the index by demuxing (``sample_frames``).
+    """
+    from fractions import Fraction
+
+    import numpy as np
+
+    from naru_eval.media import mp4_index
+
+    table = mp4_index.sample_table(p)
+    if table is None or len(table.dts) == 0:
+        return None
+    if (stream.frames and stream.frames != len(table.dts)) or Fraction(1, table.timescale) != stream.time_base:
+        return None
+    if int((table.offset + table.size).max()) > p.stat().st_size:
+        return None
+    pts, discard = mp4_index.packet_times(table)
+    keep = table.size > 0  # the demux pass skips empty packets
+    pts, discard, key, pos, size = pts[keep], discard[keep], table.keyframe[keep], table.offset[keep], table.size[keep]
+    keys = np.flatnonzero(key)
+    if len(keys) == 0:
+        return None
+    gop1 = slice(0, int(keys[1]) if len(keys) > 1 else len(pts))
+    shown_gop1 = pts[gop1][~discard[gop1]]
+    clean = bool(key[0]) and (len(shown_gop1) == 0 or int(shown_gop1.min()) >= int(pts[0]))
+
+    def rows(a: int, b: int) -> list[list[int]]:
+        return np.stack([pts[a:b], key[a:b], discard[a:b], pos[a:b], size[a:b]], axis=1).astype(np.int64).tolist()
+
+    head_end = int(keys[1]) + 1 if len(keys) > 1 else len(pts)
+    head_rows, first = _demuxed_rows(container, stream, None, head_end, decode=1 if clean else 0)
+    if head_rows != rows(0, head_end):
+        return None
+    last_key = int(keys[-1])
+    # The seek may land a GOP early: the rows are compared from wherever it landed.
+    tail, decoded = _demuxed_rows(container, stream, int(pts[last_key]), None, decode=None)
+    at = np.flatnonzero(pos == tail[0][3]) if tail else np.zeros(0, np.int64)
+    if len(at) != 1 or int(at[0]) > last_key or tail != rows(int(at[0]), len(pts)):
+        return None
+    return _FromMoov(pts[~discard], pts[keys], pos[keys], first or None, max(decoded) if decoded else None)
+
+
+def _demuxed_rows(
+    container: Any, stream: Any, seek_pts: int | None, limit: int | None, decode: int | None = 0
+) -> tuple[list[list[int]], list[int]]:
+    """[pts, keyframe, discard, pos, size] of the packets from the start (or a keyframe seek), up to
+    ``limit``; and the timestamps of the first ``decode`` frames they decode to (None: all)."""
+    import av
+
+    if seek_pts is None:
+        _seek_start(container, stream)
+    else:
+        container.seek(seek_pts, stream=stream, backward=True, any_frame=False)
+    rows: list[list[int]] = []
+    decoded: list[int] = []
+    try:
+        for packet in container.demux(stream):
+            if decode is None or len(decoded) < decode:
+                try:
+                    decoded += [f.pts for f in packet.decode() if f.pts is not None]
+                except av.error.FFmpegError:
+                    decode = len(decoded)  # a damaged picture: what decoded before it counts
+            if not packet.size:
+                continue
+            if packet.pts is None:
+                return [], []
+            rows.append([packet.pts, int(packet.is_keyframe), int(packet.is_discard), packet.pos, packet.size])
+            if limit is not None and len(rows) >= limit:
+                break
+    except av.error.FFmpegError:
+        return [], []
+    return rows, decoded[:decode] if decode is not None else decoded
+
+
+def _build_index_by_demux(p: Path, container: Any, stream: Any) -> FrameIndex:
+    """Demux every packet (no decoding), then decode the head and tail."""
     import av
     import numpy as np
 
@@ -268,6 +379,8 @@ def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
     key_pts: list[int] = []
     key_pos: list[int] = []
     missing_pts = False
+    first_key: bool | None = None  # the first packet is a keyframe
+    head_min: int | None = None  # the least timestamp shown before the second keyframe (decode order)
     try:
         for packet in container.demux(stream):
             if not packet.size:
@@ -275,31 +388,76 @@ def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
             if packet.pts is None:
                 missing_pts = True
                 break
+            if first_key is None:
+                first_key = bool(packet.is_keyframe)
             if packet.is_keyframe:
                 key_pts.append(packet.pts)
                 key_pos.append(packet.pos if packet.pos is not None else -1)
             if not packet.is_discard:
                 pts.append(packet.pts)
+                if len(key_pts) < 2 and (head_min is None or packet.pts < head_min):
+                    head_min = packet.pts
     except av.error.FFmpegError:
         pass  # a truncated file: what demuxed is what there is; the tail decode below says more
     if missing_pts:
         return _index_by_decoding(p, container, stream)
-    if not key_pts:
+    key_pts_a = np.array(key_pts, np.int64)
+    clean = bool(first_key) and head_min is not None and head_min >= key_pts_a[0]
+    head = _head_pts(container, stream, -(1 << 62)) if clean else None  # stops at the first frame given out
+    return _decodable(
+        p, container, stream, np.array(pts, np.int64), key_pts_a, np.array(key_pos, np.int64), "demux", head
+    )
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting: numpy 2's hash-based unique took 57 ms for 57,600 timestamps, this 1 ms."""
+    import numpy as np
+
+    a = np.sort(a)
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
+
+
+def _decodable(
+    p: Path,
+    container: Any,
+    stream: Any,
+    pts: np.ndarray,
+    key_pts_a: np.ndarray,
+    key_pos_a: np.ndarray,
+    source: str,
+    clean_head: list[int] | None = None,
+    tail_last: int | None = None,
+) -> FrameIndex:
+    """The index from the packets' timestamps: the frames that decoding from the start gives out
+    first (the head) and the last frames that really decode (the tail) decide where it starts and ends.
+
+    ``clean_head``: where the first packet is a keyframe and nothing before the second keyframe
+    (decode order) is shown before it (no picture of the first GOP lacks a reference), the first
+    frame decoding gives out. ``tail_last``: the largest timestamp decoding the last GOP gave out.
+    """
+    import numpy as np
+
+    if not len(key_pts_a):
         raise VideoError(p, "no keyframe in the video stream")
-    sorted_pts = np.unique(np.array(pts, np.int64))
-    key_pts_a, key_pos_a = np.array(key_pts, np.int64), np.array(key_pos, np.int64)
+    sorted_pts = _sorted_unique(pts)
     # The head: a recording that starts mid-stream begins with frames that need pictures it does
     # not have; the decoder drops them (or shows them grey). Frame 0 is what decoding from the
     # start gives out first, so the head is decoded up to the second keyframe to see which it gives.
-    bound = int(key_pts_a[1]) if len(key_pts_a) > 1 else None
-    head = _head_pts(container, stream, bound)
+    # A clean start needs only its first frame decoded: it must be the keyframe's, and all follow.
+    head: list[int] = []
+    bound: int | None = None
+    if clean_head and clean_head[0] == int(key_pts_a[0]) == int(sorted_pts[0]):
+        head, bound = clean_head[:1], clean_head[0]  # the keyframe's, first: all that follow decode
+    if not head:
+        bound = int(key_pts_a[1]) if len(key_pts_a) > 1 else None
+        head = _head_pts(container, stream, bound)
     if not head:
         raise VideoError(p, "no decodable frame")
     in_head = np.isin(sorted_pts, np.array(head, np.int64))
     sorted_pts = sorted_pts[(sorted_pts >= head[0]) & (in_head | (bound is not None and sorted_pts >= bound))]
     # The last frames whose packets are present may not decode (a cut file): decode the last GOPs.
-    last = None
-    for back in (1, 2, 3):
+    last = tail_last
+    for back in (1, 2, 3) if last is None else ():
         j = max(0, len(key_pts_a) - back)
         pos = int(key_pos_a[j]) if _by_bytes(container) and key_pos_a[j] >= 0 else None
         last = _tail_end_pts(container, stream, int(key_pts_a[j]), pos)
@@ -308,7 +466,9 @@ def _build_index(p: Path, container: Any, stream: Any) -> FrameIndex:
     if last is None:
         raise VideoError(p, "no decodable frame")
     sorted_pts = sorted_pts[sorted_pts <= last]
-    return FrameIndex(sorted_pts, key_pts_a, key_pos_a, float(stream.time_base), _claimed_duration(container, stream))
+    return FrameIndex(
+        sorted_pts, key_pts_a, key_pos_a, float(stream.time_base), _claimed_duration(container, stream), source
+    )
 
 
 def _seek_start(container: Any, stream: Any) -> None:
@@ -353,30 +513,34 @@ def _index_by_decoding(p: Path, container: Any, stream: Any) -> FrameIndex:
         pass
     if not pts:
         raise VideoError(p, "no decodable frame")
-    arr = np.unique(np.array(pts, np.int64))
+    arr = _sorted_unique(np.array(pts, np.int64))
     first = np.array([arr[0]], np.int64)
     return FrameIndex(
-        arr, first, np.array([0], np.int64), float(stream.time_base), _claimed_duration(container, stream)
+        arr, first, np.array([0], np.int64), float(stream.time_base), _claimed_duration(container, stream), "decode"
     )
 
 
 def frame_index(
-    path: str | os.PathLike[str], container: Any = None, cache_dir: str | os.PathLike[str] | None = None
+    path: str | os.PathLike[str],
+    container: Any = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    tables: bool = True,
 ) -> FrameIndex:
-    """The file's frame index: from memory, from disk beside the frame cache, or built (one demux pass)."""
+    """The file's frame index: from memory, from disk beside the frame cache, or built (an MP4's
+    sample tables, else one demux pass). ``tables=False`` rebuilds it by demuxing, whatever is kept."""
     import av
 
     p = Path(path)
     key = _index_key(p)
-    known = _load_index(key, cache_dir)
+    known = _load_index(key, cache_dir) if tables else None
     if known is not None:
         return known
     index: FrameIndex
     if container is None:
         with av.open(str(p)) as c:
-            index = _build_index(p, c, _video_stream(p, c))
+            index = _build_index(p, c, _video_stream(p, c), tables)
     else:
-        index = _build_index(p, container, _video_stream(p, container))
+        index = _build_index(p, container, _video_stream(p, container), tables)
     _remember_index(key, index, cache_dir)
     return index
 
@@ -417,10 +581,45 @@ def uniform_indices(total_frames: int, n: int) -> list[int]:
     return [min(total_frames - 1, int((i + 0.5) * total_frames / n)) for i in range(n)]
 
 
-def frames_for_fps(duration_s: float, fps: float, max_frames: int | None = None) -> int:
-    """How many frames fps-based sampling takes: ``max(1, floor(duration * fps))``, capped."""
+#: The most frames one call may take (448 x 448 RGB: 2048 frames = 1.2 GiB): the largest budget a
+#: published row uses (Nemotron NVFP4, "2048 Frames", core/budgets.py). A request past it is an
+#: error, not a silent cap: a 4-hour video at 1 fps (14,400 frames) is a configuration mistake.
+MAX_FRAMES = 2048
+
+#: validate-data: a container claiming more than this many seconds per frame on average (e.g.
+#: 2 frames over 10 hours) is out of all proportion to its frame count: a broken or forged header.
+MAX_SECONDS_PER_FRAME = 60.0
+
+
+def frames_for_fps(
+    duration_s: float, fps: float, max_frames: int | None = None, total_frames: int | None = None
+) -> int:
+    """How many frames fps-based sampling takes: ``max(1, floor(duration * fps))``, capped by
+    ``max_frames`` and by ``total_frames`` (the frames that exist: a header claiming 10 hours for
+    two frames must not ask for 18,000)."""
     n = max(1, int(duration_s * fps))
-    return min(n, max_frames) if max_frames else n
+    if max_frames:
+        n = min(n, max_frames)
+    return min(n, max(1, total_frames)) if total_frames is not None else n
+
+
+def duration_problem(info: VideoInfo) -> str | None:
+    """Why the claimed duration cannot be believed, given the frame count the container states (MP4)
+    or, without one (Matroska), the frame rate FFmpeg measured from the first frames; else None."""
+    if info.frame_count_exact and info.frame_count > 0:
+        per_frame = info.duration_s / info.frame_count
+        frames = f"for {info.frame_count} frame(s) (one frame per {per_frame:.0f} s on average"
+    elif not info.frame_count_exact and info.fps > 0:
+        per_frame = 1.0 / info.fps
+        frames = f"at {info.fps:.3g} frames per second (one frame per {per_frame:.0f} s"
+    else:
+        return None
+    if per_frame <= MAX_SECONDS_PER_FRAME:
+        return None
+    return (
+        f"the container claims {info.duration_s / 3600:.2f} h of video {frames}, more than "
+        f"{MAX_SECONDS_PER_FRAME:.0f} s): the header is out of proportion to the frames; re-encode or remux the file"
+    )
 
 
 def target_size(width: int, height: int, max_pixels: int | None) -> tuple[int, int]:
@@ -459,18 +658,47 @@ def sample_frames(
     accepted for compatibility; the file itself is always the authority. The frame index is kept
     in memory and, with ``index_dir`` (or ``NARU_FRAME_CACHE``), on disk.
     """
-    import av
-    import numpy as np
-
     if (num_frames is None) == (fps is None):
         raise ValueError("give exactly one of num_frames or fps")
+    asked = min(num_frames, max_frames) if num_frames is not None and max_frames else num_frames
+    if asked is not None and asked > MAX_FRAMES:
+        raise ValueError(f"num_frames={asked}: the sampler takes at most {MAX_FRAMES} frames per video")
     p = Path(path)
     _check_file(p)
     try:
+        return _sample(p, asked, fps, max_frames, max_pixels, approximate, index_dir, tables=True)
+    except _TablesContradicted:
+        # The sample tables' index disagrees with the packets in the middle (its head and tail were
+        # checked when it was built): rebuild it by demuxing, and sample again.
+        return _sample(p, asked, fps, max_frames, max_pixels, approximate, index_dir, tables=False)
+
+
+class _TablesContradicted(Exception):
+    """A frame the index built from an MP4's sample tables names did not decode."""
+
+
+def _sample(
+    p: Path,
+    asked: int | None,
+    fps: float | None,
+    max_frames: int | None,
+    max_pixels: int | None,
+    approximate: bool,
+    index_dir: str | os.PathLike[str] | None,
+    tables: bool,
+) -> SampledFrames:
+    """``sample_frames`` once its arguments are checked; ``tables=False``: the index by demuxing."""
+    import av
+    import numpy as np
+
+    index: FrameIndex | None = None
+    try:
         with av.open(str(p)) as container:
             stream = _video_stream(p, container)
-            _choose_threads(stream, approximate)
-            index = frame_index(p, container, index_dir)
+            # Containers without an index (MPEG-TS) are often cut mid-frame: the last picture is then
+            # concealed, and frame threads conceal it differently from a sequential decode.
+            _choose_threads(stream, approximate or _by_bytes(container))
+            index = frame_index(p, container, index_dir, tables)
             total = len(index.pts)
             tb = index.time_base
             first_pts = int(index.pts[0])
@@ -478,11 +706,17 @@ def sample_frames(
             frame_s = end_s / max(1, total - 1) if total > 1 else 0.0
             _check_truncation(p, index.claimed_s, end_s, total, frame_s)
             duration = max(index.claimed_s, end_s + frame_s)
-            if num_frames is not None:
-                n = min(num_frames, max_frames) if max_frames else num_frames
+            if asked is not None:
+                n = asked
             else:
                 assert fps is not None  # exactly one of num_frames / fps (checked above)
-                n = frames_for_fps(duration, float(fps), max_frames)
+                n = frames_for_fps(duration, float(fps), max_frames, total)
+                if n > MAX_FRAMES:
+                    raise VideoError(
+                        p,
+                        f"fps={fps} over {duration:.0f} s asks for {n} frames, more than the sampler's "
+                        f"maximum of {MAX_FRAMES} per video: lower fps or set max_frames",
+                    )
             targets = uniform_indices(total, n)
             run = _Decoder(p, container, stream, index, max_pixels, len(targets))
             if approximate:
@@ -491,10 +725,13 @@ def sample_frames(
                 picked = [run.exact(k) for k in targets]
             frames = run.frames()
             width, height = run.out_size
-    except VideoError:
+    except VideoError as e:
+        if tables and index is not None and index.source == "moov" and e.reason.startswith("could not decode frame"):
+            raise _TablesContradicted() from e
         raise
     except Exception as e:  # PyAV raises several error types for corrupt files
         raise VideoError(p, f"decoding failed ({type(e).__name__}: {e})") from None
+    assert index is not None  # set before anything that could decode
     indices = np.array(picked, dtype=np.int64)
     ts = (index.pts[indices] - first_pts) * tb if len(indices) else np.zeros(0)
     want = (index.pts[np.array(targets, np.int64)] - first_pts) * tb if targets else np.zeros(0)
@@ -522,10 +759,10 @@ def _machine_busy() -> bool:
         return False
 
 
-def _choose_threads(stream: Any, lone_keyframes: bool) -> None:
-    """Slice threads on a busy machine and for keyframes decoded alone, frame threads otherwise."""
+def _choose_threads(stream: Any, slice_only: bool) -> None:
+    """Slice threads on a busy machine and where ``slice_only``, frame threads otherwise."""
     # Approximate mode decodes keyframes alone: frame threads would hold them back.
-    stream.thread_type = "SLICE" if lone_keyframes or _machine_busy() else "AUTO"
+    stream.thread_type = "SLICE" if slice_only or _machine_busy() else "AUTO"
 
 
 class _Decoder:

@@ -41,7 +41,7 @@ def encode(
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w", format=fmt, options=container_options or {}) as c:
         rate = Fraction(len(pts), 1) / (time_base * max(1, pts[-1] - pts[0])) if len(pts) > 1 else Fraction(10)
-        s = c.add_stream(codec, rate=Fraction(round(rate * 1000), 1000))
+        s = c.add_stream(codec, rate=Fraction(max(1, round(rate * 1000)), 1000))
         coded_w, coded_h = (height, width) if rotate_content % 180 else (width, height)
         s.width, s.height, s.pix_fmt = coded_w, coded_h, "yuv420p"
         s.codec_context.time_base = time_base
@@ -170,15 +170,50 @@ def recording_from_midstream(src: Path, dst: Path, packet_size: int = 188) -> Pa
     return dst
 
 
+def cut_mid_frame(src: Path, dst: Path, fraction: float, packet_size: int = 188) -> Path:
+    """The transport stream cut inside the first multi-packet non-key picture past ``fraction`` of
+    the file, at a TS packet boundary: a recording stopped mid-frame, so its last picture is partial."""
+    import av
+
+    data = src.read_bytes()
+    with av.open(str(src)) as c:
+        pos, size = next(
+            (p.pos, p.size)
+            for p in c.demux(c.streams.video[0])
+            if p.size > 2 * packet_size and not p.is_keyframe and p.pos > len(data) * fraction
+        )
+    dst.write_bytes(data[: (pos + size // 2) // packet_size * packet_size])
+    return dst
+
+
 def truncate(src: Path, dst: Path, fraction: float) -> Path:
     data = src.read_bytes()
     dst.write_bytes(data[: int(len(data) * fraction)])
     return dst
 
 
-def decoded_stamps(path: Path) -> list[int]:
-    """Every frame a plain sequential decode gives, in presentation order, as the stamps they show."""
+def sparse(path: Path, frames: int = 2, gap_s: int = 36_000) -> Path:
+    """``frames`` frames ``gap_s`` seconds apart: a tiny file whose header claims hours (10 h by default)."""
+    return encode(path, [i * gap_s for i in range(frames)], Fraction(1, 1), options=x264(1, 0))
+
+
+def decoded(path: Path) -> list[np.ndarray]:
+    """Every frame a plain sequential decode gives (PyAV's defaults), RGB, in presentation order.
+
+    A stream cut mid-frame may end in a decoding error: the frames given out before it count.
+    """
     import av
 
+    out = []
     with av.open(str(path)) as c:
-        return [read_frame_index(f.to_ndarray(format="rgb24")) for f in c.decode(c.streams.video[0])]
+        try:
+            for f in c.decode(c.streams.video[0]):
+                out.append(f.to_ndarray(format="rgb24"))
+        except av.error.FFmpegError:
+            pass
+    return out
+
+
+def decoded_stamps(path: Path) -> list[int]:
+    """Every frame a plain sequential decode gives, in presentation order, as the stamps they show."""
+    return [read_frame_index(f) for f in decoded(path)]

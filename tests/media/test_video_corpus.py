@@ -61,6 +61,18 @@ def corpus(tmp_path_factory) -> dict[str, Path]:
     out["rotated.mp4"] = vc.set_display_rotation(rot, -90)
     out["anamorphic.mp4"] = vc.encode(d / "sar.mp4", *vc.cfr(60, 25), options=vc.x264(10), sar=Fraction(2, 1))
     out["anamorphic.mkv"] = vc.encode(d / "sar.mkv", *vc.cfr(60, 25), options=vc.x264(10), sar=Fraction(2, 1))
+    out["h264.mov"] = vc.encode(d / "q.mov", *vc.cfr(90, 25), options=vc.x264(15))
+    faststart = {"movflags": "faststart"}
+    out["faststart.mp4"] = vc.encode(d / "fs.mp4", *vc.cfr(90, 25), options=vc.x264(15), container_options=faststart)
+    out["mpeg4_part2.mp4"] = vc.encode(d / "m4v.mp4", *vc.cfr(90, 25), codec="mpeg4", options=vc.mpeg2(12))
+    # Video starting 1 s in: the muxer writes an empty edit (a presentation delay) before the real one.
+    out["delayed_start.mp4"] = vc.encode(
+        d / "delay.mp4", [25 + i for i in range(90)], Fraction(1, 25), options=vc.x264(15)
+    )
+    fragmented = {"movflags": "frag_keyframe+empty_moov"}  # samples described in moof boxes, not the moov
+    out["fragmented.mp4"] = vc.encode(
+        d / "frag.mp4", *vc.cfr(90, 25), options=vc.x264(15), container_options=fragmented
+    )
     return out
 
 
@@ -69,8 +81,12 @@ EXACT = [
     "h264.ts", "h264.m2ts", "mpeg2.ts", "mpeg2.m2ts",
     "midstream_h264.ts", "midstream_hevc.ts", "midstream_mpeg2.m2ts",
     "hevc_open_gop.mp4", "hevc_open_gop.mkv", "h264_open_gop.mp4", "h264_open_gop.mkv",
-    "stream_copy_cut.mp4",
+    "stream_copy_cut.mp4", "h264.mov", "faststart.mp4", "mpeg4_part2.mp4", "fragmented.mp4",
+    "delayed_start.mp4",
 ]  # fmt: skip
+
+#: Every MP4/MOV of the corpus: the frame index comes from its moov box (issue 21).
+MP4 = [n for n in EXACT if n.endswith((".mp4", ".mov")) and n != "fragmented.mp4"] + ["rotated.mp4", "anamorphic.mp4"]
 
 
 def _shown(s) -> list[int]:
@@ -121,6 +137,10 @@ def test_corpus_is_what_it_claims(corpus, truth):
             assert not next(p for p in c.demux(c.streams.video[0]) if p.size).is_keyframe  # starts mid-GOP
     for name in ("truncated.mkv", "truncated.webm"):
         assert len(vc.decoded_stamps(corpus[name])) < 0.6 * 240
+    from naru_eval.media import mp4_index
+
+    table = mp4_index.sample_table(corpus["delayed_start.mp4"])
+    assert table is not None and table.empty > 0 and table.edit is not None  # an empty edit, then the video
 
 
 @pytest.mark.parametrize("name", EXACT)
@@ -183,3 +203,88 @@ def test_frame_index_built_once_and_kept_beside_the_frame_cache(corpus, tmp_path
     again = FrameCache(disk_dir=tmp_path / "fc").get(path, num_frames=16)  # new params: decodes, same index
     assert _shown(again) == [vc.decoded_stamps(path)[k] for k in again.indices]
     assert list(first.indices) == uniform_indices(240, 8)
+
+
+def _built(path: Path, tables: bool) -> video.FrameIndex:
+    import av
+
+    with av.open(str(path)) as c:
+        return video._build_index(path, c, c.streams.video[0], tables=tables)
+
+
+@pytest.mark.parametrize("name", MP4)
+def test_index_from_the_moov_box_is_the_demux_pass(corpus, name):
+    """Same frames, same presentation order, same keyframes and offsets; edit lists applied."""
+    from_moov, by_demux = _built(corpus[name], True), _built(corpus[name], False)
+    assert (from_moov.source, by_demux.source) == ("moov", "demux")
+    for field in ("pts", "key_pts", "key_pos"):
+        assert np.array_equal(getattr(from_moov, field), getattr(by_demux, field)), field
+    assert (from_moov.time_base, from_moov.claimed_s) == (by_demux.time_base, by_demux.claimed_s)
+
+
+def test_fragmented_mp4_is_indexed_by_the_demux_pass(corpus):
+    """A fragmented MP4's moov lists no samples (they are in the moof boxes): the demux pass it is."""
+    from naru_eval.media import mp4_index
+
+    assert mp4_index.sample_table(corpus["fragmented.mp4"]) is None
+    assert _built(corpus["fragmented.mp4"], True).source == "demux"
+
+
+def test_moov_index_reads_the_tables_not_the_file(tmp_path):
+    """The point of it: the index of a long MP4 costs its moov box and two GOPs, not a pass over the file."""
+    lossless = {"x264-params": "keyint=50:min-keyint=50:scenecut=0:bframes=2", "preset": "ultrafast", "qp": "0"}
+    path = vc.encode(tmp_path / "long.mp4", *vc.cfr(1500, 25), options=lossless, size=(320, 240))  # 1.3 MB
+
+    def read_bytes(tables: bool) -> int:
+        with open("/proc/self/io") as f:
+            before = int(next(line for line in f if line.startswith("rchar")).split()[1])
+        _built(path, tables)
+        with open("/proc/self/io") as f:
+            return int(next(line for line in f if line.startswith("rchar")).split()[1]) - before
+
+    size = path.stat().st_size
+    assert read_bytes(False) >= size  # the demux pass reads every packet
+    assert read_bytes(True) < size / 2
+
+
+def test_sample_tables_contradicted_by_the_packets_fall_back_to_demuxing(corpus, truth, monkeypatch):
+    """Tables read wrongly (here: one frame's time moved, as a parser slip would) are caught."""
+    from naru_eval.media import mp4_index
+
+    name = "vfr_phone.mp4"
+    real = mp4_index.packet_times
+
+    def slip_at(i):
+        def packet_times(table):
+            pts, discard = real(table)
+            pts = pts.copy()
+            pts[i] += 1
+            return pts, discard
+
+        return packet_times
+
+    monkeypatch.setattr(mp4_index, "packet_times", slip_at(3))  # in the first GOP: checked when built
+    assert _built(corpus[name], True).source == "demux"
+    monkeypatch.setattr(mp4_index, "packet_times", slip_at(-1))  # the last frame: checked when built
+    assert _built(corpus[name], True).source == "demux"
+    monkeypatch.setattr(mp4_index, "packet_times", slip_at(120))  # the middle: the sampler finds out
+    video._INDEXES.clear()
+    assert _built(corpus[name], True).source == "moov"
+    ref = truth[name]
+    s = sample_frames(corpus[name], num_frames=len(ref), max_pixels=None)
+    assert _shown(s) == ref and s.info.frame_count == len(ref)
+    assert video.frame_index(corpus[name]).source == "demux"  # the index kept is the demux pass's
+
+
+def test_truncated_faststart_mp4_is_not_indexed_from_its_tables(tmp_path):
+    """The moov of a cut faststart file still lists every sample: the samples past the end are not trusted."""
+    import av
+
+    full = vc.encode(
+        tmp_path / "fs.mp4", *vc.cfr(200, 25), options=vc.x264(20), container_options={"movflags": "faststart"}
+    )
+    cut = vc.truncate(full, tmp_path / "cut.mp4", 0.6)
+    with av.open(str(cut)) as c:
+        assert video._packets_from_moov(cut, c, c.streams.video[0]) is None
+    with pytest.raises(VideoError, match="truncated: the container claims 8.0 s of video"):
+        sample_frames(cut, num_frames=8)
