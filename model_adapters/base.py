@@ -200,7 +200,7 @@ class NaruModel(lmms):
     def frame_params(self, video: str) -> dict[str, Any]:
         """The sampling of ``video`` as :meth:`FrameCache.get` takes it (decode-ahead uses it too)."""
         from naru_eval.media.frame_cache import sampling_params
-        from naru_eval.media.video import DEFAULT_MAX_PIXELS
+        from naru_eval.media.plan import DEFAULT_MAX_PIXELS
 
         return sampling_params(
             num_frames=self.num_frames,

@@ -389,7 +389,8 @@ class OpenAICompat(NaruModel):
         if self.num_frames is not None:
             n = min(self.num_frames, self.max_frames) if self.max_frames else self.num_frames
             return n, with_video[0]
-        from naru_eval.media.video import frames_for_fps, probe_video
+        from naru_eval.media.plan import frames_for_fps
+        from naru_eval.media.video import probe_video
 
         durations: dict[str, float] = {}
         first: dict[str, NaruRequest] = {}
@@ -464,7 +465,8 @@ class OpenAICompat(NaruModel):
         tokens (:func:`media_tokens`), or None when the rule is not known here."""
         if qwen_patch_size(self.model) is None or self.video_mode == "video_url":
             return None
-        from naru_eval.media.video import DEFAULT_MAX_PIXELS, frames_for_fps, probe_video, target_size
+        from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, target_size
+        from naru_eval.media.video import probe_video
 
         worst: tuple[int, int, int, int, str] | None = None
         for video in dict.fromkeys(r.video for r in requests if r.video is not None):

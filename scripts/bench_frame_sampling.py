@@ -4,7 +4,7 @@ Measured side by side in one process, on a synthetic H.264 video (libx264 ultraf
 2 B-frames, ``--gop-seconds`` GOPs) whose frames show their own index, encoded once into
 ``--cache-dir`` and reused:
 
-* ``sample_frames``: ``naru_eval.media.video.sample_frames(path, num_frames=N)``, exact mode, as the
+* ``sample_frames``: ``naru_eval.media.sampler.sample_frames(path, num_frames=N)``, exact mode, as the
   model adapters call it, with the file's frame index already built (in memory or on disk
   beside the frame cache: every call after the first on a file);
 * ``first call``: the same, with the frame index dropped first (an MP4's sample tables, or one
@@ -50,10 +50,12 @@ from typing import Any
 
 import numpy as np
 
-import naru_eval.media.video as video
 from naru_eval.core.synthetic import read_frame_index, write_indexed_video
+from naru_eval.media import decode, index
 from naru_eval.media.frame_cache import FrameCache
-from naru_eval.media.video import DEFAULT_MAX_PIXELS, probe_video, sample_frames, target_size, uniform_indices
+from naru_eval.media.plan import DEFAULT_MAX_PIXELS, target_size, uniform_indices
+from naru_eval.media.sampler import sample_frames
+from naru_eval.media.video import probe_video
 
 # --------------------------------------------------------------------------- the test video
 
@@ -150,16 +152,16 @@ def available(module: str) -> str | None:
 
 def sample_with_threads(path: Path, n: int, threads: str) -> Any:
     """sample_frames with its threading rule overridden (slice threads always, or frame threads always)."""
-    keep = video._machine_busy
-    video._machine_busy = lambda: threads == "SLICE"  # type: ignore[assignment]
+    keep = decode.machine_busy
+    decode.machine_busy = lambda: threads == "SLICE"  # type: ignore[assignment]
     try:
         return sample_frames(path, num_frames=n)
     finally:
-        video._machine_busy = keep  # type: ignore[assignment]
+        decode.machine_busy = keep  # type: ignore[assignment]
 
 
 def first_call(path: Path, n: int) -> Any:
-    video._INDEXES.clear()  # what a new file costs: the frame index is built
+    index._INDEXES.clear()  # what a new file costs: the frame index is built
     return sample_frames(path, num_frames=n)
 
 
@@ -190,7 +192,7 @@ class PageCache:
         self.path, self.evicted = path, False
 
     def cold(self) -> None:
-        video._INDEXES.clear()
+        index._INDEXES.clear()
         evict(self.path)
         self.evicted = True
 
@@ -199,18 +201,18 @@ class PageCache:
             with open(self.path, "rb") as f:
                 while f.read(1 << 24):
                     pass
-            video.frame_index(self.path)
+            index.frame_index(self.path)
             self.evicted = False
 
 
 def sample_demux_index(path: Path, n: int) -> Any:
     """sample_frames with the frame index built by the demux pass (the first touch before issue 21)."""
-    keep = video._is_mp4
-    video._is_mp4 = lambda container: False  # type: ignore[assignment]
+    keep = index._is_mp4
+    index._is_mp4 = lambda container: False  # type: ignore[assignment]
     try:
         return sample_frames(path, num_frames=n)
     finally:
-        video._is_mp4 = keep  # type: ignore[assignment]
+        index._is_mp4 = keep  # type: ignore[assignment]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -264,7 +266,7 @@ def mem_child(spec: str, path: str) -> None:
     """Run in a fresh process: peak RSS growth of one call (VmHWM reset before it), printed as JSON."""
     import av  # noqa: F401  (imports are part of the baseline, not the growth)
 
-    video.frame_index(path)  # the index is built beforehand, as for every call but a file's first
+    index.frame_index(path)  # the index is built beforehand, as for every call but a file's first
     kind, n = spec.split(":")
     try:
         with open("/proc/self/clear_refs", "w") as f:
@@ -477,7 +479,7 @@ def _index_once(path: Path, tables: bool = True) -> Any:
     import av
 
     with av.open(str(path)) as c:
-        return video._build_index(path, c, c.streams.video[0], tables)
+        return index._build_index(path, c, c.streams.video[0], tables)
 
 
 def _ten_gets(path: Path) -> FrameCache:

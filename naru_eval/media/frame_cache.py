@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from naru_eval.media.video import DEFAULT_MAX_PIXELS, SampledFrames, VideoInfo, file_identity, sample_frames
+from naru_eval.media.plan import DEFAULT_MAX_PIXELS
+from naru_eval.media.sampler import SampledFrames, sample_frames
+from naru_eval.media.video import VideoInfo, file_identity
 from naru_eval.settings import settings
 
 #: 2: frames as displayed (rotation, sample aspect ratio), frame numbers from the frame index.

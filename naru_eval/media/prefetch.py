@@ -27,7 +27,7 @@ from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from typing import Any, NamedTuple
 
 from naru_eval.media.frame_cache import FrameCache, cache_key
-from naru_eval.media.video import SampledFrames, sample_frames
+from naru_eval.media.sampler import SampledFrames, sample_frames
 
 
 def _decode(path: str, params: dict[str, Any], index_dir: str | None) -> tuple[SampledFrames, float]:

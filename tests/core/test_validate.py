@@ -88,7 +88,7 @@ def test_an_unreadable_json_line_and_every_other_check(copy_data, capsys):
 
 
 def test_preflight_accepts_broadcast_ts_and_names_truncation_like_the_sampler(copy_data):
-    from naru_eval.media.video import sample_frames
+    from naru_eval.media.sampler import sample_frames
     from tests.helpers import video_corpus as vc
 
     d = copy_data()

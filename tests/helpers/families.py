@@ -10,7 +10,8 @@ import numpy as np
 
 from model_adapters import ADAPTERS
 from model_adapters.base import NaruRequest
-from naru_eval.media.video import sample_frames, uniform_indices
+from naru_eval.media.plan import uniform_indices
+from naru_eval.media.sampler import sample_frames
 
 HF_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5", "naru_internvl3_5", "naru_nemotron_omni"]
 ALL_FAMILIES = [*HF_FAMILIES, "naru_minicpm_o"]

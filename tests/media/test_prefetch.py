@@ -10,7 +10,8 @@ import pytest
 from naru_eval.core.synthetic import write_indexed_video
 from naru_eval.media.frame_cache import FrameCache, cache_key, sampling_params
 from naru_eval.media.prefetch import FramePrefetcher
-from naru_eval.media.video import VideoError, sample_frames
+from naru_eval.media.sampler import sample_frames
+from naru_eval.media.video import VideoError
 
 
 @pytest.fixture(scope="module")

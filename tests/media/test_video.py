@@ -7,14 +7,9 @@ import pytest
 
 from naru_eval.core.synthetic import read_frame_index, write_indexed_video
 from naru_eval.media.frame_cache import FrameCache
-from naru_eval.media.video import (
-    VideoError,
-    frames_for_fps,
-    probe_video,
-    sample_frames,
-    target_size,
-    uniform_indices,
-)
+from naru_eval.media.plan import frames_for_fps, target_size, uniform_indices
+from naru_eval.media.sampler import sample_frames
+from naru_eval.media.video import VideoError, probe_video
 
 
 @pytest.fixture(scope="module")

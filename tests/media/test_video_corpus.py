@@ -12,10 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import naru_eval.media.video as video
 from naru_eval.core.synthetic import read_frame_index
+from naru_eval.media import index
 from naru_eval.media.frame_cache import FrameCache
-from naru_eval.media.video import VideoError, probe_video, sample_frames, uniform_indices
+from naru_eval.media.plan import uniform_indices
+from naru_eval.media.sampler import sample_frames
+from naru_eval.media.video import VideoError, probe_video
 from tests.helpers import video_corpus as vc
 
 
@@ -190,26 +192,26 @@ def test_sample_aspect_ratio_is_applied_before_the_pixel_budget(corpus, name):
 
 def test_frame_index_built_once_and_kept_beside_the_frame_cache(corpus, tmp_path, monkeypatch):
     path = corpus["vfr_phone.mkv"]
-    video._INDEXES.clear()
+    index._INDEXES.clear()
     cache = FrameCache(disk_dir=tmp_path / "fc")
     first = cache.get(path, num_frames=8)
     assert list((tmp_path / "fc" / "index").rglob("*.npz"))  # on disk, keyed by the file's identity
-    video._INDEXES.clear()  # a later run: nothing in memory
+    index._INDEXES.clear()  # a later run: nothing in memory
 
     def no_rebuild(*args, **kwargs):
         raise AssertionError("the frame index was rebuilt")
 
-    monkeypatch.setattr(video, "_build_index", no_rebuild)
+    monkeypatch.setattr(index, "_build_index", no_rebuild)
     again = FrameCache(disk_dir=tmp_path / "fc").get(path, num_frames=16)  # new params: decodes, same index
     assert _shown(again) == [vc.decoded_stamps(path)[k] for k in again.indices]
     assert list(first.indices) == uniform_indices(240, 8)
 
 
-def _built(path: Path, tables: bool) -> video.FrameIndex:
+def _built(path: Path, tables: bool) -> index.FrameIndex:
     import av
 
     with av.open(str(path)) as c:
-        return video._build_index(path, c, c.streams.video[0], tables=tables)
+        return index._build_index(path, c, c.streams.video[0], tables=tables)
 
 
 @pytest.mark.parametrize("name", MP4)
@@ -268,12 +270,12 @@ def test_sample_tables_contradicted_by_the_packets_fall_back_to_demuxing(corpus,
     monkeypatch.setattr(mp4_index, "packet_times", slip_at(-1))  # the last frame: checked when built
     assert _built(corpus[name], True).source == "demux"
     monkeypatch.setattr(mp4_index, "packet_times", slip_at(120))  # the middle: the sampler finds out
-    video._INDEXES.clear()
+    index._INDEXES.clear()
     assert _built(corpus[name], True).source == "moov"
     ref = truth[name]
     s = sample_frames(corpus[name], num_frames=len(ref), max_pixels=None)
     assert _shown(s) == ref and s.info.frame_count == len(ref)
-    assert video.frame_index(corpus[name]).source == "demux"  # the index kept is the demux pass's
+    assert index.frame_index(corpus[name]).source == "demux"  # the index kept is the demux pass's
 
 
 def test_truncated_faststart_mp4_is_not_indexed_from_its_tables(tmp_path):
@@ -285,6 +287,6 @@ def test_truncated_faststart_mp4_is_not_indexed_from_its_tables(tmp_path):
     )
     cut = vc.truncate(full, tmp_path / "cut.mp4", 0.6)
     with av.open(str(cut)) as c:
-        assert video._packets_from_moov(cut, c, c.streams.video[0]) is None
+        assert index._packets_from_moov(cut, c, c.streams.video[0]) is None
     with pytest.raises(VideoError, match="truncated: the container claims 8.0 s of video"):
         sample_frames(cut, num_frames=8)

@@ -7,10 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import naru_eval.media.video as video
 from naru_eval.core.synthetic import read_frame_index, write_indexed_video
 from naru_eval.core.validate import validate
-from naru_eval.media.video import MAX_FRAMES, VideoError, frames_for_fps, probe_video, sample_frames, uniform_indices
+from naru_eval.media import decode, index, sampler
+from naru_eval.media.plan import frames_for_fps, uniform_indices
+from naru_eval.media.sampler import MAX_FRAMES, sample_frames
+from naru_eval.media.video import VideoError, probe_video
 from tests.helpers import video_corpus as vc
 
 
@@ -48,7 +50,7 @@ def test_an_explicit_maximum_with_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=rf"num_frames={MAX_FRAMES + 1}: the sampler takes at most {MAX_FRAMES}"):
         sample_frames(path, num_frames=MAX_FRAMES + 1)
     assert len(sample_frames(path, num_frames=MAX_FRAMES + 1, max_frames=8).indices) == 8  # capped below it
-    monkeypatch.setattr(video, "MAX_FRAMES", 10)  # 12 s at 1 fps = 12 frames, of 120 that exist
+    monkeypatch.setattr(sampler, "MAX_FRAMES", 10)  # 12 s at 1 fps = 12 frames, of 120 that exist
     with pytest.raises(VideoError, match=r"fps=1\.0 over 12 s asks for 12 frames, more than .* maximum of 10") as e:
         sample_frames(path, fps=1.0)
     assert str(path) in str(e.value) and "max_frames" in str(e.value)
@@ -93,8 +95,8 @@ def test_ts_cut_mid_frame_gives_what_a_sequential_decode_gives(cut_ts, fraction,
     cut, full = _packet_sizes(path), _packet_sizes(cut_ts["full"])
     last = list(cut)[-1]
     assert cut[last] < full[last]  # the file ends inside a picture: its packet is partial
-    monkeypatch.setattr(video, "_machine_busy", lambda: busy)
-    video._INDEXES.clear()
+    monkeypatch.setattr(decode, "machine_busy", lambda: busy)
+    index._INDEXES.clear()
     for n in (8, 128, len(ref)):
         s = sample_frames(path, num_frames=n, max_pixels=None)
         want = uniform_indices(len(ref), n)

@@ -20,7 +20,7 @@ import pytest
 
 from model_adapters.openai_compat import TEXT_MARGIN_TOKENS, OpenAICompat, media_tokens, qwen_patch_size
 from naru_eval.core.budgets import FRAME_BUDGETS
-from naru_eval.media.video import DEFAULT_MAX_PIXELS, frames_for_fps, target_size
+from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, target_size
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openai_compat.md"
 #: the video a recipe is sized for: NARU's longest (240 min), 1080p at 30 fps

@@ -16,7 +16,7 @@ from naru_eval.core import provenance
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset, read_frame_index
 from naru_eval.lmms.tasks import doc_to_text
-from naru_eval.media.video import uniform_indices
+from naru_eval.media.plan import uniform_indices
 from tests.helpers.data import docs_of, lmms_instances
 from tests.helpers.stubs import OpenAIStub, Reply, StubRequest
 
@@ -327,7 +327,8 @@ def test_a_server_too_short_for_the_longest_video_is_refused_before_any_question
     """vLLM and SGLang list ``max_model_len``: the media tokens of the costliest video (the Qwen
     processor's rule) plus the question must fit it, else one error and nothing asked."""
     from model_adapters.openai_compat import TEXT_MARGIN_TOKENS, media_tokens
-    from naru_eval.media.video import probe_video, target_size
+    from naru_eval.media.plan import target_size
+    from naru_eval.media.video import probe_video
 
     assert media_tokens(QWEN, "video", 4, 64, 64) == 2 * (12 * 12) + 2  # 64 px grows to the 336 px floor
     info = probe_video(docs[0]["video"], check_end=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from naru_eval.media.video import sample_frames
+from naru_eval.media.sampler import sample_frames
 from tests.helpers.families import HF_FAMILIES, N, Spy, expected, make, request
 from tests.helpers.tiny_models import build_nemotron_omni
 

@@ -62,7 +62,7 @@ def text_tokens(text: str) -> int:
 
 
 def frames_sampled(duration_s: float, fps: float) -> int:
-    """Frames Gemini samples from ``duration_s`` at ``fps`` (as naru_eval.media.video.frames_for_fps)."""
+    """Frames Gemini samples from ``duration_s`` at ``fps`` (as naru_eval.media.plan.frames_for_fps)."""
     return max(1, int(duration_s * fps))
 
 

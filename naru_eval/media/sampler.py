@@ -1,0 +1,156 @@
+"""``sample_frames``: the one frame sampler every adapter gets its frames from (through the frame cache).
+
+It checks the request against its limit, takes the file's frame index (:mod:`naru_eval.media.index`),
+plans the frames (:mod:`naru_eval.media.plan`) and decodes exactly those
+(:mod:`naru_eval.media.decode`); a sampled frame is the one whose timestamp is the index's, or an error.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from naru_eval.media.decode import Decoder, choose_threads
+from naru_eval.media.index import FrameIndex, frame_index
+from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, uniform_indices
+from naru_eval.media.video import (
+    VideoError,
+    VideoInfo,
+    check_file,
+    check_truncation,
+    frame_rate,
+    seeks_by_bytes,
+    video_stream,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: The most frames one call may take (448 x 448 RGB: 2048 frames = 1.2 GiB): the largest budget a
+#: published row uses (Nemotron NVFP4, "2048 Frames", core/budgets.py). A request past it is an
+#: error, not a silent cap: a 4-hour video at 1 fps (14,400 frames) is a configuration mistake.
+MAX_FRAMES = 2048
+
+
+class SampledFrames(NamedTuple):
+    """Frames picked from one video. ``timestamp_error_s`` is 0 for exact sampling."""
+
+    frames: np.ndarray  # uint8, N x H x W x 3
+    indices: np.ndarray  # int64 frame numbers
+    timestamps: np.ndarray  # float64 seconds
+    info: VideoInfo
+    exact: bool
+    timestamp_error_s: np.ndarray  # |picked - target| per frame, seconds
+
+
+def sample_frames(
+    path: str | os.PathLike[str],
+    num_frames: int | None = None,
+    fps: float | None = None,
+    max_frames: int | None = None,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    approximate: bool = False,
+    info: VideoInfo | None = None,
+    index_dir: str | os.PathLike[str] | None = None,
+) -> SampledFrames:
+    """Sample frames from ``path``: ``num_frames`` uniform, or ``fps`` (capped by ``max_frames``).
+
+    Frame numbers are positions in the frame index (presentation order). Exact mode seeks to the
+    keyframe before each target (by byte offset where the container has no index), checks that
+    decoding starts at or before it, else goes back one keyframe (open-GOP leading pictures need
+    the previous GOP), and takes the frame whose timestamp is the target's; it keeps decoding
+    instead of seeking when that keyframe is not past the last frame decoded. Frames are turned
+    as a player shows them (rotation, sample aspect ratio) and resized to ``max_pixels`` of the
+    displayed size as they are taken, into one preallocated array. Approximate mode takes the
+    keyframe at or before each target (decoding only it) and reports the error. ``info`` is
+    accepted for compatibility; the file itself is always the authority. The frame index is kept
+    in memory and, with ``index_dir`` (or ``NARU_FRAME_CACHE``), on disk.
+    """
+    if (num_frames is None) == (fps is None):
+        raise ValueError("give exactly one of num_frames or fps")
+    asked = min(num_frames, max_frames) if num_frames is not None and max_frames else num_frames
+    if asked is not None and asked > MAX_FRAMES:
+        raise ValueError(f"num_frames={asked}: the sampler takes at most {MAX_FRAMES} frames per video")
+    p = Path(path)
+    check_file(p)
+    try:
+        return _sample(p, asked, fps, max_frames, max_pixels, approximate, index_dir, tables=True)
+    except _TablesContradicted:
+        # The sample tables' index disagrees with the packets in the middle (its head and tail were
+        # checked when it was built): rebuild it by demuxing, and sample again.
+        return _sample(p, asked, fps, max_frames, max_pixels, approximate, index_dir, tables=False)
+
+
+class _TablesContradicted(Exception):
+    """A frame the index built from an MP4's sample tables names did not decode."""
+
+
+def _sample(
+    p: Path,
+    asked: int | None,
+    fps: float | None,
+    max_frames: int | None,
+    max_pixels: int | None,
+    approximate: bool,
+    index_dir: str | os.PathLike[str] | None,
+    tables: bool,
+) -> SampledFrames:
+    """``sample_frames`` once its arguments are checked; ``tables=False``: the index by demuxing."""
+    import av
+    import numpy as np
+
+    index: FrameIndex | None = None
+    try:
+        with av.open(str(p)) as container:
+            stream = video_stream(p, container)
+            # Containers without an index (MPEG-TS) are often cut mid-frame: the last picture is then
+            # concealed, and frame threads conceal it differently from a sequential decode.
+            choose_threads(stream, approximate or seeks_by_bytes(container))
+            index = frame_index(p, container, index_dir, tables)
+            total = len(index.pts)
+            tb = index.time_base
+            first_pts = int(index.pts[0])
+            end_s = (int(index.pts[-1]) - first_pts) * tb
+            frame_s = end_s / max(1, total - 1) if total > 1 else 0.0
+            check_truncation(p, index.claimed_s, end_s, total, frame_s)
+            duration = max(index.claimed_s, end_s + frame_s)
+            if asked is not None:
+                n = asked
+            else:
+                assert fps is not None  # exactly one of num_frames / fps (checked above)
+                n = frames_for_fps(duration, float(fps), max_frames, total)
+                if n > MAX_FRAMES:
+                    raise VideoError(
+                        p,
+                        f"fps={fps} over {duration:.0f} s asks for {n} frames, more than the sampler's "
+                        f"maximum of {MAX_FRAMES} per video: lower fps or set max_frames",
+                    )
+            targets = uniform_indices(total, n)
+            run = Decoder(p, container, stream, index, max_pixels, len(targets))
+            if approximate:
+                picked = [run.keyframe_before(k) for k in targets]
+            else:
+                picked = [run.exact(k) for k in targets]
+            frames = run.frames()
+            width, height = run.out_size
+    except VideoError as e:
+        if tables and index is not None and index.source == "moov" and e.reason.startswith("could not decode frame"):
+            raise _TablesContradicted() from e
+        raise
+    except Exception as e:  # PyAV raises several error types for corrupt files
+        raise VideoError(p, f"decoding failed ({type(e).__name__}: {e})") from None
+    assert index is not None  # set before anything that could decode
+    indices = np.array(picked, dtype=np.int64)
+    ts = (index.pts[indices] - first_pts) * tb if len(indices) else np.zeros(0)
+    want = (index.pts[np.array(targets, np.int64)] - first_pts) * tb if targets else np.zeros(0)
+    rate = (total - 1) / end_s if end_s > 0 else frame_rate(stream)
+    out_info = VideoInfo(str(p), duration, rate, total, width, height, True)
+    return SampledFrames(
+        frames=frames,
+        indices=indices,
+        timestamps=np.asarray(ts, dtype=np.float64),
+        info=out_info,
+        exact=not approximate,
+        timestamp_error_s=np.abs(np.asarray(ts, np.float64) - want),
+    )
