@@ -33,94 +33,39 @@ See docs/openai_compat.md.
 
 from __future__ import annotations
 
-import base64
 import inspect
-import io
 import os
-import re
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-from urllib.parse import quote, urlsplit
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from loguru import logger
-from pydantic import Field, field_validator, model_validator
 
-from model_adapters.args import AdapterArgs, ArgParser, Flag
+from model_adapters import openai_preflight as preflight
+from model_adapters.args import ArgParser
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from model_adapters.openai_compat_args import OpenAICompatArgs, check_server_url, resolve_video_mode
+from model_adapters.openai_families import qwen_patch_size
+from model_adapters.openai_wire import MediaIO, MediaPart, UserMessage, VideoParts, video_url
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
 from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
-from naru_eval.api.retry import RetryArgs, RetryError, RetryPolicy, is_connection_error, is_timeout
+from naru_eval.api.retry import RetryError, RetryPolicy, is_connection_error, is_timeout
 from naru_eval.judge.config import is_reasoning_family
 
-#: ``auto``: ``video`` for a Qwen-family served model, else ``frames`` (:func:`resolve_video_mode`)
-VIDEO_MODES = ("auto", "video", "frames", "video_url")
+if TYPE_CHECKING:
+    from model_adapters.qwen import QwenVideoPlan
+
 #: video_mode -> the input mode the model gets (naru_eval.core.provenance)
 INPUT_MODES = {"video": "video", "frames": "images", "video_url": "server-sampled"}
 DEFAULT_MAX_TOKENS = 16
-#: vLLM's media type for pre-extracted frames: the payload is comma-separated base64 JPEGs
-#: (vllm/multimodal/media/video.py, VideoMediaIO.load_base64)
-VIDEO_JPEG_PREFIX = "data:video/jpeg;base64,"
-#: served names of the Qwen video families (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen2.5/3-Omni, Qwen3.5)
-_QWEN_VIDEO = re.compile(r"qwen[\d.]*[-_]?(?:vl|omni)|qwen3[._-]?5", re.IGNORECASE)
 
 #: arguments lmms-eval adds by itself (``create_from_arg_string``); they change nothing here
 _LMMS_EVAL_EXTRAS = ("device", "max_batch_size")
 #: argument names that look like secrets but are not
 _NOT_SECRET = frozenset({"max_tokens", "max_new_tokens"})
-
-
-def is_qwen_video_family(model: str) -> bool:
-    """Whether a served model name is a Qwen video family, whose processor gives one video
-    temporal positions and timestamps that separate images do not get."""
-    return bool(_QWEN_VIDEO.search(str(model).rsplit("/", 1)[-1]))
-
-
-def qwen_patch_size(model: str) -> int | None:
-    """qwen-vl-utils' ``image_patch_size`` of a Qwen video family by its served name (16 for
-    Qwen3-VL / Qwen3.5, 14 for Qwen2-VL / Qwen2.5-VL / Omni), None for any other model."""
-    if not is_qwen_video_family(model):
-        return None
-    return 16 if re.search(r"qwen3", str(model), re.IGNORECASE) else 14
-
-
-#: prompt tokens left beside the media for the question, the options and the answer
-TEXT_MARGIN_TOKENS = 1024
-
-
-def media_tokens(model: str, mode: str, frames: int, height: int, width: int) -> int | None:
-    """The prompt tokens ``frames`` frames of ``height`` x ``width`` px cost a Qwen family, by its
-    processor's rule (qwen-vl-utils ``smart_resize`` and limits; factor = patch x the 2x2 merge):
-    as one video, frame pairs share a temporal patch's tokens (Qwen3-VL / Qwen3.5 add a ``<t
-    seconds>`` timestamp and vision start/end per patch, counted as 8); as images, every frame
-    pays its own. None for another family or a server-sampled video (unknown here)."""
-    patch = qwen_patch_size(model)
-    if patch is None or mode not in ("video", "frames"):
-        return None
-    from qwen_vl_utils import vision_process as vp
-
-    f = patch * vp.SPATIAL_MERGE_SIZE
-    lo, hi = (
-        (vp.VIDEO_MIN_TOKEN_NUM, vp.VIDEO_MAX_TOKEN_NUM)
-        if mode == "video"
-        else (vp.IMAGE_MIN_TOKEN_NUM, vp.IMAGE_MAX_TOKEN_NUM)
-    )
-    rh, rw = vp.smart_resize(int(height), int(width), factor=f, min_pixels=lo * f * f, max_pixels=hi * f * f)
-    grid = (rh // f) * (rw // f)
-    if mode == "video":
-        return -(-int(frames) // 2) * (grid + (8 if patch == 16 else 0)) + 2
-    return int(frames) * (grid + 2)
-
-
-def resolve_video_mode(mode: str, model: str | None) -> str:
-    """``auto`` -> ``video`` for a Qwen-family served model, else ``frames``; others as given."""
-    if mode != "auto":
-        return mode
-    return "video" if model and is_qwen_video_family(model) else "frames"
 
 
 class ServerUnreachable(RuntimeError):
@@ -132,123 +77,13 @@ _ARGS = ArgParser("naru_openai_compat")
 _BASE_ARGS = tuple(n for n in inspect.signature(NaruModel.__init__).parameters if n not in ("self", "kwargs"))
 
 
-def check_server_url(url: str) -> str:
-    """An http(s) URL without credentials (lmms-eval writes model_args into results.json)."""
-    parts = urlsplit(str(url))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"naru_openai_compat: base_url must be an http(s) URL, got {url!r}")
-    if parts.username or parts.password:
-        raise ValueError(
-            "naru_openai_compat: base_url must not carry credentials (user:password@); "
-            "lmms-eval writes model_args into results.json. Use OPENAI_API_KEY."
-        )
-    return str(url)
+class RequestParams(TypedDict, total=False):
+    """The keyword arguments of ``chat.completions.create`` besides the model and the messages."""
 
-
-class OpenAICompatArgs(RetryArgs, AdapterArgs):
-    """``naru_openai_compat``'s own ``--model_args`` (the frame budget and store go to the base);
-    docs/openai_compat.md explains each."""
-
-    model: str | None = Field(None, validate_default=True, description="the served model name (required)")
-    base_url: str | None = Field(None, description="http(s)://HOST:PORT/v1 (else $OPENAI_BASE_URL)")
-    video_mode: Literal["auto", "video", "frames", "video_url"] = Field(
-        "auto",
-        description="video: our frames as one video part; frames: JPEG image parts; video_url: one URL the "
-        "server samples (auto: video for Qwen-family models, else frames)",
-    )
-    video_url_prefix: str | None = Field(None, description="video_url mode: an http(s) prefix + the file's name")
-    video_root: str | None = Field(None, description="video_url mode: URLs keep the path under this folder")
-    jpeg_quality: int = Field(85, ge=1, le=100, description="JPEG quality of the frames sent")
-    max_concurrency: int = Field(8, ge=1, description="the ceiling of requests in flight (AIMD below it)")
-    timeout: float = Field(300.0, ge=0, description="seconds per HTTP request")
-    abort_after: int | None = Field(None, ge=1, description="stop after this many unreachable requests in a row")
-    check_model: bool = Field(True, description="check GET /models serves model before asking")
-    max_images_per_prompt: int | None = Field(None, ge=1, description="the server's image limit (frames mode)")
-    reasoning: bool | Literal["auto"] = Field("auto", description="a reasoning model (auto: gpt-5*, o-series)")
-    max_completion_tokens: int | None = Field(None, ge=1, description="reasoning models' output budget")
-    decode_workers: int = Field(0, ge=0, description="processes decoding the next videos ahead (0: decode inline)")
-    decode_budget_mb: int = Field(4096, ge=1, description="decoded frames held ahead, in MiB")
-    prefix_first: Flag = Field(
-        True, description="ask a video's first question alone, its others once it is answered (prefix cache)"
-    )
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _model(cls, v: Any) -> Any:
-        if v is None or not str(v).strip():
-            raise ValueError("model=<served model name> is required")
-        return str(v)
-
-    @field_validator("video_mode", mode="before")
-    @classmethod
-    def _mode(cls, v: Any) -> Any:
-        if v is not None and v not in VIDEO_MODES:
-            raise ValueError(f"video_mode must be one of {VIDEO_MODES}, got {v!r}")
-        return v
-
-    @field_validator("reasoning", mode="before")
-    @classmethod
-    def _auto(cls, v: Any) -> Any:
-        return "auto" if v is None or (isinstance(v, str) and v.strip().lower() == "auto") else v
-
-    @model_validator(mode="after")
-    def _modes(self) -> OpenAICompatArgs:
-        prefix = self.video_url_prefix
-        if self.video_mode == "video_url" and prefix and not prefix.startswith(("http://", "https://")):
-            raise ValueError(f"video_url_prefix must be an http(s) URL, got {prefix!r}")
-        if self.max_images_per_prompt is not None and resolve_video_mode(self.video_mode, self.model) != "frames":
-            raise ValueError(
-                "max_images_per_prompt applies to video_mode=frames only "
-                "(video mode sends one video part; in video_url mode the server samples the frames itself)"
-            )
-        return self
-
-
-def jpeg_base64(frame: Any, quality: int) -> str:
-    """The base64 JPEG of one uint8 HxWx3 RGB frame (deterministic at a fixed quality)."""
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(frame, mode="RGB").save(buf, format="JPEG", quality=quality)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def encode_jpeg(frame: Any, quality: int) -> str:
-    """A ``data:image/jpeg;base64,...`` URL of one uint8 HxWx3 RGB frame."""
-    return "data:image/jpeg;base64," + jpeg_base64(frame, quality)
-
-
-def encode_video(frames: Any, quality: int) -> str:
-    """One ``data:video/jpeg;base64,...`` URL of the frames, in order: vLLM decodes the
-    comma-separated JPEGs back into one video without sampling them again."""
-    return VIDEO_JPEG_PREFIX + ",".join(jpeg_base64(f, quality) for f in frames)
-
-
-def video_metadata(sampled: Any) -> dict[str, Any]:
-    """The timing of the sampled frames as vLLM's ``media_io_kwargs["video"]`` takes it (and
-    the model's processor reads: Qwen2.5-VL's temporal position spacing, Qwen3-VL's
-    timestamps): the same numbers the HF path hands its processor. ``num_frames=-1`` keeps
-    every frame sent, whatever the server's default."""
-    info = sampled.info
-    indices = [int(i) for i in sampled.indices]
-    return {
-        "num_frames": -1,
-        "fps": float(info.fps),
-        "frames_indices": indices,
-        # vLLM requires at least one frame number per frame sent; a budget above the video's
-        # frame count repeats frames (the sampler's rule), so the count is at least the frames sent
-        "total_num_frames": max(int(info.frame_count), len(indices)),
-        "duration": float(info.duration_s),
-    }
-
-
-class _Parts:
-    """One video's encoded parts (and, in video mode, its timing), built once under its own lock."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.parts: list[dict[str, Any]] | None = None
-        self.media_io_kwargs: dict[str, Any] | None = None
+    max_tokens: int
+    temperature: float
+    max_completion_tokens: int
+    extra_body: dict[str, MediaIO]
 
 
 class OpenAICompat(NaruModel):
@@ -309,9 +144,8 @@ class OpenAICompat(NaruModel):
         )
         self._client: Any = None
         self._client_lock = threading.Lock()
-        self._parts: OrderedDict[str, _Parts] = OrderedDict()
-        self._parts_lock = threading.Lock()
-        self._parts_capacity = max(4, self.max_concurrency + 1)
+        #: the encoded parts of the last few videos (video and frames modes)
+        self._parts = VideoParts(max(4, self.max_concurrency + 1), self.video_mode == "video", self.jpeg_quality)
         self._unreachable = 0
         self._unreachable_lock = threading.Lock()
         self.prefix_first = args.prefix_first
@@ -320,7 +154,7 @@ class OpenAICompat(NaruModel):
         self.decode_workers = args.decode_workers
         self.decode_budget_bytes = args.decode_budget_mb << 20
         #: video -> the qwen-vl-utils plan of a rate-sampled Qwen video (video mode)
-        self._plans: dict[str, Any] = {}
+        self._plans: dict[str, QwenVideoPlan] = {}
         #: video -> set once its first question of this call is answered (prefix_first)
         self._first_done: dict[str, threading.Event] = {}
         self._first_lock = threading.Lock()
@@ -373,137 +207,16 @@ class OpenAICompat(NaruModel):
                     )
         return self._client
 
-    def _call(self, fn: Callable[[], Any], what: str) -> Any:
-        return self.caller.call(fn, what).value
-
-    def frames_per_question(self, requests: Sequence[NaruRequest]) -> tuple[int, NaruRequest] | None:
-        """The most frames one question sends (frames or video mode), and the request that sends them.
-
-        A fixed budget sends ``num_frames`` (capped by ``max_frames``) for every video; an fps
-        budget sends ``fps x duration`` (capped), so the longest video decides. Durations come
-        from the doc (the preflight fills them in), else from the container.
-        """
-        with_video = [r for r in requests if r.video is not None]
-        if not with_video or self.video_mode == "video_url":
-            return None
-        if self.num_frames is not None:
-            n = min(self.num_frames, self.max_frames) if self.max_frames else self.num_frames
-            return n, with_video[0]
-        from naru_eval.media.plan import frames_for_fps
-        from naru_eval.media.video import probe_video
-
-        durations: dict[str, float] = {}
-        first: dict[str, NaruRequest] = {}
-        for r in with_video:
-            assert r.video is not None
-            if r.video in durations:
-                continue
-            dur = r.doc.get("duration_s")
-            durations[r.video] = (
-                float(dur)
-                if dur not in (None, "") and float(dur) > 0
-                else probe_video(r.video, check_end=False).duration_s
-            )
-            first[r.video] = r
-        longest = max(durations, key=lambda v: durations[v])
-        assert self.fps is not None
-        return frames_for_fps(durations[longest], self.fps, self.max_frames), first[longest]
-
-    def _check_image_limit(self, requests: Sequence[NaruRequest]) -> None:
-        if self.max_images_per_prompt is None or self.video_mode != "frames":
-            return
-        most = self.frames_per_question(requests)
-        if most is None:
-            return
-        n, request = most
-        if n > self.max_images_per_prompt:
-            how = (
-                f"num_frames={self.num_frames}"
-                if self.num_frames is not None
-                else f"fps={self.fps} x {Path(str(request.video)).name} ({request.doc.get('duration_s') or 'probed'} s)"
-            )
-            raise ValueError(
-                f"naru_openai_compat: {how} sends {n} images per question (e.g. {request.question_id}), "
-                f"over the server's limit max_images_per_prompt={self.max_images_per_prompt}. Lower the budget "
-                f"(num_frames, or max_frames with fps) or raise the server's limit (vLLM: "
-                f"--limit-mm-per-prompt '{{\"image\": {n}}}'). Nothing was asked."
-            )
-
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         """Before the first question: the frames fit the server's image limit, and the server
-        answers and serves ``model`` (else one clear error, and nothing is asked)."""
+        answers and serves ``model`` (else one clear error, and nothing is asked;
+        :mod:`model_adapters.openai_preflight`)."""
         if not requests:
             return
-        self._check_image_limit(requests)
-        if not self.check_model:
-            return
-        try:
-            listing = self._call(lambda: self.client.models.list(), "GET /models")
-        except RetryError as e:
-            if e.status in (404, 405, 501):  # a server without /models: nothing to check
-                return
-            raise RuntimeError(f"naru_openai_compat: the server at {self.base_url} is not usable: {e}") from e
-        models = list(getattr(listing, "data", []) or [])
-        served = [m.id for m in models]
-        if served and self.model not in served:
-            raise ValueError(
-                f"naru_openai_compat: model {self.model!r} is not served at {self.base_url}; it serves {served}"
-            )
-        card = next((m for m in models if m.id == self.model), None)
-        owner = getattr(card, "owned_by", None)
-        self._check_model_len(requests, getattr(card, "max_model_len", None))
-        if self.video_mode == "video" and owner == "sglang" and any(r.video for r in requests):
-            raise ValueError(
-                f"naru_openai_compat: {self.base_url} is an SGLang server, which takes no pre-extracted "
-                "frames as one video (it decodes and samples a video file itself; docs/openai_compat.md). "
-                "Use video_mode=frames (our frames as images) or video_mode=video_url (server-sampled), "
-                "or serve the model with vLLM. Nothing was asked."
-            )
-
-    def most_media_tokens(self, requests: Sequence[NaruRequest]) -> tuple[int, int, int, int, str] | None:
-        """(tokens, frames, height, width, video) of the video whose frames cost the most prompt
-        tokens (:func:`media_tokens`), or None when the rule is not known here."""
-        if qwen_patch_size(self.model) is None or self.video_mode == "video_url":
-            return None
-        from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, target_size
-        from naru_eval.media.video import probe_video
-
-        worst: tuple[int, int, int, int, str] | None = None
-        for video in dict.fromkeys(r.video for r in requests if r.video is not None):
-            plan = self.video_plan(video)
-            if plan is not None:
-                n, h, w = plan.nframes, plan.height, plan.width
-            else:
-                info = probe_video(video, check_end=False)
-                w, h = target_size(info.width, info.height, self.max_pixels or DEFAULT_MAX_PIXELS)
-                if self.num_frames is not None:
-                    n = min(self.num_frames, self.max_frames) if self.max_frames else self.num_frames
-                else:
-                    n = frames_for_fps(info.duration_s, float(self.fps or 0), self.max_frames)
-            tokens = media_tokens(self.model, self.video_mode, n, h, w)
-            if tokens is not None and (worst is None or tokens > worst[0]):
-                worst = (tokens, n, h, w, video)
-        return worst
-
-    def _check_model_len(self, requests: Sequence[NaruRequest], max_model_len: Any) -> None:
-        """The server's ``max_model_len`` (vLLM and SGLang list it in ``GET /models``) holds the
-        longest video's tokens and the question: else one clear error before the first question,
-        instead of a 400 on every question of the long videos."""
-        if not isinstance(max_model_len, int) or max_model_len <= 0:
-            return
-        worst = self.most_media_tokens(requests)
-        if worst is None or worst[0] + TEXT_MARGIN_TOKENS <= max_model_len:
-            return
-        tokens, n, h, w, video = worst
-        raise ValueError(
-            f"naru_openai_compat: {Path(video).name} costs {self.model} {tokens:,} prompt tokens as "
-            f"{'one video' if self.video_mode == 'video' else 'images'} ({n} frames of {w}x{h} px) + "
-            f"~{TEXT_MARGIN_TOKENS} for the question, over the server's max_model_len={max_model_len:,}. "
-            "Raise --max-model-len (docs/openai_compat.md, Server recipes) or lower the budget. Nothing was asked."
-        )
+        preflight.check_before_asking(self, requests)
 
     # -- the frames -------------------------------------------------------------------------------
-    def video_plan(self, video: str) -> Any:
+    def video_plan(self, video: str) -> QwenVideoPlan | None:
         """Video mode, rate sampling (``fps=``), a Qwen family: the frame count and size
         qwen-vl-utils gives (``model_adapters.qwen.qwen_video_plan``, the HF path's rule), so the
         server gets the frames and tokens the HF path feeds the model; None otherwise."""
@@ -542,62 +255,28 @@ class OpenAICompat(NaruModel):
         return sampled._replace(frames=resize_frames(sampled.frames, plan.height, plan.width))
 
     # -- the message ------------------------------------------------------------------------------
-    def video_url(self, path: str) -> str:
-        p = Path(path)
-        if self.video_url_prefix is None:
-            return p.resolve().as_uri()
-        if self.video_root is not None:
-            rel = p.resolve().relative_to(self.video_root.resolve()).as_posix()
-        else:
-            rel = p.name
-        return self.video_url_prefix.rstrip("/") + "/" + quote(rel)
-
-    def _entry(self, request: NaruRequest) -> _Parts:
-        """The video's encoded parts, decoded and encoded once even when several of its questions
-        are in flight (a small LRU of videos)."""
-        assert request.video is not None
-        with self._parts_lock:
-            entry = self._parts.get(request.video)
-            if entry is None:
-                entry = self._parts[request.video] = _Parts()
-                while len(self._parts) > self._parts_capacity:
-                    self._parts.popitem(last=False)
-            else:
-                self._parts.move_to_end(request.video)
-        with entry.lock:  # concurrent questions on one video decode and encode it once
-            if entry.parts is None:
-                sampled = self.frames(request)
-                if self.video_mode == "video":
-                    entry.parts = [
-                        {"type": "video_url", "video_url": {"url": encode_video(sampled.frames, self.jpeg_quality)}}
-                    ]
-                    entry.media_io_kwargs = {"video": video_metadata(sampled)}
-                else:
-                    entry.parts = [
-                        {"type": "image_url", "image_url": {"url": encode_jpeg(f, self.jpeg_quality)}}
-                        for f in sampled.frames
-                    ]
-        return entry
-
-    def video_parts(self, request: NaruRequest) -> list[dict[str, Any]]:
-        """The message parts for the request's video (identical for every question on it); none
-        for a text-only request (the blind tasks)."""
+    def video_parts(self, request: NaruRequest) -> list[MediaPart]:
+        """The message parts for the request's video (identical for every question on it, encoded
+        once); none for a text-only request (the blind tasks)."""
         if request.video is None:
             return []
         if self.video_mode == "video_url":
-            return [{"type": "video_url", "video_url": {"url": self.video_url(request.video)}}]
-        parts = self._entry(request).parts
+            url = video_url(request.video, self.video_url_prefix, self.video_root)
+            return [{"type": "video_url", "video_url": {"url": url}}]
+        parts = self._parts.get(request.video, lambda: self.frames(request)).parts
         assert parts is not None
         return parts
 
-    def extra_body(self, request: NaruRequest) -> dict[str, Any] | None:
+    def extra_body(self, request: NaruRequest) -> dict[str, MediaIO] | None:
         """Video mode: the frames' timing as vLLM's per-request ``media_io_kwargs`` (the same for
         every question of a video); nothing otherwise."""
         if request.video is None or self.video_mode != "video":
             return None
-        return {"media_io_kwargs": self._entry(request).media_io_kwargs}
+        media_io = self._parts.get(request.video, lambda: self.frames(request)).media_io
+        assert media_io is not None
+        return {"media_io_kwargs": media_io}
 
-    def messages(self, request: NaruRequest) -> list[dict[str, Any]]:
+    def messages(self, request: NaruRequest) -> list[UserMessage]:
         """Video parts first, then the question: one video's questions share a prompt prefix."""
         return [{"role": "user", "content": [*self.video_parts(request), {"type": "text", "text": request.prompt}]}]
 
@@ -608,8 +287,8 @@ class OpenAICompat(NaruModel):
                 return int(gen_kwargs[name])
         return DEFAULT_MAX_TOKENS
 
-    def settings(self, gen_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """The sampling settings sent: temperature 0 and ``max_tokens``; for a reasoning model
+    def request_params(self, gen_kwargs: Mapping[str, Any]) -> RequestParams:
+        """The request parameters sent (named as the judge's ``JudgeConfig.request_params``): temperature 0 and ``max_tokens``; for a reasoning model
         (gpt-5*, o-series, or ``reasoning=true``) ``max_completion_tokens`` and no temperature,
         which such models refuse to change."""
         if self.reasoning:
@@ -649,13 +328,13 @@ class OpenAICompat(NaruModel):
 
     def _ask(self, request: NaruRequest) -> Answer:
         messages = self.messages(request)
-        settings = self.settings(request.gen_kwargs)
+        params = self.request_params(request.gen_kwargs)
         extra = self.extra_body(request)
         if extra is not None:
-            settings["extra_body"] = extra
+            params["extra_body"] = extra
 
         def create() -> Any:
-            return self.client.chat.completions.create(model=self.model, messages=messages, **settings)
+            return self.client.chat.completions.create(model=self.model, messages=messages, **params)
 
         try:
             called = self.caller.call(create, f"question {request.question_id}")

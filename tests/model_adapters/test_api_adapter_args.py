@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from model_adapters.gemini import GeminiArgs
-from model_adapters.openai_compat import OpenAICompatArgs
+from model_adapters.openai_compat_args import OpenAICompatArgs
 
 
 def test_strings_from_model_args_become_typed_values():

@@ -193,7 +193,7 @@ def test_one_videos_requests_are_byte_identical_up_to_the_question(tmp_path, doc
 def test_jpeg_encoding_is_deterministic():
     import numpy as np
 
-    from model_adapters.openai_compat import encode_jpeg
+    from model_adapters.openai_wire import encode_jpeg
 
     frame = np.random.default_rng(0).integers(0, 256, size=(48, 64, 3), dtype=np.uint8)
     assert encode_jpeg(frame, 85) == encode_jpeg(frame.copy(), 85)

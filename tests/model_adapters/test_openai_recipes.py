@@ -18,7 +18,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from model_adapters.openai_compat import TEXT_MARGIN_TOKENS, OpenAICompat, media_tokens, qwen_patch_size
+from model_adapters.openai_compat import OpenAICompat
+from model_adapters.openai_families import media_tokens, qwen_patch_size
+from model_adapters.openai_preflight import TEXT_MARGIN_TOKENS
 from naru_eval.core.budgets import FRAME_BUDGETS
 from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, target_size
 

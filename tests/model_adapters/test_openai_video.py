@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from model_adapters.openai_compat import OpenAICompat, resolve_video_mode
+from model_adapters.openai_compat import OpenAICompat
+from model_adapters.openai_compat_args import resolve_video_mode
 from naru_eval.core import provenance
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset, read_frame_index
@@ -326,7 +327,8 @@ def test_decode_ahead_sends_the_same_bytes(tmp_path, docs, monkeypatch):
 def test_a_server_too_short_for_the_longest_video_is_refused_before_any_question(tmp_path, docs):
     """vLLM and SGLang list ``max_model_len``: the media tokens of the costliest video (the Qwen
     processor's rule) plus the question must fit it, else one error and nothing asked."""
-    from model_adapters.openai_compat import TEXT_MARGIN_TOKENS, media_tokens
+    from model_adapters.openai_families import media_tokens
+    from model_adapters.openai_preflight import TEXT_MARGIN_TOKENS
     from naru_eval.media.plan import target_size
     from naru_eval.media.video import probe_video
 

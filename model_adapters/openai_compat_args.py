@@ -1,0 +1,98 @@
+"""``naru_openai_compat``'s typed ``--model_args`` (:class:`OpenAICompatArgs`; docs/openai_compat.md
+explains each): one pydantic model, ``extra="forbid"``, its retry args from
+:class:`naru_eval.api.retry.RetryArgs`. The adapter (model_adapters/openai_compat.py) keeps it
+whole on ``self.args``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from model_adapters.args import AdapterArgs, Flag
+from model_adapters.openai_families import is_qwen_video_family
+from naru_eval.api.retry import RetryArgs
+
+#: ``auto``: ``video`` for a Qwen-family served model, else ``frames`` (:func:`resolve_video_mode`)
+VIDEO_MODES = ("auto", "video", "frames", "video_url")
+
+
+def resolve_video_mode(mode: str, model: str | None) -> str:
+    """``auto`` -> ``video`` for a Qwen-family served model, else ``frames``; others as given."""
+    if mode != "auto":
+        return mode
+    return "video" if model and is_qwen_video_family(model) else "frames"
+
+
+def check_server_url(url: str) -> str:
+    """An http(s) URL without credentials (lmms-eval writes model_args into results.json)."""
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"naru_openai_compat: base_url must be an http(s) URL, got {url!r}")
+    if parts.username or parts.password:
+        raise ValueError(
+            "naru_openai_compat: base_url must not carry credentials (user:password@); "
+            "lmms-eval writes model_args into results.json. Use OPENAI_API_KEY."
+        )
+    return str(url)
+
+
+class OpenAICompatArgs(RetryArgs, AdapterArgs):
+    """``naru_openai_compat``'s own ``--model_args`` (the frame budget and store go to the base);
+    docs/openai_compat.md explains each."""
+
+    model: str | None = Field(None, validate_default=True, description="the served model name (required)")
+    base_url: str | None = Field(None, description="http(s)://HOST:PORT/v1 (else $OPENAI_BASE_URL)")
+    video_mode: Literal["auto", "video", "frames", "video_url"] = Field(
+        "auto",
+        description="video: our frames as one video part; frames: JPEG image parts; video_url: one URL the "
+        "server samples (auto: video for Qwen-family models, else frames)",
+    )
+    video_url_prefix: str | None = Field(None, description="video_url mode: an http(s) prefix + the file's name")
+    video_root: str | None = Field(None, description="video_url mode: URLs keep the path under this folder")
+    jpeg_quality: int = Field(85, ge=1, le=100, description="JPEG quality of the frames sent")
+    max_concurrency: int = Field(8, ge=1, description="the ceiling of requests in flight (AIMD below it)")
+    timeout: float = Field(300.0, ge=0, description="seconds per HTTP request")
+    abort_after: int | None = Field(None, ge=1, description="stop after this many unreachable requests in a row")
+    check_model: bool = Field(True, description="check GET /models serves model before asking")
+    max_images_per_prompt: int | None = Field(None, ge=1, description="the server's image limit (frames mode)")
+    reasoning: bool | Literal["auto"] = Field("auto", description="a reasoning model (auto: gpt-5*, o-series)")
+    max_completion_tokens: int | None = Field(None, ge=1, description="reasoning models' output budget")
+    decode_workers: int = Field(0, ge=0, description="processes decoding the next videos ahead (0: decode inline)")
+    decode_budget_mb: int = Field(4096, ge=1, description="decoded frames held ahead, in MiB")
+    prefix_first: Flag = Field(
+        True, description="ask a video's first question alone, its others once it is answered (prefix cache)"
+    )
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model(cls, v: Any) -> Any:
+        if v is None or not str(v).strip():
+            raise ValueError("model=<served model name> is required")
+        return str(v)
+
+    @field_validator("video_mode", mode="before")
+    @classmethod
+    def _mode(cls, v: Any) -> Any:
+        if v is not None and v not in VIDEO_MODES:
+            raise ValueError(f"video_mode must be one of {VIDEO_MODES}, got {v!r}")
+        return v
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _auto(cls, v: Any) -> Any:
+        return "auto" if v is None or (isinstance(v, str) and v.strip().lower() == "auto") else v
+
+    @model_validator(mode="after")
+    def _modes(self) -> OpenAICompatArgs:
+        prefix = self.video_url_prefix
+        if self.video_mode == "video_url" and prefix and not prefix.startswith(("http://", "https://")):
+            raise ValueError(f"video_url_prefix must be an http(s) URL, got {prefix!r}")
+        if self.max_images_per_prompt is not None and resolve_video_mode(self.video_mode, self.model) != "frames":
+            raise ValueError(
+                "max_images_per_prompt applies to video_mode=frames only "
+                "(video mode sends one video part; in video_url mode the server samples the frames itself)"
+            )
+        return self
