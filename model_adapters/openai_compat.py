@@ -288,9 +288,9 @@ class OpenAICompat(NaruModel):
         return DEFAULT_MAX_TOKENS
 
     def request_params(self, gen_kwargs: Mapping[str, Any]) -> RequestParams:
-        """The request parameters sent (named as the judge's ``JudgeConfig.request_params``): temperature 0 and ``max_tokens``; for a reasoning model
-        (gpt-5*, o-series, or ``reasoning=true``) ``max_completion_tokens`` and no temperature,
-        which such models refuse to change."""
+        """The request parameters sent (as the judge's ``JudgeConfig.request_params``): temperature 0
+        and ``max_tokens``; for a reasoning model (gpt-5*, o-series, or ``reasoning=true``)
+        ``max_completion_tokens`` and no temperature, which such models refuse to change."""
         if self.reasoning:
             return {"max_completion_tokens": self.max_completion_tokens or self.max_tokens(gen_kwargs)}
         return {"max_tokens": self.max_tokens(gen_kwargs), "temperature": 0.0}

@@ -13,8 +13,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from naru_eval.media.sampler import SampledFrames
 
 #: vLLM's media type for pre-extracted frames: the payload is comma-separated base64 JPEGs
 #: (vllm/multimodal/media/video.py, VideoMediaIO.load_base64)
@@ -65,7 +70,7 @@ class MediaIO(TypedDict):
     video: VideoTiming
 
 
-def jpeg_base64(frame: Any, quality: int) -> str:
+def jpeg_base64(frame: np.ndarray, quality: int) -> str:
     """The base64 JPEG of one uint8 HxWx3 RGB frame (deterministic at a fixed quality)."""
     from PIL import Image
 
@@ -74,18 +79,18 @@ def jpeg_base64(frame: Any, quality: int) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def encode_jpeg(frame: Any, quality: int) -> str:
+def encode_jpeg(frame: np.ndarray, quality: int) -> str:
     """A ``data:image/jpeg;base64,...`` URL of one uint8 HxWx3 RGB frame."""
     return "data:image/jpeg;base64," + jpeg_base64(frame, quality)
 
 
-def encode_video(frames: Any, quality: int) -> str:
+def encode_video(frames: np.ndarray, quality: int) -> str:
     """One ``data:video/jpeg;base64,...`` URL of the frames, in order: vLLM decodes the
     comma-separated JPEGs back into one video without sampling them again."""
     return VIDEO_JPEG_PREFIX + ",".join(jpeg_base64(f, quality) for f in frames)
 
 
-def video_metadata(sampled: Any) -> VideoTiming:
+def video_metadata(sampled: SampledFrames) -> VideoTiming:
     """The timing of the sampled frames as vLLM's ``media_io_kwargs["video"]`` takes it (and
     the model's processor reads: Qwen2.5-VL's temporal position spacing, Qwen3-VL's
     timestamps): the same numbers the HF path hands its processor. ``num_frames=-1`` keeps
@@ -135,7 +140,7 @@ class VideoParts:
         self._entries: OrderedDict[str, EncodedVideo] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, video: str, sample: Callable[[], Any]) -> EncodedVideo:
+    def get(self, video: str, sample: Callable[[], SampledFrames]) -> EncodedVideo:
         """``video``'s parts, from ``sample()``'s frames the first time it is asked for."""
         with self._lock:
             entry = self._entries.get(video)
