@@ -52,7 +52,7 @@ from model_adapters.openai_wire import MediaIO, MediaPart, UserMessage, VideoPar
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
 from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
-from naru_eval.api.retry import RetryError, RetryPolicy, is_connection_error, is_timeout
+from naru_eval.api.retry import RetryError, is_connection_error, is_timeout
 from naru_eval.judge.config import is_reasoning_family
 
 if TYPE_CHECKING:
@@ -108,23 +108,16 @@ class OpenAICompat(NaruModel):
         self.base_url = str(resolved_url)
         #: the resolved mode: video, frames or video_url (``auto`` decided by the served name)
         self.video_mode = resolve_video_mode(args.video_mode, self.model)
-        self.video_url_prefix = args.video_url_prefix
         self.video_root = Path(args.video_root) if args.video_root else None
-        self.jpeg_quality = args.jpeg_quality
+        #: the base's thread pool size (``NaruModel``), and the limiter's ceiling
         self.max_concurrency = args.max_concurrency
-        self.retry_policy = RetryPolicy(
-            max_attempts=args.max_retries + 1, base_delay=args.retry_base_delay, max_delay=args.retry_max_delay
-        )
-        self.max_retries = args.max_retries
+        self.retry_policy = args.retry_policy()
         self.timeout = args.timeout
         self.abort_after = args.abort_after if args.abort_after is not None else max(10, 2 * self.max_concurrency)
-        self.check_model = args.check_model
         if self.video_mode == "video_url":
             self.needs_frames = False  # the server decodes the video itself
-        self.max_images_per_prompt = args.max_images_per_prompt
         self.reasoning = is_reasoning_family(self.model) if args.reasoning == "auto" else bool(args.reasoning)
-        self.max_completion_tokens = args.max_completion_tokens
-        if self.max_completion_tokens is not None and not self.reasoning:
+        if args.max_completion_tokens is not None and not self.reasoning:
             raise ValueError(
                 "naru_openai_compat: max_completion_tokens is for reasoning models (reasoning=true); "
                 "other models take the task's max_new_tokens"
@@ -145,10 +138,9 @@ class OpenAICompat(NaruModel):
         self._client: Any = None
         self._client_lock = threading.Lock()
         #: the encoded parts of the last few videos (video and frames modes)
-        self._parts = VideoParts(max(4, self.max_concurrency + 1), self.video_mode == "video", self.jpeg_quality)
+        self._parts = VideoParts(max(4, self.max_concurrency + 1), self.video_mode == "video", args.jpeg_quality)
         self._unreachable = 0
         self._unreachable_lock = threading.Lock()
-        self.prefix_first = args.prefix_first
         # decode-ahead (the base's, naru_eval.media.prefetch): the next videos decode in worker
         # processes while the server answers this one (video and frames modes)
         self.decode_workers = args.decode_workers
@@ -184,7 +176,7 @@ class OpenAICompat(NaruModel):
             "input_mode": self.input_mode,
         }
         if self.video_mode in ("frames", "video"):
-            desc["jpeg_quality"] = self.jpeg_quality
+            desc["jpeg_quality"] = self.args.jpeg_quality
         patch = qwen_patch_size(self.model)
         if self.video_mode == "video" and self.fps is not None and patch is not None:
             from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
@@ -192,7 +184,7 @@ class OpenAICompat(NaruModel):
             desc["qwen_vl_utils_sizing"] = {"patch_size": patch, "model_seq_len": vp.MODEL_SEQ_LEN}
         if self.reasoning:  # no temperature, max_completion_tokens: another request
             desc["reasoning"] = True
-            desc["max_completion_tokens"] = self.max_completion_tokens
+            desc["max_completion_tokens"] = self.args.max_completion_tokens
         return desc
 
     # -- the client -------------------------------------------------------------------------------
@@ -261,7 +253,7 @@ class OpenAICompat(NaruModel):
         if request.video is None:
             return []
         if self.video_mode == "video_url":
-            url = video_url(request.video, self.video_url_prefix, self.video_root)
+            url = video_url(request.video, self.args.video_url_prefix, self.video_root)
             return [{"type": "video_url", "video_url": {"url": url}}]
         parts = self._parts.get(request.video, lambda: self.frames(request)).parts
         assert parts is not None
@@ -292,7 +284,7 @@ class OpenAICompat(NaruModel):
         and ``max_tokens``; for a reasoning model (gpt-5*, o-series, or ``reasoning=true``)
         ``max_completion_tokens`` and no temperature, which such models refuse to change."""
         if self.reasoning:
-            return {"max_completion_tokens": self.max_completion_tokens or self.max_tokens(gen_kwargs)}
+            return {"max_completion_tokens": self.args.max_completion_tokens or self.max_tokens(gen_kwargs)}
         return {"max_tokens": self.max_tokens(gen_kwargs), "temperature": 0.0}
 
     # -- the prefix cache ---------------------------------------------------------------------------
@@ -301,7 +293,7 @@ class OpenAICompat(NaruModel):
         the event to set when answered; every later one waits for that event, so the server has
         the video's prefix cached by then (instead of several questions computing it side by
         side). The wait holds no request slot (the limiter is taken per HTTP attempt)."""
-        if not self.prefix_first or request.video is None:
+        if not self.args.prefix_first or request.video is None:
             return None
         with self._first_lock:
             done = self._first_done.get(request.video)

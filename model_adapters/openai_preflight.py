@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from model_adapters.base import NaruRequest
+from model_adapters.openai_compat_args import OpenAICompatArgs
 from model_adapters.openai_families import media_tokens, qwen_patch_size
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.retry import RetryError
@@ -22,11 +23,10 @@ if TYPE_CHECKING:
 class CheckedAdapter(Protocol):
     """What the checks read of the adapter (``model_adapters.openai_compat.OpenAICompat``)."""
 
+    args: OpenAICompatArgs
     model: str
     base_url: str
     video_mode: str
-    check_model: bool
-    max_images_per_prompt: int | None
     num_frames: int | None
     fps: float | None
     max_frames: int | None
@@ -56,7 +56,7 @@ class MediaCost(NamedTuple):
 def check_before_asking(adapter: CheckedAdapter, requests: Sequence[NaruRequest]) -> None:
     """Every check, in order: the image limit, then (``check_model``) what the server says."""
     check_image_limit(adapter, requests)
-    if adapter.check_model:
+    if adapter.args.check_model:
         check_server(adapter, requests)
 
 
@@ -92,13 +92,13 @@ def frames_per_question(adapter: CheckedAdapter, requests: Sequence[NaruRequest]
 
 def check_image_limit(adapter: CheckedAdapter, requests: Sequence[NaruRequest]) -> None:
     """Frames mode: the most images one question sends is within ``max_images_per_prompt``."""
-    if adapter.max_images_per_prompt is None or adapter.video_mode != "frames":
+    if adapter.args.max_images_per_prompt is None or adapter.video_mode != "frames":
         return
     most = frames_per_question(adapter, requests)
     if most is None:
         return
     n, request = most
-    if n > adapter.max_images_per_prompt:
+    if n > adapter.args.max_images_per_prompt:
         how = (
             f"num_frames={adapter.num_frames}"
             if adapter.num_frames is not None
@@ -106,7 +106,7 @@ def check_image_limit(adapter: CheckedAdapter, requests: Sequence[NaruRequest]) 
         )
         raise ValueError(
             f"naru_openai_compat: {how} sends {n} images per question (e.g. {request.question_id}), "
-            f"over the server's limit max_images_per_prompt={adapter.max_images_per_prompt}. Lower the budget "
+            f"over the server's limit max_images_per_prompt={adapter.args.max_images_per_prompt}. Lower the budget "
             f"(num_frames, or max_frames with fps) or raise the server's limit (vLLM: "
             f"--limit-mm-per-prompt '{{\"image\": {n}}}'). Nothing was asked."
         )
