@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
@@ -42,6 +42,9 @@ from naru_eval.core import provenance
 from naru_eval.core.doc import NaruDoc
 from naru_eval.settings import parse_flag, settings
 from naru_eval.store.responses import ResponseStore, redact, run_key
+
+if TYPE_CHECKING:
+    from naru_eval.media.frame_cache import SamplingParams
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
 #: invalid ("failed"), so it is scored wrong and counted, never parsed as an answer.
@@ -197,7 +200,7 @@ class NaruModel(lmms):
             self._store = ResponseStore(self._store_path)
         return self._store if self._use_store else None
 
-    def frame_params(self, video: str) -> dict[str, Any]:
+    def frame_params(self, video: str) -> SamplingParams:
         """The sampling of ``video`` as :meth:`FrameCache.get` takes it (decode-ahead uses it too)."""
         from naru_eval.media.frame_cache import sampling_params
         from naru_eval.media.plan import DEFAULT_MAX_PIXELS

@@ -57,6 +57,7 @@ from naru_eval.judge.config import is_reasoning_family
 
 if TYPE_CHECKING:
     from model_adapters.qwen import QwenVideoPlan
+    from naru_eval.media.frame_cache import SamplingParams
 
 #: video_mode -> the input mode the model gets (naru_eval.core.provenance)
 INPUT_MODES = {"video": "video", "frames": "images", "video_url": "server-sampled"}
@@ -229,7 +230,7 @@ class OpenAICompat(NaruModel):
                 raise RequestFailed(f"video {video}: qwen-vl-utils sampling at fps={self.fps:g}: {e}") from None
         return self._plans[video]
 
-    def frame_params(self, video: str) -> dict[str, Any]:
+    def frame_params(self, video: str) -> SamplingParams:
         plan = self.video_plan(video)
         if plan is None:
             return super().frame_params(video)

@@ -24,13 +24,16 @@ processor's own per-frame cap, as before.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from pydantic import Field
 
 from model_adapters.args import Flag, HFArgs
 from model_adapters.base import NaruRequest, RequestFailed
 from model_adapters.hf_base import HFVideoModel
+
+if TYPE_CHECKING:
+    from naru_eval.media.frame_cache import SamplingParams
 
 
 class QwenVideoPlan(NamedTuple):
@@ -168,7 +171,7 @@ class _QwenVideo(HFVideoModel):
                 raise RequestFailed(f"video {video}: qwen-vl-utils sampling at fps={self.fps:g}: {e}") from None
         return self._plans[video]
 
-    def frame_params(self, video: str) -> dict[str, Any]:
+    def frame_params(self, video: str) -> SamplingParams:
         if self.fps is None:
             return super().frame_params(video)
         from naru_eval.media.frame_cache import sampling_params

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from naru_eval.media.plan import DEFAULT_MAX_PIXELS
 from naru_eval.media.sampler import SampledFrames, sample_frames
@@ -43,13 +43,23 @@ class FrameCacheStats:
     ahead_decode_s: float = 0.0
 
 
+class SamplingParams(TypedDict):
+    """Every sampling parameter of ``sample_frames`` (and the frame cache's key)."""
+
+    num_frames: int | None
+    fps: float | None
+    max_frames: int | None
+    max_pixels: int | None
+    approximate: bool
+
+
 def sampling_params(
     num_frames: int | None = None,
     fps: float | None = None,
     max_frames: int | None = None,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     approximate: bool = False,
-) -> dict[str, Any]:
+) -> SamplingParams:
     """Every sampling parameter of :meth:`FrameCache.get`, as its key and ``sample_frames`` take them."""
     return {
         "num_frames": num_frames,
@@ -60,7 +70,7 @@ def sampling_params(
     }
 
 
-def cache_key(path: str | os.PathLike[str], params: dict[str, Any]) -> str:
+def cache_key(path: str | os.PathLike[str], params: SamplingParams) -> str:
     """Hash of the file's identity and the sampling parameters."""
     ident = {**file_identity(path), "format": CACHE_FORMAT, **params}
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()

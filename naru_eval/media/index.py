@@ -31,6 +31,7 @@ from naru_eval.settings import settings
 if TYPE_CHECKING:
     import numpy as np
 
+#: part of every index's key: a change to what an index holds makes older disk entries misses
 INDEX_FORMAT = 2
 
 

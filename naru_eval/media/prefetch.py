@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from typing import Any, NamedTuple
 
-from naru_eval.media.frame_cache import FrameCache, cache_key
+from naru_eval.media.frame_cache import FrameCache, SamplingParams, cache_key
 from naru_eval.media.sampler import SampledFrames, sample_frames
 
 
-def _decode(path: str, params: dict[str, Any], index_dir: str | None) -> tuple[SampledFrames, float]:
+def _decode(path: str, params: SamplingParams, index_dir: str | None) -> tuple[SampledFrames, float]:
     """In a worker process: the sampler's frames and the seconds they took."""
     start = time.perf_counter()
     try:
@@ -42,7 +42,7 @@ def _decode(path: str, params: dict[str, Any], index_dir: str | None) -> tuple[S
 
 class _Job(NamedTuple):
     video: str
-    params: dict[str, Any]
+    params: SamplingParams
     key: str
     future: Future[SampledFrames]  # what FrameCache.get waits on
 
@@ -54,7 +54,7 @@ class FramePrefetcher:
         self,
         cache: FrameCache,
         videos: Sequence[str],
-        plan: Callable[[str], dict[str, Any]],
+        plan: Callable[[str], SamplingParams],
         workers: int,
         budget_bytes: int,
     ) -> None:
