@@ -42,6 +42,7 @@ from loguru import logger
 
 from model_adapters.args import HFArgs, parse_model_args
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed, _as_bool, _opt_int
+from model_adapters.positions import SEQUENTIAL
 from naru_eval.core.budgets import resolve_sampling
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
@@ -78,6 +79,8 @@ class HFVideoModel(NaruModel):
     reasoning_max_new_tokens: int | None = None
     #: whether this family can answer from a copy of the prefilled video prefix (docs/adapters.md)
     supports_shared_prefix: ClassVar[bool] = True
+    #: the position layout the model is given (``model_adapters.positions``; provenance and run key)
+    positions_layout: ClassVar[str] = SEQUENTIAL
 
     #: this adapter's model args (``model_adapters.args``); a family with args of its own declares
     #: ``class Args(HFArgs)`` with them as fields and reads them from ``self.args``
@@ -157,8 +160,13 @@ class HFVideoModel(NaruModel):
             "system_prompt": self.system_prompt,
             "template_kwargs": dict(self.template_kwargs),
             "cap_pixels_per_frame": self.cap_pixels_per_frame,
+            # a new layout is a new run: answers given with other positions are never reused
+            "positions": self.positions_layout,
         }
         return desc
+
+    def provenance(self) -> dict[str, str | None]:
+        return {**super().provenance(), "positions": self.positions_layout}
 
     # -- loading ------------------------------------------------------------------------------
     def _torch_dtype(self) -> Any:
@@ -328,6 +336,20 @@ class HFVideoModel(NaruModel):
             **self.processor_kwargs(),
         )
 
+    def position_ids(self, input_ids: Any, inputs: Mapping[str, Any]) -> Any | None:
+        """The ``position_ids`` of the whole prompt ``input_ids`` (1 x L) when this family computes
+        them itself (the Qwen families: ``model_adapters.positions``), with ``inputs`` the
+        processor's other outputs (grids); None: the model's own (one per token)."""
+        return None
+
+    def _cache_kwarg(self) -> str:
+        """How this transformers names the cache argument (``cache`` from 5.2x, before it
+        ``past_key_values``): the GPU image's transformers 5.17 has only the old name."""
+        import inspect
+
+        params = inspect.signature(self.model.forward).parameters
+        return "cache" if "cache" in params else "past_key_values"
+
     def _to_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         import torch
 
@@ -362,6 +384,9 @@ class HFVideoModel(NaruModel):
             return self.generate_shared(request, sampled, split, gen)
         batch = self._to_device(self.build_inputs(request, sampled))
         n_in = int(batch["input_ids"].shape[1])
+        pos = self.position_ids(batch["input_ids"], batch)
+        if pos is not None:
+            batch["position_ids"] = pos
         with torch.inference_mode():
             out = self.model.generate(**batch, **gen)
         new = out[0, n_in:]
@@ -427,6 +452,9 @@ class HFVideoModel(NaruModel):
         )
         batch = self._to_device(inputs)
         ids = batch["input_ids"]
+        pos = self.position_ids(ids, batch)
+        if pos is not None:
+            batch["position_ids"] = pos
         with torch.inference_mode():
             out = self.model(**batch, use_cache=True, logits_to_keep=1)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
@@ -439,7 +467,7 @@ class HFVideoModel(NaruModel):
             ids = torch.full((1, cached), int(pad), dtype=ids.dtype, device=ids.device)
         extra = {}
         for k, v in batch.items():
-            if k in ("input_ids", "attention_mask") or k.startswith("pixel_values"):
+            if k in ("input_ids", "attention_mask", "position_ids") or k.startswith("pixel_values"):
                 continue
             if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape == (1, n):
                 if cached != n:
@@ -478,15 +506,15 @@ class HFVideoModel(NaruModel):
         inner = getattr(self.model, "model", None)
         for name, value in p.state.items():
             setattr(inner, name, value)
+        # the positions of the whole prompt, as the per-question path computes them; generate
+        # gives the model only the uncached (question) part
+        pos = self.position_ids(ids, kw)
+        if pos is not None:
+            kw["position_ids"] = pos
+        kw[self._cache_kwarg()] = copy.deepcopy(p.cache)
         n_in = int(ids.shape[1])
         with torch.inference_mode():
-            out = self.model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                cache=copy.deepcopy(p.cache),
-                **kw,
-                **gen,
-            )
+            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kw, **gen)
         new = out[0, n_in:]
         self.prefill_stats["questions"] += 1
         self.prefill_stats["prefill_tokens"] += int(suffix.shape[1])
