@@ -381,7 +381,7 @@ def imported_modules() -> dict[str, list[str]]:
         path = getattr(module, "__file__", None) or ""
         if "site-packages" in path or "dist-packages" in path:
             third.add(name.split(".")[0])
-        elif path and Path(path).resolve().is_relative_to(root):
+        elif path and Path(path).is_absolute() and Path(path).resolve().is_relative_to(root):
             ours.add(str(Path(path).resolve().relative_to(root)))
     return {"third_party": sorted(third), "repo_files": sorted(ours)}
 
@@ -416,7 +416,7 @@ def main() -> None:
     for name in families:
         start = time.perf_counter()
         if name in skipped:
-            r: dict[str, Any] = {"family": name, "skipped": skipped[name]}
+            r: dict[str, Any] = {"family": load_spec(name)["model_id"], "skipped": skipped[name]}
         else:
             try:
                 r = dry_run(name, video) if args.dry_run else gpu_run(name, video, args.questions, args.tiny)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from naru_eval.media.video import sample_frames
-from tests.helpers.families import HF_FAMILIES, N, Spy, expected, make, request
+from tests.helpers.families import HF_FAMILIES, FirstStep, N, Spy, expected, make, request
 from tests.helpers.tiny_models import build_nemotron_omni
 
 QUESTIONS = 3
@@ -145,30 +145,6 @@ def long_video(tmp_path_factory):
     from naru_eval.core.synthetic import write_indexed_video
 
     return write_indexed_video(tmp_path_factory.mktemp("long") / "20min.mp4", n_frames=1200, fps=1, gop=60)
-
-
-class FirstStep:
-    """Wraps ``model.generate``: records the first step's logits (float32) and the position ids
-    the language model received in each forward; returns the sequences as generate does."""
-
-    def __init__(self, adapter) -> None:
-        self.logits: list = []
-        self.positions: list = []
-        model = adapter.model
-        generate = model.generate
-        inner = getattr(getattr(model, "model", model), "language_model", None) or model.language_model
-        forward = inner.forward
-
-        def record_forward(*args, **kw):
-            self.positions.append(kw.get("position_ids"))
-            return forward(*args, **kw)
-
-        def record_generate(*args, **kw):
-            out = generate(*args, **kw, output_logits=True, return_dict_in_generate=True)
-            self.logits.append(out.logits[0][0].float())
-            return out.sequences
-
-        model.generate, inner.forward = record_generate, record_forward
 
 
 def long_adapters(model_id, ckpt):
