@@ -60,6 +60,64 @@ class _Prefix(NamedTuple):
     tokens: int  # the prefix's tokens as the processor wrote them (usage's input_tokens)
 
 
+class _ProcessorAhead:
+    """The processor for the next video, in one background thread, while the model answers the
+    current one (issue 17): with ``decode_workers`` the frames are decoded ahead by worker
+    processes, and this runs the processor on them as soon as they are there, so the model waits
+    for neither. The thread has its own copy of the processor (a fast tokenizer must not be used
+    by two threads at once), runs the very call :meth:`HFVideoModel.prefill_prefix` would, and
+    holds at most one video's inputs ahead. The decode workers cannot run it: the media layer
+    never imports transformers, and the inputs are the model's, not the video's."""
+
+    def __init__(self, adapter: HFVideoModel, order: Sequence[NaruRequest]) -> None:
+        import copy
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.adapter = adapter
+        self.order = list(order)  # the first request of each video, in answer order
+        self.processor = copy.deepcopy(adapter.processor)
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{adapter.model_id}-processor")
+        self.jobs: dict[str, Any] = {}  # video -> Future[(prefix key, processor inputs)]
+
+    def submit_after(self, video: str | None) -> None:
+        """Start the processor for the video after ``video`` (its frames come from the decode
+        workers through the frame cache; the split is computed here, in the model's thread)."""
+        at = next((i for i, r in enumerate(self.order) if r.video == video), None)
+        if at is None or at + 1 >= len(self.order):
+            return
+        nxt = self.order[at + 1]
+        if nxt.video is None or nxt.video in self.jobs:
+            return
+        split = self.adapter.split_prompt(nxt)
+        if split is None:
+            return
+        self.jobs[nxt.video] = self.pool.submit(self._run, nxt, split[0])
+
+    def _run(self, request: NaruRequest, prefix: str) -> tuple[tuple[Any, ...], Any]:
+        sampled = self.adapter.sampled(request)
+        return self.adapter.prefix_key(request, sampled, prefix), self.adapter.run_processor(
+            prefix, sampled, self.processor
+        )
+
+    def take(self, video: str | None, key: tuple[Any, ...]) -> Any | None:
+        """The inputs computed ahead for ``video`` (waiting for them if still running), or None:
+        not started, failed (the model's own call then raises the error), or another prefix."""
+        job = self.jobs.pop(video or "", None)
+        if job is None:
+            return None
+        try:
+            got_key, inputs = job.result()
+        except Exception:
+            return None
+        return inputs if got_key == key else None
+
+    def close(self) -> None:
+        for job in self.jobs.values():
+            job.cancel()
+        self.jobs.clear()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 class HFVideoModel(NaruModel):
     """Base of the transformers families; subclasses set the class attributes below."""
 
@@ -112,8 +170,19 @@ class HFVideoModel(NaruModel):
         self.processor: Any = None
         #: the prefilled shared prefix of the video being answered (one video at a time)
         self._prefix: _Prefix | None = None
-        #: how often the vision encoder + prefix prefill ran, and the tokens prefilled (benchmarks)
-        self.prefill_stats = {"prefix_prefills": 0, "prefill_tokens": 0, "questions": 0}
+        #: how often the vision encoder + prefix prefill ran, and the tokens prefilled (benchmarks);
+        #: processor_wait_s: the seconds the model waited for the processor (run inline, or not
+        #: yet done ahead), processor_ahead: the videos whose processor ran ahead
+        self.prefill_stats: dict[str, Any] = {
+            "prefix_prefills": 0,
+            "prefill_tokens": 0,
+            "questions": 0,
+            "processor_wait_s": 0.0,
+            "processor_ahead": 0,
+        }
+        #: with decode_workers: run the processor for the next video ahead, in a thread
+        self.processor_ahead = True
+        self._ahead: _ProcessorAhead | None = None
 
     # -- placement --------------------------------------------------------------------------
     def _setup_devices(self, device: str | None, device_map: str | None) -> None:
@@ -225,9 +294,20 @@ class HFVideoModel(NaruModel):
 
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         """Load before the first answer when there is work (a bad checkpoint fails up front);
-        a run served entirely from the response store never loads the model."""
+        a run served entirely from the response store never loads the model. With decode-ahead
+        and the shared prefix, the processor then runs one video ahead (:class:`_ProcessorAhead`)."""
         if requests:
             self.ensure_loaded()
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
+        if requests and self.decode_workers > 0 and self.shared_prefix and self.processor_ahead:
+            first: dict[str, NaruRequest] = {}
+            for r in requests:
+                if r.video is not None:
+                    first.setdefault(r.video, r)
+            if len(first) > 1:
+                self._ahead = _ProcessorAhead(self, list(first.values()))
 
     @property
     def input_device(self) -> Any:
@@ -434,22 +514,41 @@ class HFVideoModel(NaruModel):
             return None
         return prefix, suffix
 
-    def prefill_prefix(self, request: NaruRequest, sampled: Any, prefix: str) -> _Prefix:
-        """Run the vision encoder and prefill the prefix once: the cache every question of the
-        video starts from."""
-        import torch
+    def prefix_key(self, request: NaruRequest, sampled: Any, prefix: str) -> tuple[Any, ...]:
+        """What identifies a prefix's inputs: the video, its frames and the prefix text."""
+        return (request.video, tuple(sampled.indices.tolist()), sampled.frames.shape, prefix)
 
-        key = (request.video, tuple(sampled.indices.tolist()), sampled.frames.shape, prefix)
-        if self._prefix is not None and self._prefix.key == key:
-            return self._prefix
-        self._prefix = None  # the previous video's cache goes before this one is built
-        inputs = self.processor(
+    def run_processor(self, prefix: str, sampled: Any, processor: Any = None) -> Any:
+        """The processor's inputs for the prefix text and the video (``processor``: a copy of the
+        adapter's, when called from the processor-ahead thread)."""
+        return (processor or self.processor)(
             text=[prefix],
             videos=[self.video_input(sampled)],
             video_metadata=[self.video_metadata(sampled)],
             return_tensors="pt",
             **self.processor_kwargs(),
         )
+
+    def prefill_prefix(self, request: NaruRequest, sampled: Any, prefix: str) -> _Prefix:
+        """Run the vision encoder and prefill the prefix once: the cache every question of the
+        video starts from."""
+        import time
+
+        import torch
+
+        key = self.prefix_key(request, sampled, prefix)
+        if self._prefix is not None and self._prefix.key == key:
+            return self._prefix
+        self._prefix = None  # the previous video's cache goes before this one is built
+        start = time.perf_counter()
+        inputs = self._ahead.take(request.video, key) if self._ahead is not None else None
+        if inputs is not None:
+            self.prefill_stats["processor_ahead"] += 1
+        else:
+            inputs = self.run_processor(prefix, sampled)
+        self.prefill_stats["processor_wait_s"] += time.perf_counter() - start
+        if self._ahead is not None:  # the next video's processor runs while this one is answered
+            self._ahead.submit_after(request.video)
         batch = self._to_device(inputs)
         ids = batch["input_ids"]
         pos = self.position_ids(ids, batch)
@@ -532,6 +631,9 @@ class HFVideoModel(NaruModel):
 
     def finish(self) -> None:
         self.release_prefix()
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
 
     def decode(self, request: NaruRequest, new_ids: list[int]) -> str:
         """The response text of the generated token ids: decoded, cut at the task's stops."""
