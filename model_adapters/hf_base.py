@@ -180,6 +180,8 @@ class HFVideoModel(NaruModel):
             "processor_wait_s": 0.0,
             "processor_ahead": 0,
         }
+        #: the model's wait for the processor, per prefix (video) in answer order (benchmarks)
+        self.processor_waits: list[float] = []
         #: with decode_workers: run the processor for the next video ahead, in a thread
         self.processor_ahead = True
         self._ahead: _ProcessorAhead | None = None
@@ -546,7 +548,9 @@ class HFVideoModel(NaruModel):
             self.prefill_stats["processor_ahead"] += 1
         else:
             inputs = self.run_processor(prefix, sampled)
-        self.prefill_stats["processor_wait_s"] += time.perf_counter() - start
+        waited = time.perf_counter() - start
+        self.prefill_stats["processor_wait_s"] += waited
+        self.processor_waits.append(waited)
         if self._ahead is not None:  # the next video's processor runs while this one is answered
             self._ahead.submit_after(request.video)
         batch = self._to_device(inputs)
