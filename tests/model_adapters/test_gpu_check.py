@@ -201,12 +201,36 @@ def test_preflight_passes_here():
 # ------------------------------------------------------------------------------ the bundle
 
 
+def needs_package_index(tmp_path: Path) -> None:
+    """Skip, saying so, where pip reaches no package index (these tests download wheels)."""
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            str(tmp_path / "probe"),
+        ]
+        + ["annotated-types==0.8.0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"no package index reachable: {probe.stderr.strip()[-300:]}")
+
+
 @pytest.mark.slow
 def test_wheel_bundle_is_the_cp312_wheels_of_the_pins(tmp_path):
     """``scripts/gpu_wheels.sh`` (from PyPI): exactly the pinned wheels, each for CPython 3.12 (or
     pure Python) on manylinux x86-64, their sizes and total within 64 MiB, and the one command
     for the node; the pure-Python and binary wheels install into a Python 3.12 target and the
     modules that need nothing from the image import there."""
+    needs_package_index(tmp_path)
     out = tmp_path / "whl"
     run = subprocess.run(
         ["bash", str(ROOT / "scripts" / "gpu_wheels.sh")],
@@ -221,7 +245,7 @@ def test_wheel_bundle_is_the_cp312_wheels_of_the_pins(tmp_path):
     assert len(wheels) == len(pins)
     for need in pins:
         (w,) = [x for x in wheels if x.startswith(f"{canon(need.dist).replace('-', '_')}-{need.minimum}-")]
-        assert re.search(r"-(cp312-cp312|py3-none)-(manylinux\w*x86_64|any)\.whl$", w), w
+        assert re.search(r"-(cp312-cp312|py3-none)-(manylinux[\w.]*x86_64|any)\.whl$", w), w
         assert re.search(rf"^\s*[\d.]+ MiB  {re.escape(w)}$", run.stdout, re.M), w
     total = float(re.search(r"([\d.]+) MiB  total", run.stdout).group(1))
     assert 0 < total <= 64 and sum(p.stat().st_size for p in out.glob("*.whl")) <= 64 << 20
@@ -305,6 +329,7 @@ def test_check_runs_in_a_clean_environment_like_the_gpu_image(tmp_path):
     torchvision with their requirements, transformers 5.17 (the GPU image's, from PyPI, with its
     requirements) and the bundle's pins (the cp311 builds of the same versions), and nothing else:
     ``gpu_check.sh --tiny`` runs every family transformers 5.17 has and names the one it lacks."""
+    needs_package_index(tmp_path)
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     py = str(env_dir / "bin" / "python")
@@ -326,7 +351,7 @@ def test_check_runs_in_a_clean_environment_like_the_gpu_image(tmp_path):
     assert "lmms-eval" not in have and "openai" not in have and "naru-eval" not in have
     out = tmp_path / "tiny.json"
     run = run_check(
-        "--tiny", "--questions", "1", "--out", str(out), "--workdir", str(tmp_path), python=py, timeout=1800
+        "--tiny", "--questions", "2", "--out", str(out), "--workdir", str(tmp_path), python=py, timeout=1800
     )
     assert run.returncode == 0, (run.stdout + run.stderr)[-6000:]
     fams = {f["family"]: f for f in json.loads(out.read_text())["families"]}
