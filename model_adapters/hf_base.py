@@ -17,6 +17,12 @@ runs the vision encoder and prefills that prefix once, each then prefills only i
 a copy of the prefix's cache (:meth:`HFVideoModel.generate_shared`; ``shared_prefix=false``
 turns it off, docs/adapters.md says where it falls back and why).
 
+The model's position ids are the family's declared layout (``positions_layout``, recorded in the
+provenance and the run key): the Qwen families compute Qwen's reference M-RoPE positions
+themselves (:mod:`model_adapters.positions`) and pass them in both paths, so neither path nor the
+installed transformers changes them. With ``decode_workers`` the processor runs one video ahead
+in a thread (:class:`_ProcessorAhead`), on the frames the decode workers deliver.
+
 Nothing is loaded at import or in ``__init__``: the processor and weights are built on first use,
 so a run whose answers are all in the response store never loads a model.
 
