@@ -142,12 +142,13 @@ def family_gaps(families: list[str]) -> dict[str, str]:
         if not module:
             gaps[f] = f"unknown family {f!r} (known: {', '.join(FAMILY_MODULES)})"
         else:
+            why = f"transformers {have} has no {cls} ({module}): a newer transformers has it"
             try:  # imports the transformers package itself (lazily: no model code)
                 present = importlib.util.find_spec(module) is not None
+            except ModuleNotFoundError:  # not even transformers.models: absent all the same
+                present = False
             except Exception as e:  # a broken transformers: say so instead of a traceback
                 present, why = False, f"transformers {have} fails to import: {type(e).__name__}: {e}"
-            else:
-                why = f"transformers {have} has no {cls} ({module}): a newer transformers has it"
             if not present:
                 gaps[f] = why
     return gaps
