@@ -17,6 +17,12 @@ runs the vision encoder and prefills that prefix once, each then prefills only i
 a copy of the prefix's cache (:meth:`HFVideoModel.generate_shared`; ``shared_prefix=false``
 turns it off, docs/adapters.md says where it falls back and why).
 
+The model's position ids are the family's declared layout (``positions_layout``, recorded in the
+provenance and the run key): the Qwen families compute Qwen's reference M-RoPE positions
+themselves (:mod:`model_adapters.positions`) and pass them in both paths, so neither path nor the
+installed transformers changes them. With ``decode_workers`` the processor runs one video ahead
+in a thread (:class:`_ProcessorAhead`), on the frames the decode workers deliver.
+
 Nothing is loaded at import or in ``__init__``: the processor and weights are built on first use,
 so a run whose answers are all in the response store never loads a model.
 
@@ -42,6 +48,7 @@ from loguru import logger
 
 from model_adapters.args import HFArgs, parse_model_args
 from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed, _as_bool, _opt_int
+from model_adapters.positions import SEQUENTIAL
 from naru_eval.core.budgets import resolve_sampling
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
@@ -57,6 +64,64 @@ class _Prefix(NamedTuple):
     extra: dict[str, Any]  # per-token inputs (e.g. mm_token_type_ids) and per-video ones (grids)
     state: dict[str, Any]  # model attributes generate() reads back (Qwen's rope_deltas)
     tokens: int  # the prefix's tokens as the processor wrote them (usage's input_tokens)
+
+
+class _ProcessorAhead:
+    """The processor for the next video, in one background thread, while the model answers the
+    current one (issue 17): with ``decode_workers`` the frames are decoded ahead by worker
+    processes, and this runs the processor on them as soon as they are there, so the model waits
+    for neither. The thread has its own copy of the processor (a fast tokenizer must not be used
+    by two threads at once), runs the very call :meth:`HFVideoModel.prefill_prefix` would, and
+    holds at most one video's inputs ahead. The decode workers cannot run it: the media layer
+    never imports transformers, and the inputs are the model's, not the video's."""
+
+    def __init__(self, adapter: HFVideoModel, order: Sequence[NaruRequest]) -> None:
+        import copy
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.adapter = adapter
+        self.order = list(order)  # the first request of each video, in answer order
+        self.processor = copy.deepcopy(adapter.processor)
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{adapter.model_id}-processor")
+        self.jobs: dict[str, Any] = {}  # video -> Future[(prefix key, processor inputs)]
+
+    def submit_after(self, video: str | None) -> None:
+        """Start the processor for the video after ``video`` (its frames come from the decode
+        workers through the frame cache; the split is computed here, in the model's thread)."""
+        at = next((i for i, r in enumerate(self.order) if r.video == video), None)
+        if at is None or at + 1 >= len(self.order):
+            return
+        nxt = self.order[at + 1]
+        if nxt.video is None or nxt.video in self.jobs:
+            return
+        split = self.adapter.split_prompt(nxt)
+        if split is None:
+            return
+        self.jobs[nxt.video] = self.pool.submit(self._run, nxt, split[0])
+
+    def _run(self, request: NaruRequest, prefix: str) -> tuple[tuple[Any, ...], Any]:
+        sampled = self.adapter.sampled(request)
+        return self.adapter.prefix_key(request, sampled, prefix), self.adapter.run_processor(
+            prefix, sampled, self.processor
+        )
+
+    def take(self, video: str | None, key: tuple[Any, ...]) -> Any | None:
+        """The inputs computed ahead for ``video`` (waiting for them if still running), or None:
+        not started, failed (the model's own call then raises the error), or another prefix."""
+        job = self.jobs.pop(video or "", None)
+        if job is None:
+            return None
+        try:
+            got_key, inputs = job.result()
+        except Exception:
+            return None
+        return inputs if got_key == key else None
+
+    def close(self) -> None:
+        for job in self.jobs.values():
+            job.cancel()
+        self.jobs.clear()
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 class HFVideoModel(NaruModel):
@@ -78,6 +143,8 @@ class HFVideoModel(NaruModel):
     reasoning_max_new_tokens: int | None = None
     #: whether this family can answer from a copy of the prefilled video prefix (docs/adapters.md)
     supports_shared_prefix: ClassVar[bool] = True
+    #: the position layout the model is given (``model_adapters.positions``; provenance and run key)
+    positions_layout: ClassVar[str] = SEQUENTIAL
 
     #: this adapter's model args (``model_adapters.args``); a family with args of its own declares
     #: ``class Args(HFArgs)`` with them as fields and reads them from ``self.args``
@@ -109,8 +176,21 @@ class HFVideoModel(NaruModel):
         self.processor: Any = None
         #: the prefilled shared prefix of the video being answered (one video at a time)
         self._prefix: _Prefix | None = None
-        #: how often the vision encoder + prefix prefill ran, and the tokens prefilled (benchmarks)
-        self.prefill_stats = {"prefix_prefills": 0, "prefill_tokens": 0, "questions": 0}
+        #: how often the vision encoder + prefix prefill ran, and the tokens prefilled (benchmarks);
+        #: processor_wait_s: the seconds the model waited for the processor (run inline, or not
+        #: yet done ahead), processor_ahead: the videos whose processor ran ahead
+        self.prefill_stats: dict[str, Any] = {
+            "prefix_prefills": 0,
+            "prefill_tokens": 0,
+            "questions": 0,
+            "processor_wait_s": 0.0,
+            "processor_ahead": 0,
+        }
+        #: the model's wait for the processor, per prefix (video) in answer order (benchmarks)
+        self.processor_waits: list[float] = []
+        #: with decode_workers: run the processor for the next video ahead, in a thread
+        self.processor_ahead = True
+        self._ahead: _ProcessorAhead | None = None
 
     # -- placement --------------------------------------------------------------------------
     def _setup_devices(self, device: str | None, device_map: str | None) -> None:
@@ -157,8 +237,13 @@ class HFVideoModel(NaruModel):
             "system_prompt": self.system_prompt,
             "template_kwargs": dict(self.template_kwargs),
             "cap_pixels_per_frame": self.cap_pixels_per_frame,
+            # a new layout is a new run: answers given with other positions are never reused
+            "positions": self.positions_layout,
         }
         return desc
+
+    def provenance(self) -> dict[str, str | None]:
+        return {**super().provenance(), "positions": self.positions_layout}
 
     # -- loading ------------------------------------------------------------------------------
     def _torch_dtype(self) -> Any:
@@ -217,9 +302,20 @@ class HFVideoModel(NaruModel):
 
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         """Load before the first answer when there is work (a bad checkpoint fails up front);
-        a run served entirely from the response store never loads the model."""
+        a run served entirely from the response store never loads the model. With decode-ahead
+        and the shared prefix, the processor then runs one video ahead (:class:`_ProcessorAhead`)."""
         if requests:
             self.ensure_loaded()
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
+        if requests and self.decode_workers > 0 and self.shared_prefix and self.processor_ahead:
+            first: dict[str, NaruRequest] = {}
+            for r in requests:
+                if r.video is not None:
+                    first.setdefault(r.video, r)
+            if len(first) > 1:
+                self._ahead = _ProcessorAhead(self, list(first.values()))
 
     @property
     def input_device(self) -> Any:
@@ -328,6 +424,20 @@ class HFVideoModel(NaruModel):
             **self.processor_kwargs(),
         )
 
+    def position_ids(self, input_ids: Any, inputs: Mapping[str, Any]) -> Any | None:
+        """The ``position_ids`` of the whole prompt ``input_ids`` (1 x L) when this family computes
+        them itself (the Qwen families: ``model_adapters.positions``), with ``inputs`` the
+        processor's other outputs (grids); None: the model's own (one per token)."""
+        return None
+
+    def _cache_kwarg(self) -> str:
+        """How this transformers names the cache argument (``cache`` from 5.2x, before it
+        ``past_key_values``): the GPU image's transformers 5.17 has only the old name."""
+        import inspect
+
+        params = inspect.signature(self.model.forward).parameters
+        return "cache" if "cache" in params else "past_key_values"
+
     def _to_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         import torch
 
@@ -362,6 +472,9 @@ class HFVideoModel(NaruModel):
             return self.generate_shared(request, sampled, split, gen)
         batch = self._to_device(self.build_inputs(request, sampled))
         n_in = int(batch["input_ids"].shape[1])
+        pos = self.position_ids(batch["input_ids"], batch)
+        if pos is not None:
+            batch["position_ids"] = pos
         with torch.inference_mode():
             out = self.model.generate(**batch, **gen)
         new = out[0, n_in:]
@@ -409,24 +522,48 @@ class HFVideoModel(NaruModel):
             return None
         return prefix, suffix
 
-    def prefill_prefix(self, request: NaruRequest, sampled: Any, prefix: str) -> _Prefix:
-        """Run the vision encoder and prefill the prefix once: the cache every question of the
-        video starts from."""
-        import torch
+    def prefix_key(self, request: NaruRequest, sampled: Any, prefix: str) -> tuple[Any, ...]:
+        """What identifies a prefix's inputs: the video, its frames and the prefix text."""
+        return (request.video, tuple(sampled.indices.tolist()), sampled.frames.shape, prefix)
 
-        key = (request.video, tuple(sampled.indices.tolist()), sampled.frames.shape, prefix)
-        if self._prefix is not None and self._prefix.key == key:
-            return self._prefix
-        self._prefix = None  # the previous video's cache goes before this one is built
-        inputs = self.processor(
+    def run_processor(self, prefix: str, sampled: Any, processor: Any = None) -> Any:
+        """The processor's inputs for the prefix text and the video (``processor``: a copy of the
+        adapter's, when called from the processor-ahead thread)."""
+        return (processor or self.processor)(
             text=[prefix],
             videos=[self.video_input(sampled)],
             video_metadata=[self.video_metadata(sampled)],
             return_tensors="pt",
             **self.processor_kwargs(),
         )
+
+    def prefill_prefix(self, request: NaruRequest, sampled: Any, prefix: str) -> _Prefix:
+        """Run the vision encoder and prefill the prefix once: the cache every question of the
+        video starts from."""
+        import time
+
+        import torch
+
+        key = self.prefix_key(request, sampled, prefix)
+        if self._prefix is not None and self._prefix.key == key:
+            return self._prefix
+        self._prefix = None  # the previous video's cache goes before this one is built
+        start = time.perf_counter()
+        inputs = self._ahead.take(request.video, key) if self._ahead is not None else None
+        if inputs is not None:
+            self.prefill_stats["processor_ahead"] += 1
+        else:
+            inputs = self.run_processor(prefix, sampled)
+        waited = time.perf_counter() - start
+        self.prefill_stats["processor_wait_s"] += waited
+        self.processor_waits.append(waited)
+        if self._ahead is not None:  # the next video's processor runs while this one is answered
+            self._ahead.submit_after(request.video)
         batch = self._to_device(inputs)
         ids = batch["input_ids"]
+        pos = self.position_ids(ids, batch)
+        if pos is not None:
+            batch["position_ids"] = pos
         with torch.inference_mode():
             out = self.model(**batch, use_cache=True, logits_to_keep=1)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
@@ -439,7 +576,7 @@ class HFVideoModel(NaruModel):
             ids = torch.full((1, cached), int(pad), dtype=ids.dtype, device=ids.device)
         extra = {}
         for k, v in batch.items():
-            if k in ("input_ids", "attention_mask") or k.startswith("pixel_values"):
+            if k in ("input_ids", "attention_mask", "position_ids") or k.startswith("pixel_values"):
                 continue
             if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape == (1, n):
                 if cached != n:
@@ -478,15 +615,15 @@ class HFVideoModel(NaruModel):
         inner = getattr(self.model, "model", None)
         for name, value in p.state.items():
             setattr(inner, name, value)
+        # the positions of the whole prompt, as the per-question path computes them; generate
+        # gives the model only the uncached (question) part
+        pos = self.position_ids(ids, kw)
+        if pos is not None:
+            kw["position_ids"] = pos
+        kw[self._cache_kwarg()] = copy.deepcopy(p.cache)
         n_in = int(ids.shape[1])
         with torch.inference_mode():
-            out = self.model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                cache=copy.deepcopy(p.cache),
-                **kw,
-                **gen,
-            )
+            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kw, **gen)
         new = out[0, n_in:]
         self.prefill_stats["questions"] += 1
         self.prefill_stats["prefill_tokens"] += int(suffix.shape[1])
@@ -504,6 +641,9 @@ class HFVideoModel(NaruModel):
 
     def finish(self) -> None:
         self.release_prefix()
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
 
     def decode(self, request: NaruRequest, new_ids: list[int]) -> str:
         """The response text of the generated token ids: decoded, cut at the task's stops."""

@@ -38,6 +38,7 @@ from pydantic import Field, field_validator
 from model_adapters.args import Flag, HFArgs
 from model_adapters.base import NaruRequest
 from model_adapters.hf_base import HFVideoModel
+from model_adapters.positions import NO_ROPE
 
 #: max_new_tokens with reasoning on: the model card's thinking-mode max_tokens (a 16,384-token
 #: reasoning budget plus room for the answer)
@@ -70,6 +71,8 @@ class NemotronOmni(HFVideoModel):
     model_id = "naru_nemotron_omni"
     family = "nemotron_omni"
     model_classes = {"nemotron_h_omni": "NemotronH_Omni_Reasoning_V3"}
+    #: NemotronH's attention layers have no rotary embedding: positions only order the cache
+    positions_layout = NO_ROPE
 
     Args: ClassVar[type[HFArgs]] = NemotronArgs
     args: NemotronArgs

@@ -31,6 +31,7 @@ from pydantic import Field
 from model_adapters.args import Flag, HFArgs
 from model_adapters.base import NaruRequest, RequestFailed
 from model_adapters.hf_base import HFVideoModel
+from model_adapters.positions import QWEN_REFERENCE, generation_position_ids, geometry_of
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
@@ -129,6 +130,9 @@ class _QwenVideo(HFVideoModel):
 
     #: qwen-vl-utils' ``image_patch_size`` for this family
     patch_size: ClassVar[int] = 14
+    positions_layout: ClassVar[str] = QWEN_REFERENCE
+    #: a timestamp before each temporal patch splits the video into one-patch blocks (Qwen3-VL, Qwen3.5)
+    split_video_frames: ClassVar[bool] = True
     Args: ClassVar[type[HFArgs]] = QwenArgs
     args: QwenArgs
 
@@ -187,6 +191,19 @@ class _QwenVideo(HFVideoModel):
         plan = self.video_plan(request.video)
         return s._replace(frames=resize_frames(s.frames, plan.height, plan.width))
 
+    def position_ids(self, input_ids: Any, inputs: Any) -> Any | None:
+        """Qwen's reference M-RoPE positions (``model_adapters.positions``), the same in the
+        shared-prefix and the per-question path, whatever the installed transformers computes."""
+        if inputs.get("video_grid_thw") is None and inputs.get("image_grid_thw") is None:
+            return None  # text only: one position per token, as the model's own
+        return generation_position_ids(
+            input_ids,
+            geometry_of(self.model.config, self.split_video_frames),
+            inputs.get("image_grid_thw"),
+            inputs.get("video_grid_thw"),
+            inputs.get("second_per_grid_ts"),
+        )
+
     def processor_kwargs(self) -> dict[str, Any]:
         kw = super().processor_kwargs()
         if self.fps is not None:
@@ -198,6 +215,7 @@ class Qwen2_5_VL(_QwenVideo):
     model_id = "naru_qwen2_5_vl"
     family = "qwen2_5_vl"
     patch_size = 14
+    split_video_frames = False  # one block; the time axis counts seconds (tokens_per_second)
     model_classes = {"qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration"}
 
 

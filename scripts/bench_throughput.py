@@ -9,8 +9,10 @@
    and whether the generated answers are identical.
 2. Decode-ahead: ``--videos`` videos x 10 questions through the adapter's own loop
    (``generate_until``), frames decoded inline (``decode_workers=0``) vs by worker processes
-   (``decode_workers=2``), a fresh frame cache each: wall time against decode time + model time,
-   and the time the model waited for frames.
+   (``decode_workers=2``), the latter with the processor inline (before issue 17) and one video
+   ahead in its own thread (``processor_ahead``, the default), a fresh frame cache each: wall time
+   against decode time + model time, and what the model waited for per video: frames (the frame
+   cache's wait) and the processor (``prefill_stats["processor_wait_s"]``).
 
 Run from the repository root: ``PYTHONPATH=. .venv/bin/python scripts/bench_throughput.py``
 (``--out results.json`` writes the numbers).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -114,11 +117,25 @@ def overlap(ckpt: Path, videos: list[Path], frames: int, questions: int, workers
     ]
     out: dict[str, Any] = {"frames": frames, "videos": len(videos), "questions_per_video": questions}
     answers = {}
-    for mode, n in (("inline", 0), ("ahead", workers)):
+    modes = (("inline", 0, False), ("ahead_frames", workers, False), ("ahead", workers, True))
+    for mode, n, processor_ahead in modes:
         frame_cache._DEFAULT = frame_cache.FrameCache(disk_dir=None)
         frame_cache._DEFAULT.disk_dir = None  # no on-disk frames: every video is decoded
         a = adapter(ckpt, frames, decode_workers=n)
+        a.processor_ahead = processor_ahead
         a.ensure_loaded()
+        frame_waits: dict[str, float] = {}  # video -> seconds the model waited in frames()
+        frames_of = a.frames
+
+        def timed(r: Any, frames_of: Any = frames_of, waits: dict[str, float] = frame_waits) -> Any:
+            t = time.perf_counter()
+            try:
+                return frames_of(r)
+            finally:
+                if threading.current_thread() is threading.main_thread():  # the model's own waits
+                    waits[r.video] = waits.get(r.video, 0.0) + time.perf_counter() - t
+
+        a.frames = timed
         a.task_dict = {"naru_mcq": {"test": docs}}
         start = time.perf_counter()
         answers[mode] = a.generate_until(insts)
@@ -133,8 +150,16 @@ def overlap(ckpt: Path, videos: list[Path], frames: int, questions: int, workers
             "decode_plus_model_s": round(decode + wall - st.wait_s, 3),
             "prefetched": st.prefetched,
             "decoded_inline": st.decodes,
+            "processor_ahead": a.prefill_stats["processor_ahead"],
+            # what the model waited for, per video: frames, and the processor (inline or not yet done)
+            "wait_frames_per_video_s": round(st.wait_s / len(videos), 3),
+            "wait_processor_per_video_s": round(a.prefill_stats["processor_wait_s"] / len(videos), 3),
+            "wait_per_video_s": round((st.wait_s + a.prefill_stats["processor_wait_s"]) / len(videos), 3),
+            # per video in answer order (the first is decoded and processed inline on purpose)
+            "wait_frames_each_s": [round(frame_waits.get(str(v), 0.0), 3) for v in videos],
+            "wait_processor_each_s": [round(x, 3) for x in a.processor_waits],
         }
-    out["identical_answers"] = answers["inline"] == answers["ahead"]
+    out["identical_answers"] = answers["inline"] == answers["ahead"] == answers["ahead_frames"]
     out["wall_ratio"] = round(out["inline"]["wall_s"] / out["ahead"]["wall_s"], 2)
     return out
 
@@ -147,11 +172,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "naru_bench_throughput")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--only-decode-ahead", action="store_true", help="skip the shared-prefix comparison")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     ckpt, videos = build(args.workdir)
     result: dict[str, Any] = {"shared_prefix": [], "decode_ahead": None}
-    for n in args.frames:
+    for n in [] if args.only_decode_ahead else args.frames:
         r = shared_vs_per_question(ckpt, videos[0], n, args.questions)
         result["shared_prefix"].append(r)
         print(json.dumps(r), flush=True)

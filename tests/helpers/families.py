@@ -50,6 +50,44 @@ class Spy:
         return getattr(self._target, name)
 
 
+class FirstStep:
+    """Wraps a loaded adapter's ``model.generate``: records each call's first-step logits (float32)
+    and the position ids the language model received in each forward; generate still returns
+    the sequences. The shared-prefix and per-question paths are compared with it
+    (tests/model_adapters/test_shared_prefix.py, scripts/gpu_check.py)."""
+
+    def __init__(self, adapter: Any) -> None:
+        self.logits: list[Any] = []
+        self.positions: list[Any] = []
+        model = adapter.model
+        generate = model.generate
+        inner = getattr(getattr(model, "model", model), "language_model", None) or model.language_model
+        forward = inner.forward
+
+        def record_forward(*args, **kw):
+            self.positions.append(kw.get("position_ids"))
+            return forward(*args, **kw)
+
+        def record_generate(*args, **kw):
+            out = generate(*args, **kw, output_logits=True, return_dict_in_generate=True)
+            self.logits.append(out.logits[0][0].float())
+            return out.sequences
+
+        model.generate, inner.forward = record_generate, record_forward
+        self._undo = (model, inner)
+
+    def restore(self) -> None:
+        """Unwrap (the model is shared by another adapter next)."""
+        model, inner = self._undo
+        del model.generate, inner.forward  # the instance attributes: the class's methods again
+
+    def max_abs_diff(self, other: FirstStep) -> float:
+        """max |Δ| over the first-step logits of the same questions in two runs."""
+        if len(self.logits) != len(other.logits) or not self.logits:
+            raise ValueError(f"not the same questions: {len(self.logits)} vs {len(other.logits)} first steps")
+        return max(float((a - b).abs().max()) for a, b in zip(self.logits, other.logits, strict=True))
+
+
 def expected(video) -> tuple[np.ndarray, list[int]]:
     want = uniform_indices(60, N)
     return sample_frames(video, num_frames=N).frames, want

@@ -360,6 +360,30 @@ def build_internvl(out: str | Path) -> Path:
 NEMOTRON_SCRIPT = ("A", "</think>", "C", "<|im_end|>")
 
 
+def nemotron_processor(tok: Any, patches: int = 1024) -> Any:
+    """Nemotron-Omni's real processor classes over ``tok``; ``patches``: the video processor's
+    ``video_target_num_patches`` (16-px patches per frame; the checkpoint's 1024, 2x2 pixel
+    shuffle)."""
+    from transformers import (
+        NemotronH_Omni_Reasoning_V3ImageProcessor,
+        NemotronH_Omni_Reasoning_V3Processor,
+        NemotronH_Omni_Reasoning_V3VideoProcessor,
+        ParakeetFeatureExtractor,
+    )
+
+    mean, std = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+    small = {"min_num_patches": 4, "max_num_patches": 16} if patches <= 16 else {}  # else the class's
+    return NemotronH_Omni_Reasoning_V3Processor(
+        image_processor=NemotronH_Omni_Reasoning_V3ImageProcessor(norm_mean=mean, norm_std=std, **small),
+        video_processor=NemotronH_Omni_Reasoning_V3VideoProcessor(
+            norm_mean=mean, norm_std=std, video_target_num_patches=patches
+        ),
+        tokenizer=tok,
+        feature_extractor=ParakeetFeatureExtractor(),
+        chat_template=NEMOTRON_TEMPLATE,
+    )
+
+
 def build_nemotron_omni(out: str | Path, script: Sequence[str] | None = NEMOTRON_SCRIPT) -> Path:
     """A tiny ``nemotron_h_omni`` checkpoint: NemotronH text model (one Mamba-2, one MoE, one
     attention layer), a one-block RADIO vision tower, the real processor, video processor and
@@ -372,30 +396,11 @@ def build_nemotron_omni(out: str | Path, script: Sequence[str] | None = NEMOTRON
     to the next. The adapter's reasoning handling is then tested on a known completion.
     """
     import torch
-    from transformers import (
-        NemotronH_Omni_Reasoning_V3,
-        NemotronH_Omni_Reasoning_V3_Config,
-        NemotronH_Omni_Reasoning_V3ImageProcessor,
-        NemotronH_Omni_Reasoning_V3Processor,
-        NemotronH_Omni_Reasoning_V3VideoProcessor,
-        ParakeetFeatureExtractor,
-    )
+    from transformers import NemotronH_Omni_Reasoning_V3, NemotronH_Omni_Reasoning_V3_Config
 
     tok = train_tokenizer(NEMOTRON_SPECIAL, extra_special_tokens={"video_token": "<video>"})
     ids = _ids(tok, NEMOTRON_SPECIAL)
-    mean, std = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
-    processor = NemotronH_Omni_Reasoning_V3Processor(
-        image_processor=NemotronH_Omni_Reasoning_V3ImageProcessor(
-            norm_mean=mean, norm_std=std, min_num_patches=4, max_num_patches=16
-        ),
-        # 16 patches of 16 px per frame (the real one: 1024), 2x2 pixel shuffle: 4 tokens a tubelet
-        video_processor=NemotronH_Omni_Reasoning_V3VideoProcessor(
-            norm_mean=mean, norm_std=std, video_target_num_patches=16
-        ),
-        tokenizer=tok,
-        feature_extractor=ParakeetFeatureExtractor(),
-        chat_template=NEMOTRON_TEMPLATE,
-    )
+    processor = nemotron_processor(tok, patches=16)  # 4 tokens a tubelet (the real one: 1024 patches)
     config = NemotronH_Omni_Reasoning_V3_Config(
         vision_config={
             "hidden_size": 32,

@@ -1,7 +1,12 @@
 """The shared video prefix (issue 14): the questions of one video are answered from a copy of one
 prefilled prefix, and the greedy tokens equal those of the per-question path on every family's
 tiny checkpoint (Qwen's M-RoPE deltas, Qwen3.5's linear-attention state, Nemotron's Mamba state
-and its video-token pruning included)."""
+and its video-token pruning included).
+
+Greedy ids of random weights cannot show a small numerical difference, so at long-video geometry
+(issue 17: a 20-minute video, the real ``tokens_per_second`` and merge sizes, a time axis far
+longer than the spatial grid) the two paths are compared by their first-step float32 logits, and
+the Qwen families by the position ids their language model receives."""
 
 from __future__ import annotations
 
@@ -9,10 +14,13 @@ import numpy as np
 import pytest
 
 from naru_eval.media.sampler import sample_frames
-from tests.helpers.families import HF_FAMILIES, N, Spy, expected, make, request
+from tests.helpers.families import HF_FAMILIES, FirstStep, N, Spy, expected, make, request
 from tests.helpers.tiny_models import build_nemotron_omni
 
 QUESTIONS = 3
+QWEN_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5"]
+#: frames of the long video (the tiny checkpoints' frames are 56-128 px: a 2x2 to 4x4 merged grid)
+LONG_FRAMES = 16
 
 
 def questions(video):
@@ -125,3 +133,73 @@ def test_shared_prefix_off_and_minicpm_never(tiny_checkpoint):
     assert make("naru_qwen3_vl", "x", shared_prefix="false").shared_prefix is False
     assert make("naru_qwen3_vl", "x").shared_prefix is True
     assert make("naru_minicpm_o", "x").shared_prefix is False
+
+
+# ------------------------------------------------------------------ long-video geometry (issue 17)
+
+
+@pytest.fixture(scope="module")
+def long_video(tmp_path_factory):
+    """A 20-minute video (1,200 frames at 1 fps, 64x64): 16 frames are 75 s apart, so Qwen2.5-VL's
+    time axis (2 positions a second) spans 2,100 positions against a 2x2 merged spatial grid."""
+    from naru_eval.core.synthetic import write_indexed_video
+
+    return write_indexed_video(tmp_path_factory.mktemp("long") / "20min.mp4", n_frames=1200, fps=1, gop=60)
+
+
+def long_adapters(model_id, ckpt):
+    extra = {"enable_thinking": "false"} if model_id == "naru_nemotron_omni" else {}
+    out = []
+    for shared in ("true", "false"):
+        a = make(model_id, ckpt, num_frames=LONG_FRAMES, dtype="float32", shared_prefix=shared, **extra)
+        a.ensure_loaded()
+        out.append((a, FirstStep(a)))
+    return out
+
+
+@pytest.mark.parametrize("model_id", HF_FAMILIES)
+def test_first_step_logits_equal_at_long_video_geometry(model_id, tiny_checkpoint, long_video, nemotron_unscripted):
+    ckpt = nemotron_unscripted if model_id == "naru_nemotron_omni" else tiny_checkpoint(model_id)
+    (shared, s_rec), (alone, a_rec) = long_adapters(model_id, ckpt)
+    reqs = questions(long_video)
+    for r in reqs:
+        shared.respond(r)
+        alone.respond(r)
+    assert shared.prefill_stats["prefix_prefills"] == 1 and alone.prefill_stats["prefix_prefills"] == QUESTIONS
+    assert len(s_rec.logits) == len(a_rec.logits) == QUESTIONS
+    for got, want in zip(s_rec.logits, a_rec.logits, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert float((got - want).abs().max()) <= 1e-5
+
+
+def prompt_positions(rec: FirstStep, shared: bool) -> list:
+    """The M-RoPE positions (3 x L) the model got for the prompt: per question, the first forward;
+    shared, the prefix prefill's then the question's (the first forward of generate)."""
+    import torch
+
+    rows = [p[1:, 0, :] for p in rec.positions if p is not None]
+    return torch.cat(rows[:2], dim=1) if shared else rows[0]
+
+
+@pytest.mark.parametrize("model_id", QWEN_FAMILIES)
+def test_qwen_positions_are_the_reference_in_both_paths(model_id, tiny_checkpoint, long_video):
+    """Both paths give the language model the same positions; the text after the video starts one
+    above the largest position the video used (all three axes), and decoding continues from there."""
+    import torch
+
+    (shared, s_rec), (alone, a_rec) = long_adapters(model_id, tiny_checkpoint(model_id))
+    r = questions(long_video)[0]
+    shared.respond(r)
+    alone.respond(r)
+    got, want = prompt_positions(s_rec, True), prompt_positions(a_rec, False)
+    assert torch.equal(got, want)
+    ids = alone.build_inputs(r, alone.sampled(r))["input_ids"][0]
+    video = ids == alone.model.config.video_token_id
+    last_video = int(torch.nonzero(video)[-1])
+    assert int(want[:, last_video + 1].min()) == int(want[:, video].max()) + 1
+    # decoding: the first new token sits one past the prompt's last position, on every axis
+    first_new = a_rec.positions[1][1:, 0, 0]
+    assert first_new.tolist() == [int(want[0, -1]) + 1] * 3
+    if model_id == "naru_qwen2_5_vl":  # seconds on the time axis: far beyond the spatial grid
+        span = int(want[0, video].max() - want[0, video].min())
+        assert span >= 2000 and span > 50 * int(want[1, video].max() - want[1, video].min())
