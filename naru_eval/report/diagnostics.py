@@ -38,6 +38,7 @@ from typing import Any
 
 from naru_eval.core.data import LETTERS
 from naru_eval.core.extract import INVALID_KINDS
+from naru_eval.core.runfiles import read_records
 from naru_eval.core.scoring import METRICS, ForeignLogError, close
 from naru_eval.core.variants import CIRCULAR_METRICS, circular_correct
 from naru_eval.report.gaps import DEFAULT_BOOTSTRAP, Unit, cluster_bootstrap, paired_gap, pct, seed_for
@@ -53,7 +54,7 @@ from naru_eval.report.models import (
     ShortcutCandidates,
     ShortcutQuestion,
 )
-from naru_eval.report.runs import RunLog, discover, latest, read_records
+from naru_eval.report.runs import RunLog, discover, latest
 
 __all__ = ["read_records"]  # the one reader of sample logs, re-exported for the variant tests
 
