@@ -32,6 +32,7 @@ from naru_eval.core.scoring import (
     ForeignLogError,
     SampleLogError,
     ScoredSample,
+    close,
     compute_metrics,
     sample_records,
 )
@@ -341,11 +342,15 @@ def task_problems(results: ResultsFile, task: str, full: bool = False) -> list[s
     return problems
 
 
-def _same(reported: float | None, recomputed: float | None) -> bool:
-    """Whether lmms-eval's reported value is the recomputed one (N/A, NaN and None all mean none)."""
-    if reported is not None and math.isfinite(reported):
-        return recomputed is not None and math.isclose(reported, recomputed, rel_tol=1e-9, abs_tol=1e-9)
-    return recomputed is None
+#: how far a reported metric may be from the recomputed one (lmms-eval sums in another order)
+TOLERANCE = 1e-6
+
+
+def mismatched(reported: Mapping[str, float | None], recomputed: Mapping[str, float | None]) -> list[str]:
+    """The metrics lmms-eval reported (:meth:`ResultsFile.reported`) that the sample log does not
+    give: the one comparison of the runner, the sweep, the leaderboard and ``diagnose``. A metric
+    not reported is not compared; N/A (None) matches only None."""
+    return [m for m, v in recomputed.items() if m in reported and not close(reported[m], v, TOLERANCE)]
 
 
 def recompute_problems(results: ResultsFile, task: str, open_metrics: OpenMetrics) -> list[str]:
@@ -358,8 +363,7 @@ def recompute_problems(results: ResultsFile, task: str, open_metrics: OpenMetric
         return []
     except SampleLogError as e:
         return [str(e)]
-    reported = results.reported(task)
-    differ = [m for m, v in recomputed.items() if m in reported and not _same(reported[m], v)]
+    differ = mismatched(results.reported(task), recomputed)
     return [f"{log}: {', '.join(differ)} do not recompute from the sample log"] if differ else []
 
 

@@ -19,7 +19,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from naru_eval.core.data import CATEGORIES
-from naru_eval.core.runfiles import ResultsFile, SampleLog, task_problems
+from naru_eval.core.runfiles import ResultsFile, SampleLog, mismatched, task_problems
 from naru_eval.core.scoring import METRICS, ForeignLogError, SampleLogError, close
 from naru_eval.report.models import (
     Conflict,
@@ -86,11 +86,6 @@ def _cost(results: ResultsFile, manifest: SweepManifest | None) -> dict[str, Jso
     if results.data.get("usage"):
         out["lmms_eval_usage"] = results.data["usage"]
     return out or None
-
-
-def _mismatch(reported: Mapping[str, float | None], recomputed: Mapping[str, Number]) -> list[str]:
-    """The metrics lmms-eval reported that the sample log does not reproduce."""
-    return [m for m in recomputed if m in reported and not close(reported[m], _num(recomputed[m]), 1e-6)]
 
 
 def _category_counts(log: SampleLog) -> dict[str, int] | None:
@@ -207,7 +202,7 @@ def _entry(
         ci95 = {m: (list(c) if (c := ci[m]) else None) for m in METRICS}
         n = counts(samples)
         source = "sample_log"
-    mismatch = _mismatch(res.reported(run.task), metrics)
+    mismatch = mismatched(res.reported(run.task), {m: _num(v) for m, v in metrics.items()})
     if mismatch:
         out.warnings.append(
             f"{where}: {', '.join(mismatch)} reported by lmms-eval differ from the sample log; "
