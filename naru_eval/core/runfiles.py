@@ -179,12 +179,15 @@ class ResultsFile:
         return list((self.data.get("group_subtasks") or {}).get(task) or [task])
 
     def reported(self, task: str) -> dict[str, float | None]:
-        """The metrics lmms-eval reported for ``task`` (``<metric>,none``; no standard errors)."""
+        """The metrics lmms-eval reported for ``task`` (``<metric>,none``; no standard errors); a
+        NaN is no value (None), so it matches only a metric the log cannot give either."""
         row = (self.data.get("results") or {}).get(task) or {}
         return {
             k[: -len(",none")]: _num(v)
             for k, v in row.items()
-            if k.endswith(",none") and "_stderr" not in k and (v is None or _num(v) is not None)
+            if k.endswith(",none")
+            and "_stderr" not in k
+            and (v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)))
         }
 
     def n_samples(self, task: str) -> tuple[int | None, int | None]:

@@ -33,7 +33,12 @@ def test_a_complete_run_and_its_results_file(tmp_path):
     assert res.sample_logs() == {"naru_mcq": log} and res.evaluated == ["naru_mcq"]
     assert res.config == RunConfig("naru_replay", "predictions=p.jsonl,num_frames=8")
     assert res.config.sampling == "8 Frames" and res.n_samples("naru_mcq") == (18, 18)
-    assert "accuracy_stderr_clustered" not in res.reported("naru_mcq")  # NaN is no value, never a number
+    assert "accuracy_stderr_clustered" not in res.reported("naru_mcq")  # standard errors are not metrics
+    data = json.loads(rf.read_text())
+    data["results"]["naru_mcq"]["overall,none"] = float("nan")  # NaN is no value: the log gives one
+    rf.write_text(json.dumps(data))
+    assert ResultsFile.read(rf).reported("naru_mcq")["overall"] is None
+    assert problems(rf) == [f"{log}: overall do not recompute from the sample log"]
 
 
 def test_a_cut_a_short_and_an_altered_log_are_named(tmp_path):
