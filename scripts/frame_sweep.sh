@@ -11,12 +11,13 @@
 # Each budget F gets OUT/fF/ (lmms-eval's output directory) with manifest.json (model, args
 # without secrets, budget and its sampling label as the official NARU table prints it, "F Frames",
 # package versions, git revision, data fingerprint, usage). Resumable:
-# a budget whose results file exists with complete n-samples is skipped; an unfinished one is run
-# again and the response store (NARU_RESPONSE_STORE, default OUT/responses.sqlite) skips the
-# questions already answered. lmms-eval 0.7.3 exits 0 even when the evaluation crashed (and on a
-# full disk, leaving a complete results file beside a cut sample log), so each run is judged by
-# its files (naru-eval verify-run): a fresh results file, sample logs that parse with one line per
-# question, metrics that recompute from them; anything less is a loud failure (exit 1).
+# a budget whose run is complete is skipped; an unfinished one is run again and the response
+# store (NARU_RESPONSE_STORE, default OUT/responses.sqlite) skips the questions already answered.
+# lmms-eval 0.7.3 exits 0 even when the evaluation crashed (and on a full disk, leaving a complete
+# results file beside a cut sample log), so each run is judged by its files (naru-eval
+# sweep-status, the check of naru-eval verify-run): a fresh results file of this configuration,
+# every question of each task, sample logs that parse with one line per question, metrics that
+# recompute from them; anything less is a loud failure (exit 1).
 # Every lmms-eval start is logged to OUT/sweep.log ("f=F invoke").
 set -euo pipefail
 
@@ -177,13 +178,11 @@ for F in "${SELECTED[@]}"; do
        --log_samples --batch_size 1 ${EXTRA[@]+"${EXTRA[@]}"})
 
   set +e
+  # complete: every sample log parses, one line per question, metrics recompute (else 3: run it
+  # again, e.g. results beside a log cut by a full disk)
   STATUS_MSG="$("$PY" -m naru_eval.cli sweep-status "$DIR" 2>&1)"
   CODE=$?
   set -e
-  if [[ $CODE -eq 0 ]] && ! VERIFY_MSG="$("$PY" -m naru_eval.cli verify-run "$DIR" 2>&1)"; then
-    CODE=3  # results beside a cut or altered sample log (a full disk): not done, run it again
-    STATUS_MSG="$(printf '%s' "$VERIFY_MSG" | tr '\n' ' ')"
-  fi
   case $CODE in
     0)
       log "f=$F skip: complete ($STATUS_MSG)"
@@ -222,11 +221,6 @@ for F in "${SELECTED[@]}"; do
   RC=${PIPESTATUS[0]}
   STATUS_MSG="$("$PY" -m naru_eval.cli sweep-status "$DIR" --since "$START" 2>&1)"
   CODE=$?
-  if [[ $CODE -eq 0 ]]; then  # complete also means: every sample log parses, one line per question, metrics recompute
-    STATUS_MSG="$("$PY" -m naru_eval.cli verify-run "$DIR" --since "$START" 2>&1)"
-    CODE=$?
-    STATUS_MSG="$(printf '%s' "$STATUS_MSG" | tr '\n' ' ')"
-  fi
   set -e
   SECONDS_TAKEN=$(( $(date +%s) - START ))
   if [[ $RC -ne 0 || $CODE -ne 0 ]]; then

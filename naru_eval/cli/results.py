@@ -89,7 +89,8 @@ def _paper(doc: LeaderboardDocument) -> str:
 def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
     """A run given as a sample log, a results file or a directory holding one results file:
     (task -> sample log, a label)."""
-    from naru_eval.report.runs import ResultsFile, discover, find_manifest, read_manifest
+    from naru_eval.core.runfiles import ResultsFile
+    from naru_eval.report.runs import discover, find_manifest, read_manifest
 
     p = Path(path)
     if not p.exists():

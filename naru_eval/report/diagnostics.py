@@ -38,7 +38,8 @@ from typing import Any
 
 from naru_eval.core.data import LETTERS
 from naru_eval.core.extract import INVALID_KINDS
-from naru_eval.core.scoring import METRICS, ForeignLogError, close
+from naru_eval.core.runfiles import mismatched, read_records
+from naru_eval.core.scoring import METRICS, ForeignLogError
 from naru_eval.core.variants import CIRCULAR_METRICS, circular_correct
 from naru_eval.report.gaps import DEFAULT_BOOTSTRAP, Unit, cluster_bootstrap, paired_gap, pct, seed_for
 from naru_eval.report.models import (
@@ -53,7 +54,7 @@ from naru_eval.report.models import (
     ShortcutCandidates,
     ShortcutQuestion,
 )
-from naru_eval.report.runs import RunLog, discover, latest, read_records
+from naru_eval.report.runs import RunLog, discover, latest
 
 __all__ = ["read_records"]  # the one reader of sample logs, re-exported for the variant tests
 
@@ -473,7 +474,7 @@ def analyse_run(run: Diagnosed, edges_min: Sequence[float], iters: int, seed: in
     metrics = recompute_metrics(run)
     recomputes = None
     if run.reported is not None:
-        recomputes = all(close(run.reported.get(m), metrics.get(m), 1e-6) for m in metrics)
+        recomputes = not mismatched(run.reported, metrics)
     units = units_of(run)
     return RunDiagnosis(
         label=run.label,

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from naru_eval.core.data import CATEGORIES
+from naru_eval.core.runfiles import ResultsFile, SampleLog, mismatched, task_problems
 from naru_eval.core.scoring import METRICS, ForeignLogError, SampleLogError, close
 from naru_eval.report.models import (
     Conflict,
@@ -34,16 +35,7 @@ from naru_eval.report.models import (
     Unverified,
 )
 from naru_eval.report.published import data_status
-from naru_eval.report.runs import (
-    Discovery,
-    ResultsFile,
-    RunLog,
-    SampleLog,
-    count_lines,
-    find_manifest,
-    read_manifest,
-    run_completeness,
-)
+from naru_eval.report.runs import Discovery, RunLog, find_manifest, open_samples, read_manifest
 from naru_eval.store.responses import redact
 
 DEFAULT_REPS = 2000
@@ -94,11 +86,6 @@ def _cost(results: ResultsFile, manifest: SweepManifest | None) -> dict[str, Jso
     if results.data.get("usage"):
         out["lmms_eval_usage"] = results.data["usage"]
     return out or None
-
-
-def _mismatch(reported: Mapping[str, float | None], recomputed: Mapping[str, Number]) -> list[str]:
-    """The metrics lmms-eval reported that the sample log does not reproduce."""
-    return [m for m in recomputed if m in reported and not close(reported[m], _num(recomputed[m]), 1e-6)]
 
 
 def _category_counts(log: SampleLog) -> dict[str, int] | None:
@@ -183,7 +170,7 @@ def _entry(
         unverified(str(e))
         out.errors.append(str(e))
         return None
-    incomplete = run_completeness(res, [run.task])
+    incomplete = task_problems(res, run.task, full=True)
     if incomplete and not include_incomplete:
         out.warnings.append(f"{rel(res.path)}: {run.task} is incomplete ({'; '.join(incomplete)}); skipped")
         return None
@@ -200,10 +187,10 @@ def _entry(
     ci95: dict[str, list[float] | None] | None
     source: Literal["sample_log", "sample_log_open", "sample_log_circular"]
     if log.kind == "open":
-        open_samples = log.open_samples
+        judged = open_samples(log)
         metrics = dict(log.metrics())
-        ci95 = {m: (list(v) if v else None) for m, v in bootstrap_open_ci(open_samples, reps=reps, seed=seed).items()}
-        n = {"overall": count_lines(run.samples_path)}
+        ci95 = {m: (list(v) if v else None) for m, v in bootstrap_open_ci(judged, reps=reps, seed=seed).items()}
+        n = {"overall": len(log.records)}
         source = "sample_log_open"
     elif log.kind == "circular":
         metrics, ci95, n, source = dict(log.metrics()), None, {"overall": len(log.records)}, "sample_log_circular"
@@ -215,7 +202,7 @@ def _entry(
         ci95 = {m: (list(c) if (c := ci[m]) else None) for m in METRICS}
         n = counts(samples)
         source = "sample_log"
-    mismatch = _mismatch(res.reported(run.task), metrics)
+    mismatch = mismatched(res.reported(run.task), {m: _num(v) for m, v in metrics.items()})
     if mismatch:
         out.warnings.append(
             f"{where}: {', '.join(mismatch)} reported by lmms-eval differ from the sample log; "

@@ -1,6 +1,7 @@
 """The frame sweep's bookkeeping (``scripts/frame_sweep.sh``): whether a budget's run directory
-holds a finished run of its configuration (``naru-eval sweep-status``), and its ``manifest.json``
-(``naru-eval sweep-manifest``).
+holds a finished run of its configuration (``naru-eval sweep-status``: complete and recomputing,
+by the one check of :mod:`naru_eval.core.runfiles` that ``naru-eval verify-run`` runs), and its
+``manifest.json`` (``naru-eval sweep-manifest``).
 
 The configuration comes from the environment (``SWEEP_MODEL``, ``SWEEP_MODEL_ARGS``,
 ``SWEEP_TASKS``, ``SWEEP_BUDGET``; also ``SWEEP_LAUNCHER``, ``SWEEP_LABEL``, ``SWEEP_EXTRA``,
@@ -23,17 +24,15 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from naru_eval.core.runfiles import RunConfig, parse_model_args, sampling_label
 from naru_eval.report.models import ManifestData, SweepManifest, dump_json, validate_doc
 from naru_eval.report.runs import (
     MANIFEST_NAME,
-    RunConfig,
     discover,
-    parse_model_args,
     read_manifest,
     redact_args_string,
-    run_completeness,
+    run_problems,
     same_model_args,
-    sampling_label,
 )
 from naru_eval.store.responses import is_secret, redact
 
@@ -65,7 +64,9 @@ def package_version(dist: str) -> str | None:
 def run_status(
     directory: str | Path, adapter: str, model_args: str, tasks: Sequence[str], since: float | None = None
 ) -> tuple[int, str, Path | None]:
-    """Whether ``directory`` holds a finished run of this configuration.
+    """Whether ``directory`` holds a finished run of this configuration: every task of it, every
+    question (no ``--limit``), sample logs that parse with one line per question, and metrics that
+    recompute from them (the one check, ``naru-eval verify-run``'s too).
 
     Returns (0, msg, results file) when complete; (3, msg, None) when there is no finished run
     (nothing yet, or a crashed/partial one); (4, msg, file) when it holds results of a different
@@ -88,7 +89,7 @@ def run_status(
         if cfg.adapter != adapter or not same_model_args(cfg.model_args, model_args):
             other = other or rf
             continue
-        problems = run_completeness(res, tasks)
+        problems = run_problems(res, tasks, full=True)
         if not problems:
             return 0, f"{rf}: complete", rf
         reasons.append(f"{rf}: {'; '.join(problems)}")

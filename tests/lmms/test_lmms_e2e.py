@@ -136,6 +136,10 @@ def test_demo_command(tmp_path):
     # the demo's own table apart; its data is synthetic, never ranked beside the published rows
     page = tmp_path / "demo" / "leaderboard.html"
     assert f"demo: leaderboard page: {page}" in proc.stdout and page.is_file()
+    assert (
+        "demo: leaderboard with 2 published table(s) as the reference and the demo run in 2 table(s) of its own "
+        "(data: synthetic; never ranked among the published rows)"
+    ) in proc.stdout
     lb = json.loads(page.with_suffix(".json").read_text())
     published, table = [t for t in lb["tables"] if t["task"] == "naru_mcq"]
     assert published["data"] is None and len(published["rows"]) == 13

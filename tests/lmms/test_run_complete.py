@@ -1,6 +1,7 @@
 """A run is complete only when its sample logs parse, hold one line per question, and the metrics
-recompute from them (naru_eval/lmms/run.py): a full output disk, on which lmms-eval 0.7.3 exits 0
-beside a complete results file and a cut sample log, is a failed run for the runner,
+recompute from them (naru_eval/core/runfiles.py, bound in naru_eval/lmms/run.py): a full output
+disk, on which lmms-eval 0.7.3 exits 0 beside a complete results file and a cut sample log, is a
+failed run for the runner,
 ``naru-eval verify-run``, the frame sweep and the demo; the response store keeps the answers, so
 the rerun asks nothing again (issue 20, item 9)."""
 

@@ -13,6 +13,7 @@ import pytest
 
 from naru_eval.cli.results import register
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.core.runfiles import parse_model_args, sampling_label
 from naru_eval.core.scoring import METRICS, metrics_from_samples_log
 from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
 from naru_eval.report.leaderboard import build_leaderboard
@@ -27,7 +28,7 @@ from naru_eval.report.paper import (
 )
 from naru_eval.report.published import OFFICIAL_DATA, published_rows
 from naru_eval.report.render import markdown, render_html
-from naru_eval.report.runs import parse_model_args, same_model_args, sampling_label
+from naru_eval.report.runs import same_model_args
 from tests.helpers.data import read_jsonl
 from tests.helpers.expected import expected_metrics, make_predictions
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from naru_eval.core.data import CATEGORIES, NaruQuestion
+from naru_eval.core.runfiles import RunConfig
 from naru_eval.core.scoring import ForeignLogError, SampleLogError, compute_metrics, metric_payloads, score_response
 from naru_eval.core.variants import blind_payloads, circular_payloads, rotate_question
-from naru_eval.report.runs import RunConfig, discover, latest, read_log
+from naru_eval.report.runs import discover, latest, read_log
 
 OPTS = ("red", "green", "blue", "white")
 QS = [NaruQuestion(f"q{i}", f"v{i % 3}", CATEGORIES[i % 9], "?", OPTS, "ABCD"[i % 4]) for i in range(12)]

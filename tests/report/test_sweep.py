@@ -20,6 +20,7 @@ from naru_eval.core.scoring import METRICS, metrics_from_samples_log
 from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
 from tests.helpers.data import read_jsonl
 from tests.helpers.expected import expected_metrics, make_predictions
+from tests.helpers.runs import MODEL_ARGS, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ROOT / "scripts" / "frame_sweep.sh"
@@ -167,6 +168,33 @@ def test_refuses_a_directory_holding_another_configuration(small_data, tmp_path)
     p = sweep("--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--budgets", "8", "--out", str(out),
               env=sweep_env(small_data))  # fmt: skip
     assert p.returncode == 1 and "holds results of a different model/model_args" in p.stderr
+
+
+def test_sweep_status_is_the_full_check_of_a_run(tmp_path, monkeypatch, capsys):
+    """``naru-eval sweep-status`` finds a budget done only when every sample log parses, holds one
+    line per question of the task and recomputes (naru_eval.core.runfiles, as verify-run)."""
+    from naru_eval.cli import main
+
+    d = tmp_path / "f8"
+    rf, log = write_run(d)
+    monkeypatch.setenv("SWEEP_MODEL", "naru_replay")
+    monkeypatch.setenv("SWEEP_MODEL_ARGS", MODEL_ARGS)
+    monkeypatch.setenv("SWEEP_TASKS", "naru_mcq")
+    monkeypatch.setenv("SWEEP_BUDGET", "8")
+    assert main(["sweep-status", str(d)]) == 0 and f"{rf}: complete" in capsys.readouterr().out
+    log.write_bytes(log.read_bytes()[:-50])  # a full disk: the line count still matches
+    assert main(["sweep-status", str(d)]) == 3
+    assert f"{log}:18: not a JSON line (cut short: was the disk full?)" in capsys.readouterr().out
+    assert main(["verify-run", str(d)]) == 1 and f"{log}:18" in capsys.readouterr().err
+    recs = [json.loads(line) for line in log.read_text().splitlines()[:-1]]
+    recs.append({**recs[0], "doc_id": 17})  # 18 lines that parse, one of them not the run's answer
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["sweep-status", str(d)]) == 3
+    assert "do not recompute from the sample log" in capsys.readouterr().out
+    write_run(d, original=36)  # a --limit run is not a finished budget
+    assert main(["sweep-status", str(d)]) == 3
+    assert "18 of the task's 36 questions evaluated" in capsys.readouterr().out
+    assert main(["verify-run", str(d)]) == 0  # the runner's check: the run did what it was asked
 
 
 # --------------------------------------------------------------------------- real lmms-eval
