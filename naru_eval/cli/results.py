@@ -194,27 +194,24 @@ def cmd_sweep_status(args: argparse.Namespace) -> int:
 
 def store_usage(store: str | Path, adapter: str, num_frames: int | None) -> UsageTotals | None:
     """The response store's summed usage (tokens, cost) of this adapter and budget, over every run
-    key it registered; None when there is nothing. The one sum (``UsageTotals``) over the store's
-    typed query; here, not in report/, because report never imports providers."""
+    key it registered; None when there is nothing. The one sum (``usage_from_store``), combined
+    over the run keys; here, not in report/, because report never imports providers."""
     import sqlite3
 
-    from naru_eval.providers.gemini.usage import UsageTotals  # the one usage sum
-    from naru_eval.store.responses import runs, usage_by_run
+    from naru_eval.providers.gemini.usage import UsageTotals, usage_from_store  # the one usage sum
+    from naru_eval.store.responses import runs
 
     p = Path(store)
     if not p.is_file():
         return None
     try:
         keys = [k for k, d in runs(p).items() if d.get("model") == adapter and d.get("num_frames") == num_frames]
-        rows = [r for rs in usage_by_run(p, keys).values() for r in rs] if keys else []
+        per_key = usage_from_store(p, keys) if keys else {}
     except (sqlite3.Error, json.JSONDecodeError):
         return None
-    if not rows:
+    if not per_key:
         return None
-    totals = UsageTotals()
-    for row in rows:
-        totals.add(row.usage, row.status == "ok")
-    return totals
+    return UsageTotals.combined(per_key.values())
 
 
 def cmd_sweep_manifest(args: argparse.Namespace) -> int:
