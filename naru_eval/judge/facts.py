@@ -155,11 +155,20 @@ def export_facts(
             )
     else:
         for rec in store.iter_facts(judge_model, prompt_version):
-            facts = rec.pop("facts")
-            rec.pop("created", None)
-            rec["facts"] = [{"id": i, "text": t} for i, t in zip(fact_ids(len(facts)), facts, strict=True)]
-            rec["status"] = "ok"
-            rows.append(rec)
+            facts = rec["facts"]
+            rows.append(
+                {
+                    "question_id": rec["question_id"],
+                    "ref_hash": rec["ref_hash"],
+                    "judge_model": rec["judge_model"],
+                    "prompt_version": rec["prompt_version"],
+                    "question": rec["question"],
+                    "reference": rec["reference"],
+                    "category": rec["category"],
+                    "facts": [{"id": i, "text": t} for i, t in zip(fact_ids(len(facts)), facts, strict=True)],
+                    "status": "ok",
+                }
+            )
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
