@@ -172,7 +172,7 @@ def cmd_paper_reference(args: argparse.Namespace) -> int:
         ref = reference_from_source(json.loads(Path(args.source).read_text(encoding="utf-8")), args.source)
     else:
         ref = reference_from_source(paper_source())
-    text = json.dumps(ref, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(ref.model_dump(), indent=2, ensure_ascii=False) + "\n"
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")
