@@ -118,7 +118,7 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from naru_eval.core.scoring import samples_from_log
-    from naru_eval.report.stats import compare, format_comparison
+    from naru_eval.report.stats import CompareReport, compare, format_comparison
 
     try:
         logs_a, label_a = resolve_run(args.run_a)
@@ -140,7 +140,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not tasks:
             print(f"naru-eval compare: no task in common (A: {sorted(logs_a)}, B: {sorted(logs_b)})", file=sys.stderr)
             return 2
-    report: dict[str, Any] = {"a": label_a, "b": label_b, "tasks": {}}
+    report = CompareReport(a=label_a, b=label_b)
     texts = []
     for task in tasks:
         try:
@@ -154,12 +154,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except ValueError as e:  # a SampleLogError names the file and line
             print(f"naru-eval compare: {task}: {e}", file=sys.stderr)
             return 2
-        report["tasks"][task] = cmp.as_dict()
+        report.tasks[task] = cmp.as_doc()
         texts.append(f"## {task}\n\n" + format_comparison(cmp, label_a, label_b))
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(report, indent=2) if args.json else "\n\n".join(texts))
+        Path(args.output).write_text(json.dumps(report.model_dump(), indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report.model_dump(), indent=2) if args.json else "\n\n".join(texts))
     return 0
 
 
