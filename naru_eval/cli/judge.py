@@ -310,12 +310,12 @@ def cmd_mcq_fallback(args: argparse.Namespace) -> int:
 
     rows = {Path(p).name: fallback_rate(samples_from_log(p)) for p in args.sample_logs}
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({name: r.model_dump() for name, r in rows.items()}, indent=2))
     else:
         for name, r in rows.items():
             print(
-                f"{name}: {r['llm_fallback']} of {r['n']} answers read by the LLM fallback "
-                f"({_fmt(r['fallback_rate'], True)}; {r['fallback_correct']} correct); still invalid: {r['still_invalid']}"
+                f"{name}: {r.llm_fallback} of {r.n} answers read by the LLM fallback "
+                f"({_fmt(r.fallback_rate, True)}; {r.fallback_correct} correct); still invalid: {r.still_invalid}"
             )
     return 0
 

@@ -223,7 +223,7 @@ def cmd_sweep_manifest(args: argparse.Namespace) -> int:
     if args.status != "running" and store:
         cfg = SweepConfig.from_env()
         totals = store_usage(store, cfg.adapter, cfg.budget)
-        usage = totals.as_dict() if totals else None
+        usage = totals.model_dump() if totals else None
     sweep_manifest(args.dir, args.status, args.seconds, args.message, args.if_not_done, usage=usage)
     return 0
 

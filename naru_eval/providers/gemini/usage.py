@@ -75,11 +75,8 @@ class UsageTotals(BaseModel):
 
     @field_serializer("cost_usd")
     def _round(self, v: float) -> float:
+        """As written to JSON (``model_dump``): rounded to a micro-dollar."""
         return round(v, 6)
-
-    def as_dict(self) -> dict[str, Any]:
-        """As written to JSON (``cost_usd`` rounded to a micro-dollar)."""
-        return self.model_dump()
 
 
 def usage_from_store(
