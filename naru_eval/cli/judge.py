@@ -300,7 +300,7 @@ def cmd_audit_report(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"naru-eval judge audit report: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=2) if args.json else format_report(rep))
+    print(json.dumps(rep.model_dump(), indent=2) if args.json else format_report(rep))
     return 0
 
 
