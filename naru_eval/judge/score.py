@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
 from naru_eval.core.scoring import MACRO_KEY, MACRO_METRICS, aggregate_macro, sample_records
+from naru_eval.judge.config import RequestParams
 from naru_eval.judge.schemas import FactRecord, Tally, fact_records
 
 #: statuses that count (recall known); everything else is unscored
@@ -58,7 +59,7 @@ class JudgeInfo(TypedDict, total=False):
     fact_model: str
     facts_prompt_version: str
     verify_prompt_version: str
-    settings: dict[str, Any]  # the request's SDK keyword arguments (JudgeConfig.request_params)
+    settings: RequestParams  # JudgeConfig.request_params (empty for an offline judge)
     attempts: int
     system_fingerprints: list[str]
     response_models: list[str]
