@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, Field
+from typing_extensions import Required
 
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import limiter_for
 from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
 from naru_eval.api.retry import ConfigErrorBreaker, RetryError, is_retryable
-from naru_eval.judge.config import JudgeConfig, cost_usd
+from naru_eval.judge.config import JudgeConfig, RequestParams, cost_usd
 from naru_eval.judge.schemas import response_format, schema_hash
 from naru_eval.store.judge_cache import CallRecord, JudgeStore, TokenUsage
 
@@ -61,11 +62,20 @@ class Deferred(Exception):  # noqa: N818 - a control-flow signal, not an error
         self.key = key
 
 
+class ChatBody(RequestParams, total=False):
+    """The JSON body of a judge request, as ``chat.completions.parse`` sends it (a Batch API
+    line's ``body``): the model, the messages, the strict output schema, and the parameters."""
+
+    model: Required[str]
+    messages: Required[list[dict[str, str]]]
+    response_format: Required[dict[str, Any]]  # the strict JSON schema (judge/schemas.py)
+
+
 class PendingRequest(NamedTuple):
-    """A request held for a Batch API job: its purpose and its JSON body (a Batch API line's ``body``)."""
+    """A request held for a Batch API job: its purpose and its body."""
 
     purpose: str
-    body: dict[str, Any]
+    body: ChatBody
 
 
 @dataclass
@@ -95,7 +105,7 @@ class BatchMode:
                 self.fresh.discard(key)
             return True
 
-    def defer(self, key: str, purpose: str, body: dict[str, Any]) -> Deferred:
+    def defer(self, key: str, purpose: str, body: ChatBody) -> Deferred:
         with self._lock:
             self.pending.setdefault(key, PendingRequest(purpose, body))
         return Deferred(key)
@@ -316,8 +326,8 @@ class JudgeClient:
         )
 
     def request_body(
-        self, messages: Sequence[Mapping[str, str]], schema: type[BaseModel], params: Mapping[str, Any]
-    ) -> dict[str, Any]:
+        self, messages: Sequence[Mapping[str, str]], schema: type[BaseModel], params: RequestParams
+    ) -> ChatBody:
         """The JSON body of the request, as ``chat.completions.parse`` sends it (a Batch API line)."""
         return {
             "model": self.config.model,
@@ -354,7 +364,7 @@ class JudgeClient:
         key: str,
         messages: Sequence[Mapping[str, str]],
         schema: type[BaseModel],
-        params: Mapping[str, Any],
+        params: RequestParams,
     ) -> CallResult:
         batch = self.batch if self.batch is not None and purpose in self.batch.purposes else None
         fresh = batch is not None and batch.is_fresh(key)
