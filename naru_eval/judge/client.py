@@ -178,8 +178,9 @@ class LedgerTotal(BaseModel):
     completion_tokens: int
     cached_tokens: int
     reasoning_tokens: int
-    cost_usd: float | None
-    nominal_cost_usd: float | None
+    # an empty ledger sums to the int 0 (``sum([])``), written as ``0`` as it always was
+    cost_usd: float | int | None
+    nominal_cost_usd: float | int | None
     unpriced: int
 
 
