@@ -13,6 +13,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from naru_eval.store.judge_cache import TokenUsage
+
 
 def api_key(env: Sequence[str]) -> str | None:
     """The first non-empty of the environment variables ``env``."""
@@ -60,11 +62,11 @@ def _as_mapping(value: Any) -> Mapping[str, Any]:
     return dump() if callable(dump) else {}
 
 
-def usage_of(usage: Any) -> dict[str, Any]:
+def usage_of(usage: Any) -> TokenUsage:
     """Tokens of a completion's ``usage`` (an SDK ``CompletionUsage`` or its JSON): prompt,
     completion and total, plus cached and reasoning tokens where the server reports them."""
     u = _as_mapping(usage)
-    out: dict[str, Any] = {
+    out: TokenUsage = {
         "prompt_tokens": u.get("prompt_tokens"),
         "completion_tokens": u.get("completion_tokens"),
         "total_tokens": u.get("total_tokens"),

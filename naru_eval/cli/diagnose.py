@@ -7,7 +7,6 @@ Wired into ``naru-eval`` by :func:`register`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -56,10 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from naru_eval.report.diagnostics import diagnose
     from naru_eval.report.diagnostics_render import summary_text, write_report
+    from naru_eval.report.models import dump_json
 
     edges = args.duration_edges if isinstance(args.duration_edges, list) else _edges(args.duration_edges)
     try:
-        report: dict[str, Any] = diagnose(
+        report = diagnose(
             args.run_dirs,
             edges_min=edges,
             iters=args.bootstrap,
@@ -72,15 +72,15 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         return 2
     if args.output:
         path = write_report(report, args.output, plots=not args.no_plots)
-        print(f"wrote {path}" + (f" and {len(report.get('plots', []))} plot(s)" if not args.no_plots else ""))
+        print(f"wrote {path}" + (f" and {len(report.plots or [])} plot(s)" if not args.no_plots else ""))
     if args.json:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        print(dump_json(report), end="")
     else:
         print(summary_text(report), end="")
-    for r in report["runs"]:
-        if r["recomputes"] is False:
-            print(f"naru-eval diagnose: {r['label']}: the log's metrics differ from results.json", file=sys.stderr)
-    if not report["runs"]:
+    for r in report.runs:
+        if r.recomputes is False:
+            print(f"naru-eval diagnose: {r.label}: the log's metrics differ from results.json", file=sys.stderr)
+    if not report.runs:
         print("naru-eval diagnose: no NARU sample logs (*_samples_<task>.jsonl) found", file=sys.stderr)
         return 1
     return 0

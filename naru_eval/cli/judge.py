@@ -19,12 +19,17 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.numbers import fmt_num
+
+if TYPE_CHECKING:
+    from naru_eval.judge.client import LedgerSummary
+    from naru_eval.judge.protocols import MinervaReport
+    from naru_eval.judge.score import OpenReport
 
 OPEN_LOG_GLOB = "*_samples_naru_open*.jsonl"
 
@@ -95,7 +100,7 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return str(v)
 
 
-def recall_table(rows: dict[str, dict[str, Any]]) -> str:
+def recall_table(rows: Mapping[str, Mapping[str, float | None]]) -> str:
     """overall/narrative/cultural (the authors' macro means), recall (per-response mean), then the
     categories and the partial-credit and any-fact means."""
     cols = ["overall", "narrative", "cultural", "recall", *CATEGORIES, "recall_with_partial", "any_fact"]
@@ -111,13 +116,13 @@ def recall_table(rows: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _usage_line(summary: dict[str, Any]) -> str:
-    t = summary["total"]
-    unpriced = f", {t['unpriced']} unpriced" if t["unpriced"] else ""
+def _usage_line(summary: LedgerSummary) -> str:
+    t = summary.total
+    unpriced = f", {t.unpriced} unpriced" if t.unpriced else ""
     return (
-        f"judge calls: {t['calls']} made, {t['cached']} replayed from the cache, {t['failed']} failed; "
-        f"tokens in/out {t['prompt_tokens']}/{t['completion_tokens']}; "
-        f"cost now {_usd(t['cost_usd'], 4)}, from scratch {_usd(t['nominal_cost_usd'], 4)}{unpriced}"
+        f"judge calls: {t.calls} made, {t.cached} replayed from the cache, {t.failed} failed; "
+        f"tokens in/out {t.prompt_tokens}/{t.completion_tokens}; "
+        f"cost now {_usd(t.cost_usd, 4)}, from scratch {_usd(t.nominal_cost_usd, 4)}{unpriced}"
     )
 
 
@@ -193,8 +198,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         all_items = [JudgeItem.from_payload(p) for rows in loaded.values() for p, _ in rows]
         judge.prefetch_facts(list({(i.question_id, i.ref_hash): i for i in all_items}.values()))
     tag = _slug(f"{args.protocol}_{config.model if config.backend == 'openai' else judge.fact_model}")
-    table: dict[str, dict[str, Any]] = {}
-    reports: dict[str, Any] = {}
+    table: dict[str, dict[str, float | None]] = {}
+    reports: dict[str, dict[str, Any]] = {}  # the report files' JSON
     for log, rows in loaded.items():
         pairs = [(JudgeItem.from_payload(p), resp) for p, resp in rows]
         out_dir = Path(args.out) if args.out else log.parent / "judge" / tag
@@ -208,13 +213,14 @@ def cmd_score(args: argparse.Namespace) -> int:
                 return 2
             results = MinervaProtocol(judge.client, k=args.k).grade_many(pairs)
             rows_out = [r.to_dict() | {"model": label} for r in results]
-            report = summarize_minerva(results)
+            minerva = summarize_minerva(results)
             table[label] = {
-                **{k: v["normalized"] for k, v in report["table"].items()},
-                "n_scored": report["n_scored"],
-                "n_unscored": report["n_unscored"],
-                "unscored_rate": report["unscored_rate"],
+                **{k: v.normalized for k, v in minerva.table.items()},
+                "n_scored": minerva.n_scored,
+                "n_unscored": minerva.n_unscored,
+                "unscored_rate": minerva.unscored_rate,
             }
+            report: OpenReport | MinervaReport = minerva
         else:
             from naru_eval.judge.batch import BatchNotReady
 
@@ -227,27 +233,27 @@ def cmd_score(args: argparse.Namespace) -> int:
                 smp.data_fingerprint = p.get("data_fingerprint") or None
             rows_out = [s.to_dict() | {"model": label} for s in samples]
             report = summarize(samples)
-            table[label] = report["metrics"]
+            table[label] = report.metrics
         scores_path = out_dir / f"{log.stem}.scores.jsonl"
         with open(scores_path, "w", encoding="utf-8") as f:
             for r in rows_out:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        report = {"log": str(log), "scores": str(scores_path), "judge": judge.describe(), **report}
+        doc = {"log": str(log), "scores": str(scores_path), "judge": judge.describe(), **report.model_dump()}
         (out_dir / f"{log.stem}.report.json").write_text(
-            json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8"
+            json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8"
         )
-        reports[label] = report
+        reports[label] = doc
     usage = judge.ledger.summary()
     if args.json:
-        print(json.dumps({"reports": reports, "usage": usage}, indent=2, ensure_ascii=False))
+        print(json.dumps({"reports": reports, "usage": usage.model_dump()}, indent=2, ensure_ascii=False))
     else:
         print(recall_table(table))
         print(_usage_line(usage))
         jobs = judge.batch_jobs
         if config.batch:
             print(f"Batch API jobs: submitted {jobs['submitted'] or 'none'}, resumed {jobs['resumed'] or 'none'}")
-        if usage["system_fingerprints"]:
-            print(f"system_fingerprint: {usage['system_fingerprints']}")
+        if usage.system_fingerprints:
+            print(f"system_fingerprint: {usage.system_fingerprints}")
     return 0
 
 
@@ -294,7 +300,7 @@ def cmd_audit_report(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"naru-eval judge audit report: {e}", file=sys.stderr)
         return 1
-    print(json.dumps(rep, indent=2) if args.json else format_report(rep))
+    print(json.dumps(rep.model_dump(), indent=2) if args.json else format_report(rep))
     return 0
 
 
@@ -304,12 +310,12 @@ def cmd_mcq_fallback(args: argparse.Namespace) -> int:
 
     rows = {Path(p).name: fallback_rate(samples_from_log(p)) for p in args.sample_logs}
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({name: r.model_dump() for name, r in rows.items()}, indent=2))
     else:
         for name, r in rows.items():
             print(
-                f"{name}: {r['llm_fallback']} of {r['n']} answers read by the LLM fallback "
-                f"({_fmt(r['fallback_rate'], True)}; {r['fallback_correct']} correct); still invalid: {r['still_invalid']}"
+                f"{name}: {r.llm_fallback} of {r.n} answers read by the LLM fallback "
+                f"({_fmt(r.fallback_rate, True)}; {r.fallback_correct} correct); still invalid: {r.still_invalid}"
             )
     return 0
 

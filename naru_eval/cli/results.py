@@ -119,7 +119,7 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from naru_eval.core.scoring import samples_from_log
-    from naru_eval.report.stats import compare, format_comparison
+    from naru_eval.report.stats import CompareReport, compare, format_comparison
 
     try:
         logs_a, label_a = resolve_run(args.run_a)
@@ -141,7 +141,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not tasks:
             print(f"naru-eval compare: no task in common (A: {sorted(logs_a)}, B: {sorted(logs_b)})", file=sys.stderr)
             return 2
-    report: dict[str, Any] = {"a": label_a, "b": label_b, "tasks": {}}
+    report = CompareReport(a=label_a, b=label_b)
     texts = []
     for task in tasks:
         try:
@@ -155,12 +155,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except ValueError as e:  # a SampleLogError names the file and line
             print(f"naru-eval compare: {task}: {e}", file=sys.stderr)
             return 2
-        report["tasks"][task] = cmp.as_dict()
+        report.tasks[task] = cmp.as_doc()
         texts.append(f"## {task}\n\n" + format_comparison(cmp, label_a, label_b))
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(report, indent=2) if args.json else "\n\n".join(texts))
+        Path(args.output).write_text(json.dumps(report.model_dump(), indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(report.model_dump(), indent=2) if args.json else "\n\n".join(texts))
     return 0
 
 
@@ -173,7 +173,7 @@ def cmd_paper_reference(args: argparse.Namespace) -> int:
         ref = reference_from_source(json.loads(Path(args.source).read_text(encoding="utf-8")), args.source)
     else:
         ref = reference_from_source(paper_source())
-    text = json.dumps(ref, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(ref.model_dump(), indent=2, ensure_ascii=False) + "\n"
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(text, encoding="utf-8")
@@ -195,27 +195,24 @@ def cmd_sweep_status(args: argparse.Namespace) -> int:
 
 def store_usage(store: str | Path, adapter: str, num_frames: int | None) -> UsageTotals | None:
     """The response store's summed usage (tokens, cost) of this adapter and budget, over every run
-    key it registered; None when there is nothing. The one sum (``UsageTotals``) over the store's
-    typed query; here, not in report/, because report never imports providers."""
+    key it registered; None when there is nothing. The one sum (``usage_from_store``), combined
+    over the run keys; here, not in report/, because report never imports providers."""
     import sqlite3
 
-    from naru_eval.providers.gemini.usage import UsageTotals  # the one usage sum
-    from naru_eval.store.responses import runs, usage_by_run
+    from naru_eval.providers.gemini.usage import UsageTotals, usage_from_store  # the one usage sum
+    from naru_eval.store.responses import runs
 
     p = Path(store)
     if not p.is_file():
         return None
     try:
         keys = [k for k, d in runs(p).items() if d.get("model") == adapter and d.get("num_frames") == num_frames]
-        rows = [r for rs in usage_by_run(p, keys).values() for r in rs] if keys else []
+        per_key = usage_from_store(p, keys) if keys else {}
     except (sqlite3.Error, json.JSONDecodeError):
         return None
-    if not rows:
+    if not per_key:
         return None
-    totals = UsageTotals()
-    for row in rows:
-        totals.add(row.usage, row.status == "ok")
-    return totals
+    return UsageTotals.combined(per_key.values())
 
 
 def cmd_sweep_manifest(args: argparse.Namespace) -> int:
@@ -227,7 +224,7 @@ def cmd_sweep_manifest(args: argparse.Namespace) -> int:
     if args.status != "running" and store:
         cfg = SweepConfig.from_env()
         totals = store_usage(store, cfg.adapter, cfg.budget)
-        usage = totals.as_dict() if totals else None
+        usage = totals.model_dump() if totals else None
     sweep_manifest(args.dir, args.status, args.seconds, args.message, args.if_not_done, usage=usage)
     return 0
 

@@ -28,7 +28,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from naru_eval.settings import settings
 
@@ -102,6 +102,23 @@ class DataError(ValueError):
         super().__init__("\n".join(lines))
 
 
+class QuestionRow(TypedDict):
+    """A question's fields as a flat row (:meth:`NaruQuestion.to_doc`): what a doc holds of it."""
+
+    question_id: str
+    video_id: str
+    category: str
+    question: str
+    options: list[str]
+    answer: str
+    subset_500: bool | None
+    duration_s: float | None
+    video_path: str | None
+    open_question: str | None
+    reference_answer: str | None
+    synthetic: bool | None
+
+
 @dataclass(frozen=True)
 class NaruQuestion:
     """One multiple-choice question, as in the annotation file."""
@@ -127,9 +144,9 @@ class NaruQuestion:
     def answer_text(self) -> str:
         return self.options[LETTERS.index(self.answer)]
 
-    def to_doc(self) -> dict[str, Any]:
+    def to_doc(self) -> QuestionRow:
         """A flat dict for a ``datasets.Dataset`` row (lmms-eval's doc)."""
-        doc = asdict(self)
+        doc = cast(QuestionRow, asdict(self))  # every field, whatever is added later
         doc["options"] = list(self.options)
         return doc
 

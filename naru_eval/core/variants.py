@@ -94,19 +94,30 @@ def blind_payloads(sample: ScoredSample) -> dict[str, dict[str, Any]]:
     return out
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CircularSample(ScoredSample):
+    """One rotated doc's outcome: the question's (rotated) outcome, its rotation, and the gold and
+    predicted letters in the original option order. Every circular payload carries its fields."""
+
+    base_question_id: str
+    rotation: int
+    n_rotations: int
+    base_gold: str | None
+    base_pred: str | None
+
+
 def circular_record(
     sample: ScoredSample, base_question_id: str, rotation: int, n_rotations: int = N_ROTATIONS
-) -> dict[str, Any]:
+) -> CircularSample:
     """The per-doc record every circular payload carries."""
-    record = dataclasses.asdict(sample)
-    record.update(
+    return CircularSample(
+        **{f.name: getattr(sample, f.name) for f in dataclasses.fields(ScoredSample)},
         base_question_id=base_question_id,
         rotation=int(rotation),
         n_rotations=int(n_rotations),
         base_gold=unrotate_letter(sample.gold, rotation),
         base_pred=unrotate_letter(sample.pred, rotation),
     )
-    return record
 
 
 def circular_scope_score(metric: str, record: Mapping[str, Any]) -> float | None:
@@ -133,7 +144,7 @@ def circular_payloads(
     sample: ScoredSample, base_question_id: str, rotation: int, n_rotations: int = N_ROTATIONS
 ) -> dict[str, dict[str, Any]]:
     """The circular task's ``process_results`` value: one payload per metric."""
-    record = circular_record(sample, base_question_id, rotation, n_rotations)
+    record = dataclasses.asdict(circular_record(sample, base_question_id, rotation, n_rotations))
     out: dict[str, dict[str, Any]] = {}
     for metric in CIRCULAR_METRICS:
         payload = dict(record)

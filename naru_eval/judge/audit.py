@@ -34,8 +34,11 @@ import itertools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from naru_eval.core.numbers import fmt_num
 from naru_eval.core.subset import allocate
@@ -244,14 +247,50 @@ def krippendorff_alpha_nominal(units: Iterable[Sequence[Any]]) -> float | None:
     return 1.0 - d_o / d_e
 
 
-def audit_report(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+class AnnotatorAcceptance(BaseModel):
+    n: int
+    acceptance: float | None
+
+
+class AuditReport(BaseModel):
+    """``naru-eval judge audit report``: how far human annotators accept the judge's verdicts."""
+
+    units: int
+    annotated_units: int
+    annotators: int
+    verdicts: int
+    acceptance: float | None
+    per_annotator: dict[str, AnnotatorAcceptance]
+    acceptance_range: list[float] | None
+    majority_accepted: int
+    majority_acceptance: float | None
+    rejected_by_all: int
+    pairwise_agreement: dict[str, float | None]
+    mean_pairwise_agreement: float | None
+    cohen_kappa_judge_vs_majority: float | None
+    kappa_units: int
+    majority_ties: int
+    krippendorff_alpha: float | None
+    krippendorff_alpha_acceptance: float | None
+
+
+@dataclass
+class _Unit:
+    """One row of the sheet, read: its id, the judge's label, and each annotator's (accepted?, label)."""
+
+    id: Any
+    judge: str
+    cells: dict[str, tuple[bool, str] | None]
+
+
+def audit_report(rows: Sequence[Mapping[str, Any]]) -> AuditReport:
     if not rows:
         raise ValueError("the audit sheet has no rows")
     ann = sorted((c for c in rows[0] if str(c).startswith("annotator_")), key=lambda c: int(str(c).split("_")[1]))
     if not ann:
         raise ValueError("the audit sheet has no annotator_<i> columns")
     problems: list[str] = []
-    units: list[dict[str, Any]] = []
+    units: list[_Unit] = []
     for r in rows:
         unit = str(r.get("unit") or "response")
         judge_label = str(r.get("judge_label") or "").strip()
@@ -265,18 +304,18 @@ def audit_report(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             except ValueError as e:
                 problems.append(f"{r.get('audit_id')} {a}: {e}")
                 cells[a] = None
-        units.append({"id": r.get("audit_id"), "judge": judge_label, "cells": cells})
+        units.append(_Unit(r.get("audit_id"), judge_label, cells))
     if problems:
         raise ValueError("audit sheet problems:\n  - " + "\n  - ".join(problems))
 
-    per_annotator = {}
+    per_annotator: dict[str, AnnotatorAcceptance] = {}
     for a in ann:
-        got = [u["cells"][a][0] for u in units if u["cells"][a] is not None]
-        per_annotator[a] = {"n": len(got), "acceptance": sum(got) / len(got) if got else None}
-    answered = [c for u in units for c in u["cells"].values() if c is not None]
+        got = [c[0] for u in units if (c := u.cells[a]) is not None]
+        per_annotator[a] = AnnotatorAcceptance(n=len(got), acceptance=sum(got) / len(got) if got else None)
+    answered = [c for u in units for c in u.cells.values() if c is not None]
     accepted_units = rejected_by_all = annotated_units = 0
     for u in units:
-        cs = [c for c in u["cells"].values() if c is not None]
+        cs = [c for c in u.cells.values() if c is not None]
         if not cs:
             continue
         annotated_units += 1
@@ -285,54 +324,52 @@ def audit_report(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         rejected_by_all += acc == 0
     pairs = {}
     for a, b in itertools.combinations(ann, 2):
-        both = [
-            (u["cells"][a], u["cells"][b]) for u in units if u["cells"][a] is not None and u["cells"][b] is not None
-        ]
+        both = [(x, y) for u in units if (x := u.cells[a]) is not None and (y := u.cells[b]) is not None]
         pairs[f"{a}~{b}"] = sum(x[1] == y[1] for x, y in both) / len(both) if both else None
     pair_values = [v for v in pairs.values() if v is not None]
 
     judge_labels, majority_labels, ties = [], [], 0
     for u in units:
-        labels = [c[1] for c in u["cells"].values() if c is not None]
+        labels = [c[1] for c in u.cells.values() if c is not None]
         if not labels:
             continue
         (top, n_top), *rest = Counter(labels).most_common()
         if rest and rest[0][1] == n_top:
             ties += 1
             continue
-        judge_labels.append(u["judge"])
+        judge_labels.append(u.judge)
         majority_labels.append(top)
-    return {
-        "units": len(units),
-        "annotated_units": annotated_units,
-        "annotators": len(ann),
-        "verdicts": len(answered),
-        "acceptance": sum(c[0] for c in answered) / len(answered) if answered else None,
-        "per_annotator": per_annotator,
-        "acceptance_range": [
-            min(v["acceptance"] for v in per_annotator.values() if v["acceptance"] is not None),
-            max(v["acceptance"] for v in per_annotator.values() if v["acceptance"] is not None),
+    return AuditReport(
+        units=len(units),
+        annotated_units=annotated_units,
+        annotators=len(ann),
+        verdicts=len(answered),
+        acceptance=sum(c[0] for c in answered) / len(answered) if answered else None,
+        per_annotator=per_annotator,
+        acceptance_range=[
+            min(v.acceptance for v in per_annotator.values() if v.acceptance is not None),
+            max(v.acceptance for v in per_annotator.values() if v.acceptance is not None),
         ]
-        if any(v["acceptance"] is not None for v in per_annotator.values())
+        if any(v.acceptance is not None for v in per_annotator.values())
         else None,
-        "majority_accepted": accepted_units,
-        "majority_acceptance": accepted_units / annotated_units if annotated_units else None,
-        "rejected_by_all": rejected_by_all,
-        "pairwise_agreement": pairs,
-        "mean_pairwise_agreement": sum(pair_values) / len(pair_values) if pair_values else None,
-        "cohen_kappa_judge_vs_majority": cohen_kappa(judge_labels, majority_labels),
-        "kappa_units": len(judge_labels),
-        "majority_ties": ties,
-        "krippendorff_alpha": krippendorff_alpha_nominal(
-            [[u["cells"][a][1] if u["cells"][a] else None for a in ann] for u in units]
+        majority_accepted=accepted_units,
+        majority_acceptance=accepted_units / annotated_units if annotated_units else None,
+        rejected_by_all=rejected_by_all,
+        pairwise_agreement=pairs,
+        mean_pairwise_agreement=sum(pair_values) / len(pair_values) if pair_values else None,
+        cohen_kappa_judge_vs_majority=cohen_kappa(judge_labels, majority_labels),
+        kappa_units=len(judge_labels),
+        majority_ties=ties,
+        krippendorff_alpha=krippendorff_alpha_nominal(
+            [[c[1] if (c := u.cells[a]) else None for a in ann] for u in units]
         ),
-        "krippendorff_alpha_acceptance": krippendorff_alpha_nominal(
-            [[u["cells"][a][0] if u["cells"][a] else None for a in ann] for u in units]
+        krippendorff_alpha_acceptance=krippendorff_alpha_nominal(
+            [[c[0] if (c := u.cells[a]) else None for a in ann] for u in units]
         ),
-    }
+    )
 
 
-def format_report(rep: Mapping[str, Any]) -> str:
+def format_report(rep: AuditReport) -> str:
     def pct(v: float | None) -> str:
         return fmt_num(v, 1, scale=100, suffix="%")
 
@@ -340,24 +377,24 @@ def format_report(rep: Mapping[str, Any]) -> str:
         return fmt_num(v, 3)
 
     lines = [
-        f"units: {rep['annotated_units']} annotated of {rep['units']}; annotators: {rep['annotators']}; "
-        f"verdicts: {rep['verdicts']}",
-        f"acceptance: {pct(rep['acceptance'])}"
+        f"units: {rep.annotated_units} annotated of {rep.units}; annotators: {rep.annotators}; "
+        f"verdicts: {rep.verdicts}",
+        f"acceptance: {pct(rep.acceptance)}"
         + (
-            f" (per annotator {pct(rep['acceptance_range'][0])} to {pct(rep['acceptance_range'][1])})"
-            if rep["acceptance_range"]
+            f" (per annotator {pct(rep.acceptance_range[0])} to {pct(rep.acceptance_range[1])})"
+            if rep.acceptance_range
             else ""
         ),
     ]
-    for a, v in rep["per_annotator"].items():
-        lines.append(f"  {a}: {pct(v['acceptance'])} of {v['n']}")
+    for a, v in rep.per_annotator.items():
+        lines.append(f"  {a}: {pct(v.acceptance)} of {v.n}")
     lines += [
-        f"majority acceptance: {rep['majority_accepted']} of {rep['annotated_units']} ({pct(rep['majority_acceptance'])}); "
-        f"rejected by every annotator: {rep['rejected_by_all']}",
-        f"mean pairwise agreement: {pct(rep['mean_pairwise_agreement'])}",
-        f"Cohen's kappa, judge vs human majority: {num(rep['cohen_kappa_judge_vs_majority'])} "
-        f"({rep['kappa_units']} units, {rep['majority_ties']} tied)",
-        f"Krippendorff's alpha (nominal) across annotators: labels {num(rep['krippendorff_alpha'])}, "
-        f"accept/reject {num(rep['krippendorff_alpha_acceptance'])}",
+        f"majority acceptance: {rep.majority_accepted} of {rep.annotated_units} ({pct(rep.majority_acceptance)}); "
+        f"rejected by every annotator: {rep.rejected_by_all}",
+        f"mean pairwise agreement: {pct(rep.mean_pairwise_agreement)}",
+        f"Cohen's kappa, judge vs human majority: {num(rep.cohen_kappa_judge_vs_majority)} "
+        f"({rep.kappa_units} units, {rep.majority_ties} tied)",
+        f"Krippendorff's alpha (nominal) across annotators: labels {num(rep.krippendorff_alpha)}, "
+        f"accept/reject {num(rep.krippendorff_alpha_acceptance)}",
     ]
     return "\n".join(lines)

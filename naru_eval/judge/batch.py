@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from naru_eval.api.retry import RetryError
-from naru_eval.judge.client import JudgeClient
-from naru_eval.store.judge_cache import JudgeBatchRecord, JudgeStore
+from naru_eval.judge.client import JudgeClient, PendingRequest
+from naru_eval.store.judge_cache import CallRecord, JudgeBatchRecord, JudgeStore
 
 log = logging.getLogger("naru_eval.judge")
 
@@ -75,7 +75,7 @@ def set_key(model: str, base_url: str, keys: list[str]) -> str:
     return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()
 
 
-def jsonl(requests: Mapping[str, tuple[str, dict[str, Any]]]) -> bytes:
+def jsonl(requests: Mapping[str, PendingRequest]) -> bytes:
     """The job's input file: one chat.completions request per line, ``custom_id`` its cache key."""
     lines = [
         json.dumps({"custom_id": key, "method": "POST", "url": ENDPOINT, "body": body}, ensure_ascii=False)
@@ -101,10 +101,10 @@ class JudgeBatchRunner:
         self.resumed: list[str] = []
 
     # -- one round --------------------------------------------------------------------------
-    def run(self, requests: Mapping[str, tuple[str, dict[str, Any]]]) -> None:
+    def run(self, requests: Mapping[str, PendingRequest]) -> None:
         """Answer ``requests`` (key -> (purpose, body)) through jobs within the API's limits
         (MAX_REQUESTS lines, MAX_BYTES of input each)."""
-        chunk: dict[str, tuple[str, dict[str, Any]]] = {}
+        chunk: dict[str, PendingRequest] = {}
         size = 0
         for key in sorted(requests):
             line = len(jsonl({key: requests[key]}))
@@ -116,7 +116,7 @@ class JudgeBatchRunner:
         if chunk:
             self._run_job(chunk)
 
-    def _run_job(self, requests: Mapping[str, tuple[str, dict[str, Any]]]) -> None:
+    def _run_job(self, requests: Mapping[str, PendingRequest]) -> None:
         mode = self.client.batch
         assert mode is not None, "batch mode is not on"
         skey = set_key(self.config.model, self.config.base_url, list(requests))
@@ -133,7 +133,7 @@ class JudgeBatchRunner:
             return
         self.store.put_batch(rec.advanced(state="consumed"))
 
-    def _submit_or_resume(self, skey: str, requests: Mapping[str, tuple[str, dict[str, Any]]]) -> JudgeBatchRecord:
+    def _submit_or_resume(self, skey: str, requests: Mapping[str, PendingRequest]) -> JudgeBatchRecord:
         rec = self.store.get_batch(skey)
         if rec is not None and rec.state == "submitted" and rec.batch_id:
             log.info("naru judge: resuming Batch API job %s (%d requests)", rec.batch_id, rec.n_requests)
@@ -183,7 +183,7 @@ class JudgeBatchRunner:
                 raise BatchNotReady(batch_id, batch.status)
             self.sleep(delay)
 
-    def _collect(self, batch: Any, requests: Mapping[str, tuple[str, dict[str, Any]]]) -> None:
+    def _collect(self, batch: Any, requests: Mapping[str, PendingRequest]) -> None:
         """Cache every answered line; record why each other request has no answer."""
         mode = self.client.batch
         assert mode is not None
@@ -225,8 +225,8 @@ class JudgeBatchRunner:
             )
 
     def _line(
-        self, batch_id: str, file_id: str, n: int, line: str, requests: Mapping[str, tuple[str, dict[str, Any]]]
-    ) -> tuple[str | None, dict[str, Any] | str]:
+        self, batch_id: str, file_id: str, n: int, line: str, requests: Mapping[str, PendingRequest]
+    ) -> tuple[str | None, CallRecord | str]:
         """(key, the cache record) of an answered line, (key, why) of a failed one, (None, why)
         of a line that names no request of the job."""
         where = f"batch {batch_id}, {file_id} line {n}"
@@ -247,7 +247,7 @@ class JudgeBatchRunner:
             message = err.get("message") if isinstance(err, dict) else str(err)
             return key, f"{where}: HTTP {status}: {message or 'no answer'}"
         record = self.client.record_of(body)
-        record["usage"] = {**record["usage"], "batch": True}
+        record["usage"]["batch"] = True  # usage_of made this record's usage: it is its own
         return key, record
 
     def _download(self, file_id: str) -> str:

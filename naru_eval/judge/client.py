@@ -31,17 +31,18 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+from typing_extensions import Required
 
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.limiter import limiter_for
 from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
 from naru_eval.api.retry import ConfigErrorBreaker, RetryError, is_retryable
-from naru_eval.judge.config import JudgeConfig, cost_usd
+from naru_eval.judge.config import JudgeConfig, RequestParams, cost_usd
 from naru_eval.judge.schemas import response_format, schema_hash
-from naru_eval.store.judge_cache import JudgeStore
+from naru_eval.store.judge_cache import CallRecord, JudgeStore, TokenUsage
 
 #: the structured output a call was asked for
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -61,6 +62,22 @@ class Deferred(Exception):  # noqa: N818 - a control-flow signal, not an error
         self.key = key
 
 
+class ChatBody(RequestParams, total=False):
+    """The JSON body of a judge request, as ``chat.completions.parse`` sends it (a Batch API
+    line's ``body``): the model, the messages, the strict output schema, and the parameters."""
+
+    model: Required[str]
+    messages: Required[list[dict[str, str]]]
+    response_format: Required[dict[str, Any]]  # the strict JSON schema (judge/schemas.py)
+
+
+class PendingRequest(NamedTuple):
+    """A request held for a Batch API job: its purpose and its body."""
+
+    purpose: str
+    body: ChatBody
+
+
 @dataclass
 class BatchMode:
     """The state of batch mode on a client (thread-safe).
@@ -74,7 +91,7 @@ class BatchMode:
 
     purposes: frozenset[str] = frozenset({"verify"})
     collecting: bool = True
-    pending: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    pending: dict[str, PendingRequest] = field(default_factory=dict)
     fresh: set[str] = field(default_factory=set)
     failures: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -88,9 +105,9 @@ class BatchMode:
                 self.fresh.discard(key)
             return True
 
-    def defer(self, key: str, purpose: str, body: dict[str, Any]) -> Deferred:
+    def defer(self, key: str, purpose: str, body: ChatBody) -> Deferred:
         with self._lock:
-            self.pending.setdefault(key, (purpose, body))
+            self.pending.setdefault(key, PendingRequest(purpose, body))
         return Deferred(key)
 
     def failure(self, key: str) -> str:
@@ -108,7 +125,7 @@ class CallResult:
     content: str | None
     refusal: str | None
     finish_reason: str | None
-    usage: dict[str, Any]
+    usage: TokenUsage
     system_fingerprint: str | None
     response_model: str | None
     cached: bool
@@ -135,20 +152,10 @@ class CallResult:
                 detail = f"{first.get('msg', detail)}" + (f" at {loc}" if loc else "")
             return None, f"malformed: {detail[:300]}"
 
-    def brief(self) -> dict[str, Any]:
-        return {
-            "purpose": self.purpose,
-            "cached": self.cached,
-            "system_fingerprint": self.system_fingerprint,
-            "response_model": self.response_model,
-            "finish_reason": self.finish_reason,
-            "usage": self.usage,
-            "cost_usd": self.cost_usd,
-        }
 
+class UsageBucket(BaseModel):
+    """One purpose's judge calls: how many, their tokens and their cost."""
 
-@dataclass
-class _Bucket:
     calls: int = 0  # requests actually sent and answered
     cached: int = 0  # outputs replayed from the cache
     failed: int = 0  # requests that failed for good (transport)
@@ -161,17 +168,42 @@ class _Bucket:
     unpriced: int = 0  # calls of a model without a price entry
 
 
+class LedgerTotal(BaseModel):
+    """Every purpose's buckets summed; the costs are None (unknown) when a call had no price."""
+
+    calls: int
+    cached: int
+    failed: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+    # an empty ledger sums to the int 0 (``sum([])``), written as ``0`` as it always was
+    cost_usd: float | int | None
+    nominal_cost_usd: float | int | None
+    unpriced: int
+
+
+class LedgerSummary(BaseModel):
+    """:meth:`UsageLedger.summary`: the totals, per purpose, and the backend fingerprints seen
+    (``naru-eval judge score --json`` writes it as ``usage``)."""
+
+    total: LedgerTotal
+    by_purpose: dict[str, UsageBucket] = Field(default_factory=dict)
+    system_fingerprints: dict[str, int] = Field(default_factory=dict)
+
+
 @dataclass
 class UsageLedger:
     """Thread-safe usage and cost, per purpose (facts, verify, minerva, mcq_fallback)."""
 
-    buckets: dict[str, _Bucket] = field(default_factory=dict)
+    buckets: dict[str, UsageBucket] = field(default_factory=dict)
     fingerprints: Counter = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, r: CallResult) -> None:
         with self._lock:
-            b = self.buckets.setdefault(r.purpose, _Bucket())
+            b = self.buckets.setdefault(r.purpose, UsageBucket())
             if r.cached:
                 b.cached += 1
             else:
@@ -191,7 +223,7 @@ class UsageLedger:
 
     def add_failure(self, purpose: str) -> None:
         with self._lock:
-            self.buckets.setdefault(purpose, _Bucket()).failed += 1
+            self.buckets.setdefault(purpose, UsageBucket()).failed += 1
 
     def calls(self, purpose: str | None = None) -> int:
         with self._lock:
@@ -199,27 +231,15 @@ class UsageLedger:
                 return self.buckets[purpose].calls if purpose in self.buckets else 0
             return sum(b.calls for b in self.buckets.values())
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> LedgerSummary:
         with self._lock:
-            per = {k: dict(vars(v)) for k, v in sorted(self.buckets.items())}
-            total = {
-                key: sum(b[key] for b in per.values())
-                for key in (
-                    "calls",
-                    "cached",
-                    "failed",
-                    "prompt_tokens",
-                    "completion_tokens",
-                    "cached_tokens",
-                    "reasoning_tokens",
-                    "cost_usd",
-                    "nominal_cost_usd",
-                    "unpriced",
-                )
-            }
-            if total["unpriced"]:  # part of the cost is unknown: the sums would understate it
-                total["cost_usd"] = total["nominal_cost_usd"] = None
-            return {"total": total, "by_purpose": per, "system_fingerprints": dict(self.fingerprints)}
+            per = {k: v.model_copy() for k, v in sorted(self.buckets.items())}
+            total = LedgerTotal(
+                **{name: sum(getattr(b, name) for b in per.values()) for name in UsageBucket.model_fields}
+            )
+            if total.unpriced:  # part of the cost is unknown: the sums would understate it
+                total.cost_usd = total.nominal_cost_usd = None
+            return LedgerSummary(total=total, by_purpose=per, system_fingerprints=dict(self.fingerprints))
 
 
 def request_key(config: JudgeConfig, purpose: str, payload: Mapping[str, Any]) -> str:
@@ -307,8 +327,8 @@ class JudgeClient:
         )
 
     def request_body(
-        self, messages: Sequence[Mapping[str, str]], schema: type[BaseModel], params: Mapping[str, Any]
-    ) -> dict[str, Any]:
+        self, messages: Sequence[Mapping[str, str]], schema: type[BaseModel], params: RequestParams
+    ) -> ChatBody:
         """The JSON body of the request, as ``chat.completions.parse`` sends it (a Batch API line)."""
         return {
             "model": self.config.model,
@@ -345,7 +365,7 @@ class JudgeClient:
         key: str,
         messages: Sequence[Mapping[str, str]],
         schema: type[BaseModel],
-        params: Mapping[str, Any],
+        params: RequestParams,
     ) -> CallResult:
         batch = self.batch if self.batch is not None and purpose in self.batch.purposes else None
         fresh = batch is not None and batch.is_fresh(key)
@@ -379,7 +399,7 @@ class JudgeClient:
         return result
 
     @staticmethod
-    def record_of(body: Mapping[str, Any]) -> dict[str, Any]:
+    def record_of(body: Mapping[str, Any]) -> CallRecord:
         """What is kept of a raw chat.completion body (live, or one line of a batch's output)."""
         choices = body.get("choices") or []
         choice = choices[0] if choices else {}
@@ -394,8 +414,8 @@ class JudgeClient:
             "response_model": body.get("model"),
         }
 
-    def _result(self, purpose: str, key: str, rec: Mapping[str, Any], *, cached: bool) -> CallResult:
-        usage = dict(rec.get("usage") or {})
+    def _result(self, purpose: str, key: str, rec: CallRecord, *, cached: bool) -> CallResult:
+        usage = TokenUsage(**(rec.get("usage") or {}))
         return CallResult(
             purpose=purpose,
             key=key,

@@ -15,7 +15,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -144,6 +144,16 @@ _OFFLINE_SPELLINGS = {
 }
 
 
+class RequestParams(TypedDict, total=False):
+    """The sampling parameters of every judge request (:meth:`JudgeConfig.request_params`), sent
+    as the SDK's keyword arguments and part of each request's cache key."""
+
+    max_completion_tokens: int
+    reasoning_effort: str
+    temperature: float
+    seed: int
+
+
 class JudgeConfig(RetryArgs):
     """One judge; every default is written here once. ``request_params()`` is exactly what is
     sent besides the messages. Retries: :class:`naru_eval.api.retry.RetryArgs` (the same three
@@ -241,10 +251,10 @@ class JudgeConfig(RetryArgs):
             self.backend, "offline:auto"
         )
 
-    def request_params(self, *, temperature: float | None = None) -> dict[str, Any]:
+    def request_params(self, *, temperature: float | None = None) -> RequestParams:
         """The sampling parameters sent with every request (explicit; nothing left to a default
         except what the gpt-5 / o-series families refuse to change)."""
-        out: dict[str, Any] = {"max_completion_tokens": self.max_completion_tokens}
+        out: RequestParams = {"max_completion_tokens": self.max_completion_tokens}
         temp = self.temperature if temperature is None else temperature
         if self.reasoning:
             out["reasoning_effort"] = self.reasoning_effort or default_reasoning_effort(self.model)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from naru_eval.judge.client import CallResult, JudgeClient
 from naru_eval.judge.items import JudgeItem
@@ -125,6 +125,25 @@ class LLMDecomposer:
         )
 
 
+class ExportedFact(TypedDict):
+    id: str
+    text: str
+
+
+class ExportedFacts(TypedDict):
+    """One line of the facts export (``naru-eval judge facts``): a question's frozen facts."""
+
+    question_id: str
+    category: str | None
+    ref_hash: str
+    judge_model: str
+    prompt_version: str
+    question: str | None
+    reference: str | None
+    facts: list[ExportedFact] | None  # None: not decomposed yet (status "missing")
+    status: str
+
+
 def export_facts(
     store: JudgeStore,
     out: str | Path,
@@ -134,7 +153,7 @@ def export_facts(
     items: Iterable[JudgeItem] | None = None,
 ) -> int:
     """Write the frozen facts (of ``items``, or all of the model) as JSONL; returns the count."""
-    rows: list[dict[str, Any]] = []
+    rows: list[ExportedFacts] = []
     if items is not None:
         for it in items:
             facts = store.get_facts(it.question_id, it.ref_hash, judge_model, prompt_version)
@@ -155,11 +174,20 @@ def export_facts(
             )
     else:
         for rec in store.iter_facts(judge_model, prompt_version):
-            facts = rec.pop("facts")
-            rec.pop("created", None)
-            rec["facts"] = [{"id": i, "text": t} for i, t in zip(fact_ids(len(facts)), facts, strict=True)]
-            rec["status"] = "ok"
-            rows.append(rec)
+            facts = rec["facts"]
+            rows.append(
+                {
+                    "question_id": rec["question_id"],
+                    "ref_hash": rec["ref_hash"],
+                    "judge_model": rec["judge_model"],
+                    "prompt_version": rec["prompt_version"],
+                    "question": rec["question"],
+                    "reference": rec["reference"],
+                    "category": rec["category"],
+                    "facts": [{"id": i, "text": t} for i, t in zip(fact_ids(len(facts)), facts, strict=True)],
+                    "status": "ok",
+                }
+            )
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:

@@ -19,11 +19,13 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
 
 from naru_eval.core.data import NaruQuestion
 from naru_eval.core.extract import LLM_FALLBACK_METHOD, Extraction  # "llm_fallback"
-from naru_eval.core.scoring import Fallback
+from naru_eval.core.scoring import Fallback, ScoredSample
 from naru_eval.judge.client import JudgeUnavailable
 from naru_eval.judge.prompts import MCQ_FALLBACK_PROMPT_VERSION, mcq_fallback_messages, retry_note
 from naru_eval.judge.schemas import McqChoice
@@ -87,16 +89,26 @@ def fallback_for(judge_of: Callable[[], Judge]) -> Fallback:
     return fallback
 
 
-def fallback_rate(samples: Sequence[Any]) -> dict[str, Any]:
+class FallbackRate(BaseModel):
+    """How many of a log's answers the LLM fallback read, and how many it got right."""
+
+    n: int
+    llm_fallback: int
+    fallback_rate: float | None
+    fallback_correct: int
+    still_invalid: int
+
+
+def fallback_rate(samples: Sequence[ScoredSample]) -> FallbackRate:
     """How many answers the fallback read (ScoredSamples, e.g. from ``samples_from_log``)."""
     n = len(samples)
     methods = Counter(s.method for s in samples)
     used = methods.get(LLM_FALLBACK_METHOD, 0)
     correct = sum(1 for s in samples if s.method == LLM_FALLBACK_METHOD and s.correct)
-    return {
-        "n": n,
-        "llm_fallback": used,
-        "fallback_rate": used / n if n else None,
-        "fallback_correct": correct,
-        "still_invalid": sum(1 for s in samples if not s.valid),
-    }
+    return FallbackRate(
+        n=n,
+        llm_fallback=used,
+        fallback_rate=used / n if n else None,
+        fallback_correct=correct,
+        still_invalid=sum(1 for s in samples if not s.valid),
+    )

@@ -28,23 +28,24 @@ from naru_eval.judge.facts import FactSet, LLMDecomposer
 from naru_eval.judge.items import JudgeItem, classify_response, is_abstention
 from naru_eval.judge.prompts import MAX_RESPONSE_CHARS
 from naru_eval.judge.schemas import FactRecord
-from naru_eval.judge.score import JudgedSample, tally
+from naru_eval.judge.score import CallsUsage, JudgedSample, JudgeInfo, tally
 from naru_eval.judge.verify import Coverage, LLMVerifier
 from naru_eval.store.judge_cache import JudgeStore
 
 log = logging.getLogger("naru_eval.judge")
 
 
-def _calls_usage(calls: Iterable[CallResult]) -> dict[str, Any]:
+def _calls_usage(calls: Iterable[CallResult]) -> CallsUsage:
     calls = list(calls)
     costs = [c.cost_usd for c in calls]
+    known = [c for c in costs if c is not None]
     return {
         "calls": len(calls),
         "prompt_tokens": sum(int(c.usage.get("prompt_tokens") or 0) for c in calls),
         "completion_tokens": sum(int(c.usage.get("completion_tokens") or 0) for c in calls),
         "reasoning_tokens": sum(int(c.usage.get("reasoning_tokens") or 0) for c in calls),
         # nominal: what these outputs cost when asked, replayed from the cache or not (deterministic)
-        "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 8),  # type: ignore[arg-type]
+        "cost_usd": None if len(known) < len(costs) else round(sum(known), 8),
     }
 
 
@@ -149,7 +150,7 @@ class Judge:
                 "time (inside lmms-eval) stays live, at the live price"
             )
         kind, text, fs, truncated = self._prepared(item, response)
-        judge_info: dict[str, Any] = {
+        judge_info: JudgeInfo = {
             "backend": self.config.backend,
             "model": self.config.model if self.config.backend == "openai" else self.fact_model,
             "base_url": self.config.base_url if self.config.backend == "openai" else None,

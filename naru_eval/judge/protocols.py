@@ -16,7 +16,9 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
 from naru_eval.judge.client import CallResult, JudgeClient, JudgeUnavailable
@@ -126,18 +128,38 @@ class MinervaProtocol:
             return list(ex.map(lambda p: self.grade(*p), pairs))
 
 
-def summarize_minerva(results: Sequence[MinervaResult]) -> dict[str, Any]:
+class MinervaCell(BaseModel):
+    """One cell of :class:`MinervaReport`'s table: the mean 0-2 score, normalised to 0-1."""
+
+    n: int
+    mean_score: float | None
+    normalized: float | None
+    share_correct: float | None
+
+
+class MinervaReport(BaseModel):
+    """:func:`summarize_minerva`: one run's MINERVA table (``<log>.report.json`` with ``--protocol minerva``)."""
+
+    protocol: Literal["minerva"] = "minerva"
+    n: int
+    n_scored: int
+    n_unscored: int
+    unscored_rate: float | None
+    table: dict[str, MinervaCell]
+
+
+def summarize_minerva(results: Sequence[MinervaResult]) -> MinervaReport:
     scored = [r for r in results if r.scored]
 
-    def cell(group: list[MinervaResult]) -> dict[str, Any]:
+    def cell(group: list[MinervaResult]) -> MinervaCell:
         vals = [float(r.score or 0) for r in group]
         mean = sum(vals) / len(vals) if vals else None
-        return {
-            "n": len(group),
-            "mean_score": mean,
-            "normalized": None if mean is None else mean / 2,
-            "share_correct": sum(1 for v in vals if v == 2) / len(vals) if vals else None,
-        }
+        return MinervaCell(
+            n=len(group),
+            mean_score=mean,
+            normalized=None if mean is None else mean / 2,
+            share_correct=sum(1 for v in vals if v == 2) / len(vals) if vals else None,
+        )
 
     table = {"overall": cell(scored)}
     table["narrative"] = cell([r for r in scored if r.category in NARRATIVE])
@@ -145,11 +167,10 @@ def summarize_minerva(results: Sequence[MinervaResult]) -> dict[str, Any]:
     for c in CATEGORIES:
         table[c] = cell([r for r in scored if r.category == c])
     n_unscored = len(results) - len(scored)
-    return {
-        "protocol": "minerva",
-        "n": len(results),
-        "n_scored": len(scored),
-        "n_unscored": n_unscored,
-        "unscored_rate": n_unscored / len(results) if results else None,
-        "table": table,
-    }
+    return MinervaReport(
+        n=len(results),
+        n_scored=len(scored),
+        n_unscored=n_unscored,
+        unscored_rate=n_unscored / len(results) if results else None,
+        table=table,
+    )

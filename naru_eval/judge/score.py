@@ -24,10 +24,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+from pydantic import BaseModel
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
 from naru_eval.core.scoring import MACRO_KEY, MACRO_METRICS, aggregate_macro, sample_records
+from naru_eval.judge.config import RequestParams
 from naru_eval.judge.schemas import FactRecord, Tally, fact_records
 
 #: statuses that count (recall known); everything else is unscored
@@ -45,6 +48,32 @@ MEAN_METRICS: tuple[str, ...] = (
 )
 SUM_METRICS: tuple[str, ...] = ("n_scored", "n_unscored", "judge_cost_usd")
 OPEN_METRICS: tuple[str, ...] = (*MEAN_METRICS, *SUM_METRICS)
+
+
+class JudgeInfo(TypedDict, total=False):
+    """Who judged a response, with which prompts and settings (a sample payload's ``judge``)."""
+
+    backend: str
+    model: str
+    base_url: str | None
+    fact_model: str
+    facts_prompt_version: str
+    verify_prompt_version: str
+    settings: RequestParams  # JudgeConfig.request_params (empty for an offline judge)
+    attempts: int
+    system_fingerprints: list[str]
+    response_models: list[str]
+
+
+class CallsUsage(TypedDict, total=False):
+    """What a response's verification calls used (a sample payload's ``usage``); ``cost_usd`` is
+    nominal (cached or not) and None when a call had no price."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    cost_usd: float | None
 
 
 @dataclass
@@ -71,8 +100,8 @@ class JudgedSample:
     abstention: bool = False
     response_truncated: bool = False
     facts: list[FactRecord] = field(default_factory=list)  # the fact and its verdict, one per reference fact
-    judge: dict[str, Any] = field(default_factory=dict)
-    usage: dict[str, Any] = field(default_factory=dict)
+    judge: JudgeInfo = field(default_factory=lambda: JudgeInfo())
+    usage: CallsUsage = field(default_factory=lambda: CallsUsage())
     data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset), as MCQ records it
     # what the model was given, as its adapter recorded it (naru_eval.core.provenance)
     adapter: str | None = None
@@ -224,7 +253,33 @@ def reason_kind(reason: str | None) -> str:
     return re.split(r"[:(]", reason or "unknown", maxsplit=1)[0].strip() or "unknown"
 
 
-def summarize(samples: Sequence[JudgedSample]) -> dict[str, Any]:
+class RecallCell(BaseModel):
+    """One cell of :class:`OpenReport`'s table: the scored responses of a group and their means."""
+
+    n: int
+    recall: float | None
+    recall_with_partial: float | None
+    any_fact: float | None
+
+
+class OpenReport(BaseModel):
+    """:func:`summarize`: one run's recall table and its unscored responses (the fields of
+    ``<log>.report.json`` after ``log``, ``scores`` and ``judge``)."""
+
+    n: int
+    n_scored: int
+    n_unscored: int
+    unscored_rate: float | None
+    unscored_by_category: dict[str, int]
+    unscored_reasons: dict[str, int]
+    status_counts: dict[str, int]
+    abstentions: int
+    contradicted_fact_share: float | None
+    table: dict[str, RecallCell]
+    metrics: dict[str, float | None]
+
+
+def summarize(samples: Sequence[JudgedSample]) -> OpenReport:
     """The report of one run: recall (and with partial credit, and share recovering >= 1 fact)
     overall / narrative / cultural / per category, with n per cell; unscored counts and reasons."""
     scored = [s for s in samples if s.scored]
@@ -234,31 +289,31 @@ def summarize(samples: Sequence[JudgedSample]) -> dict[str, Any]:
     for c in CATEGORIES:
         groups[c] = [s for s in scored if s.category == c]
     table = {
-        name: {
-            "n": len(g),
-            "recall": _mean([float(s.recall or 0.0) for s in g]),
-            "recall_with_partial": _mean([float(s.recall_with_partial or 0.0) for s in g]),
-            "any_fact": _mean([1.0 if s.any_fact else 0.0 for s in g]),
-        }
+        name: RecallCell(
+            n=len(g),
+            recall=_mean([float(s.recall or 0.0) for s in g]),
+            recall_with_partial=_mean([float(s.recall_with_partial or 0.0) for s in g]),
+            any_fact=_mean([1.0 if s.any_fact else 0.0 for s in g]),
+        )
         for name, g in groups.items()
     }
     n_facts = sum(s.n_facts for s in scored if s.status == "scored")
     contradicted = sum(s.contradicted for s in scored)
     reasons = Counter(reason_kind(s.reason) for s in samples if not s.scored)
     n_unscored = len(samples) - len(scored)
-    return {
-        "n": len(samples),
-        "n_scored": len(scored),
-        "n_unscored": n_unscored,
-        "unscored_rate": n_unscored / len(samples) if samples else None,
-        "unscored_by_category": dict(Counter(s.category for s in samples if not s.scored)),
-        "unscored_reasons": dict(reasons),
-        "status_counts": dict(Counter(s.status for s in samples)),
-        "abstentions": sum(1 for s in samples if s.abstention),
-        "contradicted_fact_share": contradicted / n_facts if n_facts else None,
-        "table": table,
-        "metrics": compute_open_metrics(samples),
-    }
+    return OpenReport(
+        n=len(samples),
+        n_scored=len(scored),
+        n_unscored=n_unscored,
+        unscored_rate=n_unscored / len(samples) if samples else None,
+        unscored_by_category=dict(Counter(s.category for s in samples if not s.scored)),
+        unscored_reasons=dict(reasons),
+        status_counts=dict(Counter(s.status for s in samples)),
+        abstentions=sum(1 for s in samples if s.abstention),
+        contradicted_fact_share=contradicted / n_facts if n_facts else None,
+        table=table,
+        metrics=compute_open_metrics(samples),
+    )
 
 
 # ------------------------------------------------------------------------------- sample logs

@@ -148,4 +148,4 @@ def log_run_summary(items: Sequence[Mapping[str, Any]]) -> None:
     with _lock:
         judges = list(_judges.values())
     for j in judges:
-        _info(f"naru judge usage: {j.ledger.summary()}")
+        _info(f"naru judge usage: {j.ledger.summary().model_dump()}")

@@ -41,7 +41,7 @@ from naru_eval.core.extract import INVALID_KINDS
 from naru_eval.core.runfiles import mismatched, read_records
 from naru_eval.core.scoring import METRICS, ForeignLogError
 from naru_eval.core.variants import CIRCULAR_METRICS, circular_correct
-from naru_eval.report.gaps import DEFAULT_BOOTSTRAP, Unit, cluster_bootstrap, paired_gap, pct, seed_for
+from naru_eval.report.gaps import DEFAULT_BOOTSTRAP, PairedGap, Unit, cluster_bootstrap, paired_gap, pct, seed_for
 from naru_eval.report.models import (
     DiagnoseSettings,
     DiagnosticsReport,
@@ -51,6 +51,7 @@ from naru_eval.report.models import (
     InvalidBreakdown,
     LetterDistribution,
     RunDiagnosis,
+    ScopeGap,
     ShortcutCandidates,
     ShortcutQuestion,
 )
@@ -375,9 +376,31 @@ def blind_vs_video(runs: Sequence[Diagnosed], iters: int, seed: int) -> list[Gap
         if v is None:
             continue
         name = f"blind|{v.label}|{b.label}"
-        gap = paired_gap(units_of(v), units_of(b), iters, seed, name, scopes=True)
-        _rename(gap, "video_accuracy", "blind_accuracy")
-        out.append(Gap.model_validate({"group": b.group, "video_run": v.label, "blind_run": b.label, **gap}))
+        g = paired_gap(units_of(v), units_of(b), iters, seed, name, scopes=True)
+        gap = Gap(
+            group=b.group,
+            video_run=v.label,
+            blind_run=b.label,
+            n=g.n,
+            n_videos=g.n_videos,
+            gap=g.gap,
+            ci95=g.ci95,
+            video_accuracy=g.a_accuracy,
+            blind_accuracy=g.b_accuracy,
+        )
+        if g.by_scope is not None:
+            gap.by_scope = {
+                scope: ScopeGap(
+                    n=s.n,
+                    n_videos=s.n_videos,
+                    gap=s.gap,
+                    ci95=s.ci95,
+                    video_accuracy=s.a_accuracy,
+                    blind_accuracy=s.b_accuracy,
+                )
+                for scope, s in g.by_scope.items()
+            }
+        out.append(gap)
     return out
 
 
@@ -388,24 +411,29 @@ def circular_vs_plain(runs: Sequence[Diagnosed], iters: int, seed: int) -> list[
         if c.kind != "circular":
             continue
         circ = units_of(c)
-        gap = paired_gap(circ, rotation0_units(c), iters, seed, f"circ|{c.label}|r0")
-        _rename(gap, "circular_accuracy", "plain_accuracy")
-        r0 = {"group": c.group, "circular_run": c.label, "plain_run": f"{c.label} (rotation 0)", **gap}
-        out.append(Gap.model_validate(r0))
+        g = paired_gap(circ, rotation0_units(c), iters, seed, f"circ|{c.label}|r0")
+        out.append(_circular_gap(c, f"{c.label} (rotation 0)", g))
         plain = [r for r in runs if r.group == c.group and r.kind == "plain"]
         base = c.task[: -len("_circular")] if c.task.endswith("_circular") else "naru_mcq_500"
         p = _best_partner(c, plain, [base, "naru_mcq_500", "naru_mcq"])
         if p is not None:
-            gap = paired_gap(circ, units_of(p), iters, seed, f"circ|{c.label}|{p.label}")
-            _rename(gap, "circular_accuracy", "plain_accuracy")
-            out.append(Gap.model_validate({"group": c.group, "circular_run": c.label, "plain_run": p.label, **gap}))
+            g = paired_gap(circ, units_of(p), iters, seed, f"circ|{c.label}|{p.label}")
+            out.append(_circular_gap(c, p.label, g))
     return out
 
 
-def _rename(d: dict[str, Any], a_name: str, b_name: str) -> None:
-    for x in [d, *d.get("by_scope", {}).values()]:
-        x[a_name] = x.pop("a_accuracy")
-        x[b_name] = x.pop("b_accuracy")
+def _circular_gap(c: Diagnosed, plain_run: str, g: PairedGap) -> Gap:
+    return Gap(
+        group=c.group,
+        circular_run=c.label,
+        plain_run=plain_run,
+        n=g.n,
+        n_videos=g.n_videos,
+        gap=g.gap,
+        ci95=g.ci95,
+        circular_accuracy=g.a_accuracy,
+        plain_accuracy=g.b_accuracy,
+    )
 
 
 def _binom_tail(n: int, k: int, p: float = 0.25) -> float:
@@ -508,14 +536,14 @@ def diagnose(
     seed: int = 0,
     leak_min: int | None = None,
     data_dir: str | Path | None = None,
-) -> dict[str, Any]:
-    """The whole report (a JSON-serialisable dict) for the runs under ``paths``."""
+) -> DiagnosticsReport:
+    """The whole report for the runs under ``paths`` (its JSON: ``dump_json``, the fields set)."""
     edges = [float(e) for e in edges_min]
     if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
         raise ValueError(f"duration edges must be at least two increasing numbers, got {edges_min!r}")
     runs, skipped, superseded = discover_runs(paths)
     filled = fill_durations(runs, data_dir) if data_dir else 0
-    report = DiagnosticsReport(
+    return DiagnosticsReport(
         naru_eval_diagnose=1,
         settings=DiagnoseSettings(
             paths=[str(p) for p in paths],
@@ -533,6 +561,3 @@ def diagnose(
         skipped=skipped,
         superseded=superseded,
     )
-    # built typed from end to end, and handed on as its JSON form (a true boundary), which the
-    # text summary, the plots and ``--json`` read
-    return report.model_dump(mode="json", exclude_unset=True)

@@ -6,6 +6,7 @@ run does not move the others."""
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -143,9 +144,23 @@ def _macro_pct(units: Sequence[Unit], metric: str) -> float | None:
     return macro_levels({c: 100.0 * sum(x) / len(x) for c, x in by.items()})[metric]
 
 
+@dataclass(frozen=True)
+class PairedGap:
+    """``acc(a) - acc(b)`` (percent) on the questions both runs have, with its paired interval;
+    ``by_scope`` (when asked for): the same per scope."""
+
+    n: int
+    n_videos: int
+    a_accuracy: float | None
+    b_accuracy: float | None
+    gap: float | None
+    ci95: list[float] | None
+    by_scope: dict[str, PairedGap] | None = None
+
+
 def paired_gap(
     a: Mapping[str, Unit], b: Mapping[str, Unit], iters: int, seed: int, name: str, scopes: bool = False
-) -> dict[str, Any]:
+) -> PairedGap:
     """``acc(a) - acc(b)`` over the questions both have, with a paired cluster-bootstrap CI.
 
     The top level is the gap in accuracy over all those questions (micro). ``by_scope``: the
@@ -153,7 +168,7 @@ def paired_gap(
     resample), ``accuracy`` (micro, as the top level) and each category."""
     common = sorted(a.keys() & b.keys())
 
-    def one(qids: list[str], tag: str, macro: str | None = None) -> dict[str, Any]:
+    def one(qids: list[str], tag: str, macro: str | None = None) -> PairedGap:
         if macro:
             st = macro_cluster_bootstrap(
                 [a[q].correct for q in qids],
@@ -175,20 +190,16 @@ def paired_gap(
             )
             acc_a = pct(sum(a[q].correct for q in qids), len(qids))
             acc_b = pct(sum(b[q].correct for q in qids), len(qids))
-        return {
-            "n": len(qids),
-            "n_videos": st["n_clusters"],
-            "a_accuracy": acc_a,
-            "b_accuracy": acc_b,
-            "gap": st["value"],
-            "ci95": st["ci95"],
-        }
+        return PairedGap(
+            n=len(qids), n_videos=st["n_clusters"], a_accuracy=acc_a, b_accuracy=acc_b, gap=st["value"], ci95=st["ci95"]
+        )
 
     out = one(common, "overall")
-    if scopes:
-        out["by_scope"] = {
-            scope: one([q for q in common if a[q].category in cats], scope, scope if scope in MACRO_METRICS else None)
-            for scope, cats in SCOPES
-            if any(a[q].category in cats for q in common)
-        }
-    return out
+    if not scopes:
+        return out
+    by_scope = {
+        scope: one([q for q in common if a[q].category in cats], scope, scope if scope in MACRO_METRICS else None)
+        for scope, cats in SCOPES
+        if any(a[q].category in cats for q in common)
+    }
+    return dataclasses.replace(out, by_scope=by_scope)

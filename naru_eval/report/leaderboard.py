@@ -24,7 +24,7 @@ import datetime as _dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from naru_eval.core.scoring import METRICS
 from naru_eval.report.entries import (
@@ -49,6 +49,9 @@ from naru_eval.report.published import OFFICIAL_DATA, OFFICIAL_DATA_NOTE, publis
 from naru_eval.report.runs import discover
 from naru_eval.report.sweep import package_version
 
+if TYPE_CHECKING:
+    from naru_eval.report.paper import PaperReference
+
 SCHEMA_VERSION = 2
 
 __all__ = ["OFFICIAL_DATA", "Leaderboard", "build_leaderboard"]
@@ -70,7 +73,7 @@ class Leaderboard:
 def build_leaderboard(
     paths: Sequence[str | Path],
     paper_names: Mapping[str, str] | None = None,
-    reference: Mapping[str, Any] | None = None,
+    reference: PaperReference | None = None,
     labels: Mapping[str, str] | None = None,
     reps: int = DEFAULT_REPS,
     seed: int = DEFAULT_SEED,
@@ -81,7 +84,7 @@ def build_leaderboard(
     authors' published rows (unless ``published=False``)."""
     from naru_eval.report import paper
 
-    ref = dict(reference) if reference is not None else paper.load_reference()
+    ref = reference if reference is not None else paper.load_reference()
     names = dict(paper_names or {})
     errors: list[str] = []
     known = paper.paper_models(ref)
@@ -156,7 +159,7 @@ def build_leaderboard(
             **paper.PAPER,
             names=names,
             comparison=paper.paper_comparison(entries, names, ref),
-            consistency=[Consistency(**c.as_dict()) for c in checks],
+            consistency=[Consistency.model_validate(c, from_attributes=True) for c in checks],
             consistent=all(c.ok is not False for c in checks),
         ),
         warnings=warnings,

@@ -403,25 +403,37 @@ class RunDiagnosis(Doc):
     duration: DurationSection
 
 
-class ScopeGap(Doc):
-    """A paired accuracy gap, with its cluster-bootstrap interval; the accuracies are named after
-    the comparison (``video_accuracy``/``blind_accuracy``, ``circular_accuracy``/``plain_accuracy``)."""
-
-    model_config = ConfigDict(extra="allow")
-
+class _PairedGap(Doc):
     n: int
     n_videos: int
     gap: float | None
     ci95: Interval
 
 
-class Gap(ScopeGap):
+class ScopeGap(_PairedGap):
+    """A paired accuracy gap, with its cluster-bootstrap interval; the accuracies are named after
+    the comparison (``video_accuracy``/``blind_accuracy``, ``circular_accuracy``/``plain_accuracy``)."""
+
+    video_accuracy: float | None = None
+    blind_accuracy: float | None = None
+    circular_accuracy: float | None = None
+    plain_accuracy: float | None = None
+
+
+class Gap(_PairedGap):
+    """One comparison of two runs (blind vs video, circular vs plain); its accuracies are named as
+    :class:`ScopeGap`'s (and written after the runs, as they always were)."""
+
     group: str
     video_run: str | None = None
     blind_run: str | None = None
     circular_run: str | None = None
     plain_run: str | None = None
     by_scope: dict[str, ScopeGap] | None = None
+    video_accuracy: float | None = None
+    blind_accuracy: float | None = None
+    circular_accuracy: float | None = None
+    plain_accuracy: float | None = None
 
 
 class ShortcutQuestion(Doc):

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
 from naru_eval.report.models import ComparisonRow, Entry
@@ -61,7 +63,74 @@ REFERENCE_SCHEMA_VERSION = 1
 ROUNDING_TOLERANCE = 0.1
 
 
-def reference_from_source(src: Mapping[str, Any], source_file: str | None = PAPER_SOURCE_FILE) -> dict[str, Any]:
+#: a figure as the paper prints it: an int stays an int in the reference file, a float a float
+Figure = int | float
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReferenceSource(_Section):
+    document: str
+    file: str | None
+    built_by: str
+
+
+class TableI(_Section):
+    """Table I: the question count of each category, its name, and the benchmark's totals."""
+
+    counts: dict[str, int]
+    names: dict[str, str]
+    totals: dict[str, Figure]
+
+
+class TableII(_Section):
+    """Table II: MCQ accuracy (percent) of each model, as many metrics as the paper prints."""
+
+    unit: str
+    metric: str
+    protocol: dict[str, str | None]
+    rows: dict[str, dict[str, Figure]]
+
+
+class TableIII(_Section):
+    """Table III: open-ended recall (fraction), the mean of the nine category recalls."""
+
+    unit: str
+    metric: str
+    judge: str | None
+    rows: dict[str, Figure]
+    share_with_at_least_one_fact: dict[str, Figure] | None
+
+
+class FrameSweep(_Section):
+    """Fig. 3's end points (approximate): overall accuracy per model and frame budget."""
+
+    unit: str
+    metric: str
+    budgets: list[int]
+    approximate: bool
+    note: str | None
+    overall: dict[str, dict[str, Figure]]
+    narrative_gain_pp_range: list[Figure] | None
+    cultural_gain_pp_range: list[Figure] | None
+
+
+class PaperReference(_Section):
+    """The normalised paper reference (``results/paper_reference.json``)."""
+
+    schema_version: int
+    paper: dict[str, str]
+    source: ReferenceSource
+    chance: Figure
+    table_i: TableI
+    table_ii: TableII
+    table_iii: TableIII
+    frame_sweep: FrameSweep
+
+
+def reference_from_source(src: Mapping[str, Any], source_file: str | None = PAPER_SOURCE_FILE) -> PaperReference:
     """The normalised reference (tables I-III, the frame-sweep end points) from the figures JSON."""
     cats = src["categories"]
     sweep = dict(src["frame_sweep_overall_accuracy_approx"])
@@ -72,47 +141,47 @@ def reference_from_source(src: Mapping[str, Any], source_file: str | None = PAPE
     cul_gain = sweep.pop("cultural_gain_pp_range", None)
     totals = src["totals"]
     protocol = src["protocol"]
-    return {
-        "schema_version": REFERENCE_SCHEMA_VERSION,
-        "paper": dict(PAPER),
-        "source": {
-            "document": src["source"],
-            "file": source_file,
-            "built_by": "naru-eval paper-reference -o results/paper_reference.json",
-        },
-        "chance": protocol.get("chance", 25.0),
-        "table_i": {
-            "counts": {c: cats[c]["count"] for c in CATEGORIES},
-            "names": {c: cats[c]["name"] for c in CATEGORIES},
-            "totals": {k: totals[k] for k in ("questions", "narrative", "cultural", "videos", "hours")},
-        },
-        "table_ii": {
-            "unit": "percent",
-            "metric": "MCQ accuracy on all 1,481 questions",
-            "protocol": {"gemini": protocol.get("gemini"), "open_weight": protocol.get("open_weight")},
-            "rows": {name: dict(row) for name, row in src["mcq_accuracy_table_ii"].items()},
-        },
-        "table_iii": {
-            "unit": "fraction",
-            "metric": "open-ended atomic-fact recall",
-            "judge": protocol.get("open_ended_judge"),
-            "rows": recall,
-            "share_with_at_least_one_fact": share,
-        },
-        "frame_sweep": {
-            "unit": "percent",
-            "metric": "overall MCQ accuracy on the 500-question diagnostic subset",
-            "budgets": list(protocol.get("frame_sweep", [8, 16, 32, 64, 128])),
-            "approximate": True,
-            "note": note,
-            "overall": {name: {str(k): v for k, v in row.items()} for name, row in sweep.items()},
-            "narrative_gain_pp_range": nar_gain,
-            "cultural_gain_pp_range": cul_gain,
-        },
-    }
+    return PaperReference(
+        schema_version=REFERENCE_SCHEMA_VERSION,
+        paper=dict(PAPER),
+        source=ReferenceSource(
+            document=src["source"],
+            file=source_file,
+            built_by="naru-eval paper-reference -o results/paper_reference.json",
+        ),
+        chance=protocol.get("chance", 25.0),
+        table_i=TableI(
+            counts={c: cats[c]["count"] for c in CATEGORIES},
+            names={c: cats[c]["name"] for c in CATEGORIES},
+            totals={k: totals[k] for k in ("questions", "narrative", "cultural", "videos", "hours")},
+        ),
+        table_ii=TableII(
+            unit="percent",
+            metric="MCQ accuracy on all 1,481 questions",
+            protocol={"gemini": protocol.get("gemini"), "open_weight": protocol.get("open_weight")},
+            rows={name: dict(row) for name, row in src["mcq_accuracy_table_ii"].items()},
+        ),
+        table_iii=TableIII(
+            unit="fraction",
+            metric="open-ended atomic-fact recall",
+            judge=protocol.get("open_ended_judge"),
+            rows=recall,
+            share_with_at_least_one_fact=share,
+        ),
+        frame_sweep=FrameSweep(
+            unit="percent",
+            metric="overall MCQ accuracy on the 500-question diagnostic subset",
+            budgets=list(protocol.get("frame_sweep", [8, 16, 32, 64, 128])),
+            approximate=True,
+            note=note,
+            overall={name: {str(k): v for k, v in row.items()} for name, row in sweep.items()},
+            narrative_gain_pp_range=nar_gain,
+            cultural_gain_pp_range=cul_gain,
+        ),
+    )
 
 
-def load_reference(path: str | Path | None = None) -> dict[str, Any]:
+def load_reference(path: str | Path | None = None) -> PaperReference:
     """A reference file (``results/paper_reference.json`` format), or the one built from the
     package's copy of the paper's figures."""
     if path is None:
@@ -120,12 +189,15 @@ def load_reference(path: str | Path | None = None) -> dict[str, Any]:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if data.get("schema_version") != REFERENCE_SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {data.get('schema_version')!r}, expected {REFERENCE_SCHEMA_VERSION}")
-    return data
+    try:
+        return PaperReference.model_validate(data)
+    except ValidationError as e:
+        raise ValueError(f"{path}: not a paper reference: {e}") from None
 
 
-def paper_models(ref: Mapping[str, Any]) -> list[str]:
+def paper_models(ref: PaperReference) -> list[str]:
     names: dict[str, None] = {}
-    for section in (ref["table_ii"]["rows"], ref["table_iii"]["rows"], ref["frame_sweep"]["overall"]):
+    for section in (ref.table_ii.rows, ref.table_iii.rows, ref.frame_sweep.overall):
         names.update(dict.fromkeys(section))
     return list(names)
 
@@ -141,9 +213,6 @@ class ConsistencyCheck:
     implied: float | None
     detail: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def implied_overall(narrative: float, cultural: float) -> float:
     """The overall accuracy that narrative and cultural accuracies imply by the authors'
@@ -151,11 +220,11 @@ def implied_overall(narrative: float, cultural: float) -> float:
     return (narrative + cultural) / 2
 
 
-def consistency_checks(ref: Mapping[str, Any], tolerance: float = ROUNDING_TOLERANCE) -> list[ConsistencyCheck]:
+def consistency_checks(ref: PaperReference, tolerance: float = ROUNDING_TOLERANCE) -> list[ConsistencyCheck]:
     """Table I counts add up; each table II overall is the mean of its narrative/cultural values."""
     checks: list[ConsistencyCheck] = []
-    counts = ref["table_i"]["counts"]
-    totals = ref["table_i"]["totals"]
+    counts = ref.table_i.counts
+    totals = ref.table_i.totals
     n_nar = sum(counts[c] for c in NARRATIVE)
     n_cul = sum(counts[c] for c in CULTURAL)
     for name, got, want in (
@@ -166,7 +235,7 @@ def consistency_checks(ref: Mapping[str, Any], tolerance: float = ROUNDING_TOLER
         checks.append(
             ConsistencyCheck(name, None, got == want, float(want), float(got), f"sum of category counts = {got}")
         )
-    for model, row in ref["table_ii"]["rows"].items():
+    for model, row in ref.table_ii.rows.items():
         if all(row.get(k) is not None for k in ("overall", "narrative", "cultural")):
             imp = implied_overall(row["narrative"], row["cultural"])
             ok = abs(imp - row["overall"]) <= tolerance + 1e-9
@@ -214,7 +283,7 @@ def not_checkable(checks: Sequence[ConsistencyCheck]) -> list[str]:
 # --------------------------------------------------------------------------- our runs beside the paper
 
 
-def paper_comparison(entries: Sequence[Entry], names: Mapping[str, str], ref: Mapping[str, Any]) -> list[ComparisonRow]:
+def paper_comparison(entries: Sequence[Entry], names: Mapping[str, str], ref: PaperReference) -> list[ComparisonRow]:
     """Our entries beside the paper's rows (table II for naru_mcq; Fig. 3 end points for
     naru_mcq_500 at 8/128 frames; table III recall for open-ended tasks), with the difference."""
     rows: list[ComparisonRow] = []
@@ -246,21 +315,20 @@ def paper_comparison(entries: Sequence[Entry], names: Mapping[str, str], ref: Ma
         if not paper_model:
             continue
         if e.task == "naru_mcq":
-            for metric, value in ref["table_ii"]["rows"].get(paper_model, {}).items():
+            for metric, value in ref.table_ii.rows.get(paper_model, {}).items():
                 add(e, paper_model, "table_ii", metric, metric, value, False)
         if e.task == "naru_mcq_500" and e.frames is not None:
-            value = ref["frame_sweep"]["overall"].get(paper_model, {}).get(str(e.frames))
-            if value is not None:
-                add(e, paper_model, "frame_sweep", "overall", "overall", float(value), True)
-        recall = ref["table_iii"]["rows"].get(paper_model)
+            point = ref.frame_sweep.overall.get(paper_model, {}).get(str(e.frames))
+            if point is not None:
+                add(e, paper_model, "frame_sweep", "overall", "overall", float(point), True)
+        recall = ref.table_iii.rows.get(paper_model)
         if e.task.startswith("naru_open") and recall is not None:
             # table III prints the mean of the nine category recalls: our ``overall`` (not ``recall``)
             add(e, paper_model, "table_iii", "overall", "overall", recall, False)
     return rows
 
 
-def paper_points(names: Mapping[str, str], ref: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def paper_points(names: Mapping[str, str], ref: PaperReference) -> dict[str, dict[str, float]]:
     """Our model name -> the paper's approximate sweep end points, for the Fig. 3 overlay."""
-    return {
-        ours: dict(ref["frame_sweep"]["overall"][p]) for ours, p in names.items() if p in ref["frame_sweep"]["overall"]
-    }
+    sweep = ref.frame_sweep.overall
+    return {ours: dict(sweep[p]) for ours, p in names.items() if p in sweep}

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.numbers import NA, fmt_ci, fmt_num
@@ -252,6 +253,58 @@ def counts(samples: Sequence[ScoredSample], metrics: Sequence[str] = METRICS) ->
 # --------------------------------------------------------------------------- paired comparison
 
 
+class ComparisonRowDoc(BaseModel):
+    """One metric of ``naru-eval compare``'s JSON: B - A with its interval and p-value."""
+
+    metric: str
+    n: int
+    videos: int
+    a: float | None
+    b: float | None
+    diff: float | None
+    ci95: list[float] | None
+    p: float | None
+    p_exact: bool
+    p_holm: float | None
+    a_only: int
+    b_only: int
+    reading: str
+
+
+class BootstrapSpec(BaseModel):
+    reps: int
+    seed: int
+    level: float
+    cluster: str = "video_id"
+
+
+class PermutationSpec(BaseModel):
+    reps: int
+    seed: int
+    cluster: str = "video_id"
+
+
+class ComparisonDoc(BaseModel):
+    """One task of ``naru-eval compare``'s JSON (:meth:`Comparison.as_doc`)."""
+
+    paired_questions: int
+    videos: int
+    only_in_a: list[str]
+    only_in_b: list[str]
+    bootstrap: BootstrapSpec
+    permutation: PermutationSpec
+    rows: list[ComparisonRowDoc]
+    notes: list[str]
+
+
+class CompareReport(BaseModel):
+    """``naru-eval compare --json`` / ``-o``: the two runs and each task's comparison."""
+
+    a: str
+    b: str
+    tasks: dict[str, ComparisonDoc] = Field(default_factory=dict)
+
+
 @dataclass
 class MetricComparison:
     metric: str
@@ -268,22 +321,22 @@ class MetricComparison:
     p_holm: float | None = None  # Holm-adjusted over the nine categories (category rows only)
     reading: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "n": self.n,
-            "videos": self.videos,
-            "a": self.a,
-            "b": self.b,
-            "diff": self.diff,
-            "ci95": list(self.ci) if self.ci else None,
-            "p": self.p,
-            "p_exact": self.p_exact,
-            "p_holm": self.p_holm,
-            "a_only": self.a_only,
-            "b_only": self.b_only,
-            "reading": self.reading,
-        }
+    def as_row(self) -> ComparisonRowDoc:
+        return ComparisonRowDoc(
+            metric=self.metric,
+            n=self.n,
+            videos=self.videos,
+            a=self.a,
+            b=self.b,
+            diff=self.diff,
+            ci95=list(self.ci) if self.ci else None,
+            p=self.p,
+            p_exact=self.p_exact,
+            p_holm=self.p_holm,
+            a_only=self.a_only,
+            b_only=self.b_only,
+            reading=self.reading,
+        )
 
 
 @dataclass
@@ -302,17 +355,17 @@ class Comparison:
     def row(self, metric: str) -> MetricComparison:
         return next(r for r in self.rows if r.metric == metric)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "paired_questions": self.paired,
-            "videos": self.videos,
-            "only_in_a": self.only_a,
-            "only_in_b": self.only_b,
-            "bootstrap": {"reps": self.reps, "seed": self.seed, "level": self.level, "cluster": "video_id"},
-            "permutation": {"reps": self.permutation_reps, "seed": self.seed, "cluster": "video_id"},
-            "rows": [r.as_dict() for r in self.rows],
-            "notes": self.notes,
-        }
+    def as_doc(self) -> ComparisonDoc:
+        return ComparisonDoc(
+            paired_questions=self.paired,
+            videos=self.videos,
+            only_in_a=self.only_a,
+            only_in_b=self.only_b,
+            bootstrap=BootstrapSpec(reps=self.reps, seed=self.seed, level=self.level),
+            permutation=PermutationSpec(reps=self.permutation_reps, seed=self.seed),
+            rows=[r.as_row() for r in self.rows],
+            notes=self.notes,
+        )
 
 
 def _sign_flip_p(d: np.ndarray, reps: int, rng: np.random.Generator) -> tuple[float, bool]:

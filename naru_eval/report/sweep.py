@@ -20,7 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import JsonValue
 
@@ -169,9 +169,13 @@ def sweep_status(run_dir: str | Path, since: float | None = None) -> tuple[int, 
     return code, msg
 
 
+#: the NARU_* data/store/cache variables a manifest records (when set)
+ENV_RECORDED = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_RESPONSE_STORE", "NARU_FRAME_CACHE")
+
+
 def sweep_manifest(
     run_dir: str | Path,
-    status: str,
+    status: Literal["running", "done", "failed"],
     seconds: float | None = None,
     message: str | None = None,
     if_not_done: bool = False,
@@ -183,46 +187,43 @@ def sweep_manifest(
     mpath = Path(run_dir) / MANIFEST_NAME
     if if_not_done and (not mpath.exists() or read_manifest(mpath).status == "done"):
         return
-    updates: dict[str, Any] = {"status": status, "updated_at": _now()}
+    # the fields set here replace the manifest's (``exclude_unset``); every other field stays
     if status == "running":
         prev = read_manifest(mpath) if mpath.exists() else None
-        updates.update(
-            {
-                "manifest_version": MANIFEST_VERSION,
-                "tool": "scripts/frame_sweep.sh",
-                "label": os.environ.get("SWEEP_LABEL") or RunConfig(cfg.adapter, cfg.model_args).label(),
-                "model": cfg.adapter,
-                "model_args": redact(parse_model_args(cfg.model_args)),
-                "model_args_string": redact_args_string(cfg.model_args),
-                "budget": {"num_frames": cfg.budget},
-                "sampling": sampling_label(cfg.budget, None),
-                "tasks": cfg.tasks,
-                "launcher": " ".join(redact_argv(os.environ.get("SWEEP_LAUNCHER", "").split())),
-                "lmms_eval_extra_args": redact_argv(json.loads(os.environ.get("SWEEP_EXTRA") or "[]")),
-                "versions": {k: package_version(k) for k in VERSION_PACKAGES},
-                "python": sys.version.split()[0],
-                "git_revision": git_revision(os.environ.get("SWEEP_REPO") or Path(__file__).resolve().parent),
-                "data": _data_info().model_dump(mode="json", exclude_unset=True),
-                "env": {
-                    k: os.environ.get(k)
-                    for k in ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_RESPONSE_STORE", "NARU_FRAME_CACHE")
-                    if os.environ.get(k)
-                },
-                "invocations": int((prev.invocations if prev else None) or 0) + 1,
-                "started_at": _now(),
-                "results_file": None,
-                "usage": prev.usage if prev else None,
-            }
+        env = {k: os.environ[k] for k in ENV_RECORDED if os.environ.get(k)}
+        updates = SweepManifest(
+            status=status,
+            updated_at=_now(),
+            manifest_version=MANIFEST_VERSION,
+            tool="scripts/frame_sweep.sh",
+            label=os.environ.get("SWEEP_LABEL") or RunConfig(cfg.adapter, cfg.model_args).label(),
+            model=cfg.adapter,
+            model_args=redact(parse_model_args(cfg.model_args)),
+            model_args_string=redact_args_string(cfg.model_args),
+            budget={"num_frames": cfg.budget},
+            sampling=sampling_label(cfg.budget, None),
+            tasks=cfg.tasks,
+            launcher=" ".join(redact_argv(os.environ.get("SWEEP_LAUNCHER", "").split())),
+            lmms_eval_extra_args=redact_argv(json.loads(os.environ.get("SWEEP_EXTRA") or "[]")),
+            versions={k: package_version(k) for k in VERSION_PACKAGES},
+            python=sys.version.split()[0],
+            git_revision=git_revision(os.environ.get("SWEEP_REPO") or Path(__file__).resolve().parent),
+            data=_data_info(),
+            env=env,
+            invocations=int((prev.invocations if prev else None) or 0) + 1,
+            started_at=_now(),
+            results_file=None,
+            usage=prev.usage if prev else None,
         )
     else:
         code, _msg, rf = run_status(run_dir, cfg.adapter, cfg.model_args, cfg.tasks)
-        updates["finished_at"] = _now()
+        updates = SweepManifest(status=status, updated_at=_now(), finished_at=_now())
         if rf is not None and code == 0:
-            updates["results_file"] = str(rf.relative_to(Path(run_dir).resolve()))
+            updates.results_file = str(rf.relative_to(Path(run_dir).resolve()))
         if seconds is not None:
-            updates["seconds"] = seconds
+            updates.seconds = seconds
         if message:
-            updates["message"] = message
+            updates.message = message
         if usage:
-            updates["usage"] = dict(usage)
-    write_manifest(run_dir, updates)
+            updates.usage = dict(usage)
+    write_manifest(run_dir, updates.model_dump(mode="json", exclude_unset=True))

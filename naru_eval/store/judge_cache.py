@@ -25,10 +25,10 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from naru_eval.settings import settings
 from naru_eval.store.db import cache_dir, open_db
@@ -101,6 +101,50 @@ class JudgeBatchRecord:
         return replace(self, updated=time.time(), **changes)
 
 
+class TokenUsage(TypedDict, total=False):
+    """A judge call's tokens as the cache keeps them (the openai ``usage``, flattened by
+    ``naru_eval.api.openai_client.usage_of``); ``batch``: answered by a Batch API job."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    cached_tokens: int
+    reasoning_tokens: int
+    batch: bool
+
+
+class CallRecord(TypedDict):
+    """What is kept of one judge output (a row of ``calls``, without its key)."""
+
+    content: str | None
+    refusal: str | None
+    finish_reason: str | None
+    usage: TokenUsage
+    system_fingerprint: str | None
+    response_model: str | None
+
+
+class StoredCall(CallRecord):
+    """A cached call as :meth:`JudgeStore.get_call` reads it back: the record, its purpose and model."""
+
+    purpose: str
+    model: str
+
+
+class StoredFacts(TypedDict):
+    """One row of ``facts`` as :meth:`JudgeStore.iter_facts` reads it."""
+
+    question_id: str
+    ref_hash: str
+    judge_model: str
+    prompt_version: str
+    facts: list[str]
+    question: str | None
+    reference: str | None
+    category: str | None
+    created: float
+
+
 class JudgeStore:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path else default_cache_path()
@@ -108,7 +152,7 @@ class JudgeStore:
         self._conn = open_db(self.path, SCHEMA, "judge cache", "NARU_JUDGE_CACHE")
 
     # -- calls ----------------------------------------------------------------------------------
-    def get_call(self, key: str) -> dict[str, Any] | None:
+    def get_call(self, key: str) -> StoredCall | None:
         with self._lock:
             row = self._conn.execute(
                 "SELECT content, refusal, finish_reason, usage, system_fingerprint, response_model, purpose, model "
@@ -128,7 +172,7 @@ class JudgeStore:
             "model": row[7],
         }
 
-    def put_call(self, key: str, purpose: str, model: str, record: Mapping[str, Any]) -> None:
+    def put_call(self, key: str, purpose: str, model: str, record: CallRecord) -> None:
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -237,7 +281,7 @@ class JudgeStore:
             ).fetchone()
         return json.loads(row[0])
 
-    def iter_facts(self, judge_model: str | None = None, prompt_version: str | None = None) -> Iterator[dict[str, Any]]:
+    def iter_facts(self, judge_model: str | None = None, prompt_version: str | None = None) -> Iterator[StoredFacts]:
         sql = "SELECT question_id, ref_hash, judge_model, prompt_version, facts, question, reference, category, created FROM facts"
         where, args = [], []
         if judge_model is not None:

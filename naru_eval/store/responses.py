@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from naru_eval.store.db import StoreWriteError, cache_dir, open_db, open_readonly
 
@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS responses (
 CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT NULL, created REAL NOT NULL);
 """
 
+V = TypeVar("V")
+
 #: how the store's errors name it, and the setting that moves it
 WHAT, VARIABLE = "response store", "NARU_RESPONSE_STORE"
 
@@ -54,7 +56,7 @@ def is_secret(name: str) -> bool:
     return low in _SECRET_NAMES or low.endswith(_SECRET_SUFFIXES)
 
 
-def redact(mapping: Mapping[str, Any]) -> dict[str, Any]:
+def redact(mapping: Mapping[str, V]) -> dict[str, V]:
     """A copy without secret-looking entries (api_key, token, …)."""
     return {k: v for k, v in mapping.items() if not is_secret(k)}
 

@@ -91,26 +91,26 @@ def test_report_reproduces_the_paper_figures(tmp_path, fmt):
     paper = paper_validation()
     path, rows = paper_sheet(tmp_path, fmt)
     rep = audit_report(read_sheet(path))
-    assert rep["annotated_units"] == paper["sampled_responses"] == 50
-    assert rep["annotators"] == paper["annotators"] == 3
-    assert rep["verdicts"] == paper["verdicts"] == 150
-    assert rep["acceptance"] == pytest.approx(paper["acceptance"])  # 135 / 150
-    per = [v["acceptance"] for v in rep["per_annotator"].values()]
+    assert rep.annotated_units == paper["sampled_responses"] == 50
+    assert rep.annotators == paper["annotators"] == 3
+    assert rep.verdicts == paper["verdicts"] == 150
+    assert rep.acceptance == pytest.approx(paper["acceptance"])  # 135 / 150
+    per = [v.acceptance for v in rep.per_annotator.values()]
     assert per == pytest.approx([0.88, 0.90, 0.92])
-    assert rep["acceptance_range"] == pytest.approx(paper["acceptance_per_annotator"])
-    assert rep["majority_accepted"] == 48
-    assert rep["majority_acceptance"] == pytest.approx(paper["majority_acceptance"])
-    assert rep["rejected_by_all"] == 0  # "no judgment is rejected by all three annotators"
-    assert rep["mean_pairwise_agreement"] == pytest.approx(124 / 150)
-    assert round(rep["mean_pairwise_agreement"], 3) == paper["mean_pairwise_agreement"]
-    assert rep["pairwise_agreement"] == pytest.approx(
+    assert rep.acceptance_range == pytest.approx(paper["acceptance_per_annotator"])
+    assert rep.majority_accepted == 48
+    assert rep.majority_acceptance == pytest.approx(paper["majority_acceptance"])
+    assert rep.rejected_by_all == 0  # "no judgment is rejected by all three annotators"
+    assert rep.mean_pairwise_agreement == pytest.approx(124 / 150)
+    assert round(rep.mean_pairwise_agreement, 3) == paper["mean_pairwise_agreement"]
+    assert rep.pairwise_agreement == pytest.approx(
         {"annotator_1~annotator_2": 41 / 50, "annotator_1~annotator_3": 42 / 50, "annotator_2~annotator_3": 41 / 50}
     )
     # judge labels: 30 pass, 20 fail; the human majority flips two passes to fail
     po, pe = 48 / 50, (30 / 50) * (28 / 50) + (20 / 50) * (22 / 50)
-    assert rep["cohen_kappa_judge_vs_majority"] == pytest.approx((po - pe) / (1 - pe))
-    assert rep["kappa_units"] == 50 and rep["majority_ties"] == 0
-    assert -1 <= rep["krippendorff_alpha"] <= 1
+    assert rep.cohen_kappa_judge_vs_majority == pytest.approx((po - pe) / (1 - pe))
+    assert rep.kappa_units == 50 and rep.majority_ties == 0
+    assert -1 <= rep.krippendorff_alpha <= 1
 
 
 def test_cli_audit_report_prints_the_figures(tmp_path, capsys):
@@ -176,7 +176,7 @@ def test_fact_unit_labels_and_bad_cells(tmp_path):
         r["annotator_2"] = "partial"  # a label: binarised to not_covered
     rep = audit_report(rows)
     n_cov = sum(r["judge_label"] == "covered" for r in rows)
-    assert rep["per_annotator"]["annotator_2"]["acceptance"] == pytest.approx(1 - n_cov / len(rows))
+    assert rep.per_annotator["annotator_2"].acceptance == pytest.approx(1 - n_cov / len(rows))
     rows[0]["annotator_1"] = "maybe"
     with pytest.raises(ValueError, match="cannot read annotation 'maybe'"):
         audit_report(rows)

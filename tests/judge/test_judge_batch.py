@@ -76,9 +76,9 @@ def test_batch_results_equal_the_live_path_and_the_request_lines_are_the_live_re
     assert [s.status for s in got] == ["scored", "scored", "scored", "unscored", "empty"]
     assert got[3].reason.startswith("malformed") and got[3].recall is None  # unscored, never 0
     # the calls made were batch calls, at half the live price
-    lv, bt = (x.ledger.summary()["by_purpose"]["verify"] for x in (live_judge, j))
-    assert bt["calls"] == lv["calls"] == 7 and bt["prompt_tokens"] == lv["prompt_tokens"]
-    assert bt["cost_usd"] == pytest.approx(lv["cost_usd"] / 2)  # live: STUB_PRICE, the same numbers
+    lv, bt = (x.ledger.summary().by_purpose["verify"] for x in (live_judge, j))
+    assert bt.calls == lv.calls == 7 and bt.prompt_tokens == lv.prompt_tokens
+    assert bt.cost_usd == pytest.approx(lv.cost_usd / 2)  # live: STUB_PRICE, the same numbers
     assert got[0].usage["cost_usd"] == pytest.approx(live[0].usage["cost_usd"] / 2)
     assert j.batch_jobs["submitted"] == list(stub.batches) and j.batch_jobs["resumed"] == []
     # re-scoring costs nothing: no job, no call
@@ -87,10 +87,10 @@ def test_batch_results_equal_the_live_path_and_the_request_lines_are_the_live_re
     again = make_judge(cache=j.store.path, batch=True, prices=load_prices(BATCH_PRICE))
     assert [s.to_dict() for s in again.judge_many(pairs())] == [s.to_dict() for s in got]
     assert stub.requests == [] and len(stub.batches) == n_batches
-    total = again.ledger.summary()["total"]
-    verify = again.ledger.summary()["by_purpose"]["verify"]
-    assert total["calls"] == 0 and total["cost_usd"] == 0
-    assert verify["nominal_cost_usd"] == pytest.approx(bt["cost_usd"])  # replays keep the batch price
+    total = again.ledger.summary().total
+    verify = again.ledger.summary().by_purpose["verify"]
+    assert total.calls == 0 and total.cost_usd == 0
+    assert verify.nominal_cost_usd == pytest.approx(bt.cost_usd)  # replays keep the batch price
 
 
 class Killed(BaseException):

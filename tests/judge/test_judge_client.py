@@ -129,9 +129,9 @@ def test_usage_fingerprint_and_cost_recorded(tmp_path, fake):
     want = (r.usage["prompt_tokens"] * p["input"] + r.usage["completion_tokens"] * p["output"]) / 1e6
     assert r.cost_usd == pytest.approx(want)
     s = c.ledger.summary()
-    assert s["total"]["calls"] == 1 and s["total"]["cached"] == 1
-    assert s["total"]["cost_usd"] == pytest.approx(want) and s["total"]["nominal_cost_usd"] == pytest.approx(2 * want)
-    assert s["system_fingerprints"] == {"fp_judge_1": 2}
+    assert s.total.calls == 1 and s.total.cached == 1
+    assert s.total.cost_usd == pytest.approx(want) and s.total.nominal_cost_usd == pytest.approx(2 * want)
+    assert s.system_fingerprints == {"fp_judge_1": 2}
 
 
 def test_an_unpriced_judge_costs_unknown_never_another_models_price(tmp_path, fake, capsys):
@@ -140,8 +140,8 @@ def test_an_unpriced_judge_costs_unknown_never_another_models_price(tmp_path, fa
         c, _ = client(stub, tmp_path, model="gpt-5.5")
         r = c.call("facts", MSGS, FactList, prompt_version="v")
     assert r.cost_usd is None
-    total = c.ledger.summary()["total"]
-    assert total["unpriced"] == 1 and total["cost_usd"] is None and total["nominal_cost_usd"] is None
+    total = c.ledger.summary().total
+    assert total.unpriced == 1 and total.cost_usd is None and total.nominal_cost_usd is None
     from naru_eval.cli.judge import _usage_line
 
     assert "cost now unknown, from scratch unknown, 1 unpriced" in _usage_line(c.ledger.summary())

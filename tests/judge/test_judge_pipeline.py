@@ -74,9 +74,9 @@ def test_rescoring_a_finished_run_makes_zero_calls(make_judge, stub):
     second = j.judge_many(pairs)
     assert stub.chat_requests() == []
     assert [s.to_dict() for s in second] == [s.to_dict() for s in first]
-    total = j.ledger.summary()["total"]
-    assert total["calls"] == 0 and total["cached"] == 4 and total["cost_usd"] == 0
-    assert total["nominal_cost_usd"] > 0
+    total = j.ledger.summary().total
+    assert total.calls == 0 and total.cached == 4 and total.cost_usd == 0
+    assert total.nominal_cost_usd > 0
 
 
 def test_malformed_output_becomes_unscored_never_zero(make_judge, stub):
@@ -92,7 +92,7 @@ def test_malformed_output_becomes_unscored_never_zero(make_judge, stub):
     assert m["n_scored"] == 1 and m["n_unscored"] == 1 and m["unscored_rate"] == 0.5
     assert "score" not in open_payloads(s)["overall"]
     rep = summarize([s, ok])
-    assert rep["unscored_reasons"] == {"malformed": 1}
+    assert rep.unscored_reasons == {"malformed": 1}
 
 
 def test_mismatched_ids_retry_then_unscored(make_judge, stub):
@@ -171,7 +171,7 @@ def test_judge_unreachable_is_unscored_not_zero(tmp_path):
         s = j.judge(item(), "The man enters the room.")
     assert s.status == "unscored" and s.reason.startswith("no facts: judge unavailable")
     assert len(stub.chat_requests()) == 3  # 1 + 2 retries, then the decomposition is given up
-    assert j.ledger.summary()["total"]["failed"] == 1
+    assert j.ledger.summary().total.failed == 1
 
 
 def test_concurrent_threads_decompose_a_question_once(make_judge, fake):
@@ -229,8 +229,8 @@ def test_payload_metrics_match_summary(make_judge):
     assert m["overall"] != pytest.approx(m["recall"])
     assert m["any_fact"] == pytest.approx(3 / 5)
     assert m["any_fact_narrative"] == pytest.approx(1 / 3) and m["any_fact_cultural"] == 1.0
-    assert rep["table"]["overall"]["recall"] == pytest.approx(m["recall"])
-    assert rep["n_scored"] == 5 and rep["n_unscored"] == 1
+    assert rep.table["overall"].recall == pytest.approx(m["recall"])
+    assert rep.n_scored == 5 and rep.n_unscored == 1
     # the macro payloads carry no "score": lmms-eval's per-item standard errors read N/A for them
     assert all("score" not in open_payloads(s)[k] for s in samples for k in ("overall", "narrative", "cultural"))
 
@@ -253,7 +253,7 @@ def test_identical_requests_in_flight_are_sent_once(make_judge, stub, fake):
     assert [s.recall for s in out] == [pytest.approx(1 / 3)] * 2
     assert fake.counts["FactList"] == 1 and fake.counts["CoverageReport"] == 1
     assert j.facts(a).facts == j.facts(b).facts  # each question still has its own frozen facts
-    assert j.ledger.summary()["by_purpose"]["verify"]["cached"] == 1
+    assert j.ledger.summary().by_purpose["verify"].cached == 1
 
 
 def test_verdict_records_read_back_typed_and_validated(make_judge):

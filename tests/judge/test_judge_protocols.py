@@ -38,8 +38,8 @@ def test_minerva_k_samples_majority_and_cache(make_judge, stub):
     again = MinervaProtocol(j.client, k=3).grade_many([(full, full.reference)])
     assert again[0].score == 2 and stub.chat_requests() == []
     rep = summarize_minerva(results)
-    assert rep["table"]["overall"]["mean_score"] == pytest.approx(3 / 4)
-    assert rep["table"]["overall"]["normalized"] == pytest.approx(3 / 8)
+    assert rep.table["overall"].mean_score == pytest.approx(3 / 4)
+    assert rep.table["overall"].normalized == pytest.approx(3 / 8)
 
 
 @pytest.mark.api

@@ -49,7 +49,7 @@ def test_off_by_default_changes_nothing(stub, monkeypatch):
         "invalid:no_letter",
     ]
     assert stub.chat_requests() == []
-    assert fallback_rate(samples)["llm_fallback"] == 0
+    assert fallback_rate(samples).llm_fallback == 0
 
 
 def test_on_reads_letters_the_rules_cannot(stub, monkeypatch):
@@ -69,7 +69,13 @@ def test_on_reads_letters_the_rules_cannot(stub, monkeypatch):
     assert len(reqs) == 2 and {r.body["response_format"]["json_schema"]["name"] for r in reqs} == {"McqChoice"}
     assert "<<<RESPONSE " in reqs[0].body["messages"][1]["content"]
     rate = fallback_rate(on)
-    assert rate == {"n": 5, "llm_fallback": 1, "fallback_rate": 0.2, "fallback_correct": 1, "still_invalid": 3}
+    assert rate.model_dump() == {
+        "n": 5,
+        "llm_fallback": 1,
+        "fallback_rate": 0.2,
+        "fallback_correct": 1,
+        "still_invalid": 3,
+    }
     m_off, m_on = compute_metrics(off), compute_metrics(on)
     assert m_off["invalid_rate"] == 80.0 and m_on["invalid_rate"] == 60.0
     assert metric_payloads(on[1])["overall"]["method"] == "llm_fallback"

@@ -31,7 +31,7 @@ def test_usage_from_store_sums_per_run_key_and_filters(tmp_path):
     assert list(usage_from_store(store.path, "b")) == ["b"] == list(usage_from_store(store.path, ["b"]))
     # the JSON form rounds the cost to a micro-dollar
     t = UsageTotals(cost_usd=0.123456789)
-    assert json.loads(t.model_dump_json())["cost_usd"] == 0.123457 == t.as_dict()["cost_usd"]
+    assert json.loads(t.model_dump_json())["cost_usd"] == 0.123457 == t.model_dump()["cost_usd"]
 
 
 def test_paper_totals_come_from_the_package_data():

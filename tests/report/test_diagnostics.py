@@ -304,54 +304,54 @@ def runs_dir(tmp_path):
 
 def test_diagnose_constructed_runs(runs_dir):
     rep = diagnose([runs_dir], iters=300, seed=1)
-    by = {r["label"]: r for r in rep["runs"]}
+    by = {r.label: r for r in rep.runs}
     assert set(by) == {
         "runs/m1:naru_mcq_500", "runs/m1:naru_mcq_500_blind", "runs/m1:naru_mcq_500_circular",
         "runs/m2:naru_mcq_500_blind", "runs/m3:naru_mcq_500_blind",
     }  # fmt: skip
-    assert [s["samples"].endswith("mmmu_val.jsonl") for s in rep["skipped"]] == [True]
-    assert len(rep["superseded"]) == 1 and "20250101_000000" in rep["superseded"][0]
-    assert by["runs/m1:naru_mcq_500"]["kind"] == "plain" and by["runs/m1:naru_mcq_500_blind"]["kind"] == "blind"
-    assert by["runs/m1:naru_mcq_500_circular"]["kind"] == "circular"
-    assert by["runs/m1:naru_mcq_500"]["recomputes"] is True
-    assert by["runs/m1:naru_mcq_500_circular"]["recomputes"] is True
-    assert by["runs/m2:naru_mcq_500_blind"]["recomputes"] is False  # results.json was tampered with
+    assert [s["samples"].endswith("mmmu_val.jsonl") for s in rep.skipped] == [True]
+    assert len(rep.superseded) == 1 and "20250101_000000" in rep.superseded[0]
+    assert by["runs/m1:naru_mcq_500"].kind == "plain" and by["runs/m1:naru_mcq_500_blind"].kind == "blind"
+    assert by["runs/m1:naru_mcq_500_circular"].kind == "circular"
+    assert by["runs/m1:naru_mcq_500"].recomputes is True
+    assert by["runs/m1:naru_mcq_500_circular"].recomputes is True
+    assert by["runs/m2:naru_mcq_500_blind"].recomputes is False  # results.json was tampered with
 
     circ = by["runs/m1:naru_mcq_500_circular"]
-    assert circ["metrics"]["circular"] == 40.0 and circ["metrics"]["accuracy_r0"] == 60.0
-    assert circ["n_docs"] == 80 and circ["n_questions"] == 20
-    assert circ["letters"]["gold_pct"] == {x: 25.0 for x in LETTERS}
+    assert circ.metrics["circular"] == 40.0 and circ.metrics["accuracy_r0"] == 60.0
+    assert circ.n_docs == 80 and circ.n_questions == 20
+    assert circ.letters.gold_pct == {x: 25.0 for x in LETTERS}
 
     # duration buckets: durations cycle 40, 90, 150 min and unknown
-    dur = {b["bucket"]: b for b in by["runs/m1:naru_mcq_500"]["duration"]["buckets"]}
-    assert {k: v["n"] for k, v in dur.items()} == {"30-60 min": 5, "60-120 min": 5, "120-240 min": 5, "unknown": 5}
+    dur = {b.bucket: b for b in by["runs/m1:naru_mcq_500"].duration.buckets}
+    assert {k: v.n for k, v in dur.items()} == {"30-60 min": 5, "60-120 min": 5, "120-240 min": 5, "unknown": 5}
     # q00..q14 right: i % 4 == 0 (40 min) -> q00,q04,q08,q12 right, q16 wrong
-    assert dur["30-60 min"]["accuracy"] == 80.0 and dur["unknown"]["accuracy"] == 60.0  # q03,q07,q11 of 5
-    assert by["runs/m1:naru_mcq_500"]["duration"]["n_unknown"] == 5
+    assert dur["30-60 min"].accuracy == 80.0 and dur["unknown"].accuracy == 60.0  # q03,q07,q11 of 5
+    assert by["runs/m1:naru_mcq_500"].duration.n_unknown == 5
 
-    (bv,) = rep["blind_vs_video"]
-    assert bv["video_run"] == "runs/m1:naru_mcq_500" and bv["blind_run"] == "runs/m1:naru_mcq_500_blind"
-    assert bv["video_accuracy"] == 75.0 and bv["blind_accuracy"] == 25.0 and bv["gap"] == 50.0
-    assert bv["ci95"][0] <= 50.0 <= bv["ci95"][1]
-    n1 = bv["by_scope"]["N.1"]  # q00 q04 q08 q12 q16: video 4/5, blind 2/5
-    assert (n1["n"], n1["video_accuracy"], n1["blind_accuracy"], n1["gap"]) == (5, 80.0, 40.0, 40.0)
+    (bv,) = rep.blind_vs_video
+    assert bv.video_run == "runs/m1:naru_mcq_500" and bv.blind_run == "runs/m1:naru_mcq_500_blind"
+    assert bv.video_accuracy == 75.0 and bv.blind_accuracy == 25.0 and bv.gap == 50.0
+    assert bv.ci95[0] <= 50.0 <= bv.ci95[1]
+    n1 = bv.by_scope["N.1"]  # q00 q04 q08 q12 q16: video 4/5, blind 2/5
+    assert (n1.n, n1.video_accuracy, n1.blind_accuracy, n1.gap) == (5, 80.0, 40.0, 40.0)
 
-    cvp = {g["plain_run"]: g for g in rep["circular_vs_plain"]}
+    cvp = {g.plain_run: g for g in rep.circular_vs_plain}
     r0 = cvp["runs/m1:naru_mcq_500_circular (rotation 0)"]
-    assert (r0["circular_accuracy"], r0["plain_accuracy"], r0["gap"]) == (40.0, 60.0, -20.0)
+    assert (r0.circular_accuracy, r0.plain_accuracy, r0.gap) == (40.0, 60.0, -20.0)
     pl = cvp["runs/m1:naru_mcq_500"]
-    assert (pl["circular_accuracy"], pl["plain_accuracy"], pl["gap"]) == (40.0, 75.0, -35.0)
-    assert pl["ci95"][0] <= -35.0 <= pl["ci95"][1] <= 0.0
+    assert (pl.circular_accuracy, pl.plain_accuracy, pl.gap) == (40.0, 75.0, -35.0)
+    assert pl.ci95[0] <= -35.0 <= pl.ci95[1] <= 0.0
 
-    sc = rep["shortcut_candidates"]
-    assert sc["n_models"] == 3 and sc["min_correct"] == default_leak_min(3) == 2
-    listed = {x["question_id"]: x["n_correct"] for x in sc["questions"]}
+    sc = rep.shortcut_candidates
+    assert sc.n_models == 3 and sc.min_correct == default_leak_min(3) == 2
+    listed = {x.question_id: x.n_correct for x in sc.questions}
     assert listed == {"q00": 3, "q01": 3, "q02": 2}  # q10 (m2) and q19 (m3) only once
-    assert sc["questions"][0]["models"] == ["runs/m1", "runs/m2", "runs/m3"]
+    assert sc.questions[0].models == ["runs/m1", "runs/m2", "runs/m3"]
     p2 = 3 * 0.25**2 * 0.75 + 0.25**3
-    assert sc["expected_by_chance"] == pytest.approx(20 * p2)
+    assert sc.expected_by_chance == pytest.approx(20 * p2)
     # a custom threshold
-    assert diagnose([runs_dir], iters=0, leak_min=1)["shortcut_candidates"]["n_candidates"] == 7
+    assert diagnose([runs_dir], iters=0, leak_min=1).shortcut_candidates.n_candidates == 7
 
 
 def test_diagnose_is_reproducible_and_writes_plots(runs_dir, tmp_path):
@@ -359,10 +359,10 @@ def test_diagnose_is_reproducible_and_writes_plots(runs_dir, tmp_path):
     b = diagnose([runs_dir], iters=300, seed=5)
     assert a == b
     out = write_report(a, tmp_path / "diag" / "report.json")
-    assert json.loads(out.read_text())["runs"] == json.loads(json.dumps(a["runs"]))
-    names = sorted(Path(p).name for p in a["plots"])
+    assert json.loads(out.read_text())["runs"] == a.model_dump(mode="json", exclude_unset=True)["runs"]
+    names = sorted(Path(p).name for p in a.plots)
     assert names == ["report_duration.png", "report_gaps.png", "report_invalid.png", "report_letters.png"]
-    for p in a["plots"]:
+    for p in a.plots:
         assert Path(p).parent == out.parent and Path(p).read_bytes()[:4] == b"\x89PNG"
 
 
@@ -402,8 +402,8 @@ def test_fill_durations_from_data_dir(copy_data, tmp_path):
     samples = [score_response(dataclass_no_duration(x), x.answer) for x in questions]
     write_log(tmp_path / "out", "20260101_000000", "naru_mcq", [metric_payloads(s) for s in samples])
     rep = diagnose([tmp_path / "out"], edges_min=(0, 1, 60, 120), iters=0, data_dir=data)
-    assert rep["settings"]["durations_filled"] == len(rows)
-    dur = {b["bucket"]: b["n"] for b in rep["runs"][0]["duration"]["buckets"]}
+    assert rep.settings.durations_filled == len(rows)
+    dur = {b.bucket: b.n for b in rep.runs[0].duration.buckets}
     assert dur == {"0-1 min": math.ceil(len(rows) / 2), "1-60 min": 0, "60-120 min": len(rows) // 2}
 
 
@@ -422,12 +422,12 @@ def test_paired_gap_scopes_use_the_authors_macro():
     a = {f"q{i}": Unit(f"q{i}", f"v{i % 4}", c, "A", None, c != "N.2") for i, c in enumerate(cats)}
     b = {q: Unit(u.question_id, u.video_id, u.category, "A", None, False) for q, u in a.items()}
     gap = paired_gap(a, b, iters=300, seed=0, name="t", scopes=True)
-    sc = gap["by_scope"]
-    assert sc["narrative"]["gap"] == pytest.approx(50.0)  # mean(N.1 100, N.2 0); micro 10/12
-    assert sc["cultural"]["gap"] == pytest.approx(100.0)
-    assert sc["overall"]["gap"] == pytest.approx(75.0) and sc["overall"]["a_accuracy"] == pytest.approx(75.0)
-    assert gap["gap"] == pytest.approx(100 * 12 / 14) == sc["accuracy"]["gap"]
-    lo, hi = sc["overall"]["ci95"]
+    sc = gap.by_scope
+    assert sc["narrative"].gap == pytest.approx(50.0)  # mean(N.1 100, N.2 0); micro 10/12
+    assert sc["cultural"].gap == pytest.approx(100.0)
+    assert sc["overall"].gap == pytest.approx(75.0) and sc["overall"].a_accuracy == pytest.approx(75.0)
+    assert gap.gap == pytest.approx(100 * 12 / 14) == sc["accuracy"].gap
+    lo, hi = sc["overall"].ci95
     assert lo <= 75.0 <= hi
 
 

@@ -56,7 +56,7 @@ def test_paper_reference_file_is_built_from_the_package_figures():
     """results/paper_reference.json, the reference the code loads, and the package's own copy of
     the paper's figures agree; nothing outside the repository is read."""
     ref_file = json.loads((ROOT / "results" / "paper_reference.json").read_text(encoding="utf-8"))
-    assert ref_file == load_reference() == reference_from_source(paper_source())
+    assert ref_file == load_reference().model_dump() == reference_from_source(paper_source()).model_dump()
     src = ref_file["source"]["file"]
     assert not Path(src).is_absolute() and (ROOT / src).is_file()
     assert ref_file["paper"] == PAPER == {"title": PAPER["title"], "arxiv": "2608.13210"}
@@ -90,11 +90,11 @@ def test_published_rows_reproduce_every_value_the_paper_prints():
     rows = {(r["task"], r["model"]): r for r in lb.data["published"]["rows"]}
     assert rows == {(r["task"], r["model"]): r for r in published_dicts()}
     ref = load_reference()
-    for model, printed in ref["table_ii"]["rows"].items():
+    for model, printed in ref.table_ii.rows.items():
         got = rows[("naru_mcq", model)]["metrics"]
         for metric, value in printed.items():
             assert round(got[metric], 1) == value, (model, metric, got[metric], value)
-    for model, value in ref["table_iii"]["rows"].items():
+    for model, value in ref.table_iii.rows.items():
         got = rows[("naru_open", model)]["metrics"]["overall"]
         assert abs(got - value) <= 0.005 + 0.005 + 1e-9, (model, got, value)
         assert (round(got, 2) == value) == (model not in TABLE_III_OFF_BY_INPUT_ROUNDING), (model, got, value)
@@ -154,8 +154,8 @@ def test_sampling_labels():
 
 def test_consistency_check_catches_an_inconsistent_row_and_counts():
     ref = load_reference()
-    ref["table_ii"]["rows"]["Gemini-3-Flash"]["overall"] = 77.0
-    ref["table_i"]["counts"]["C.5"] = 150
+    ref.table_ii.rows["Gemini-3-Flash"]["overall"] = 77.0
+    ref.table_i.counts["C.5"] = 150
     bad = {(c.name, c.model): c.ok for c in consistency_checks(ref)}
     assert bad[("table II: overall from narrative and cultural", "Gemini-3-Flash")] is False
     assert bad[("table I: cultural count C.1-C.5", None)] is False
@@ -264,7 +264,7 @@ def test_leaderboard_cli_outputs_and_paper_rows(runs, tmp_path, capsys):
     page = out.with_suffix(".html").read_text(encoding="utf-8")
     a_full = next(e for e in data["entries"] if e["model"] == "model-a" and e["task"] == "naru_mcq")
     rows = {(r["model"], r["source"], r["task"], r["metric"]): r for r in data["paper"]["comparison"]}
-    paper = load_reference()["table_ii"]["rows"]["Gemini-3-Flash"]
+    paper = load_reference().table_ii.rows["Gemini-3-Flash"]
     for metric, value in paper.items():
         r = rows[("model-a", "table_ii", "naru_mcq", metric)]
         assert r["paper"] == value and r["diff"] == pytest.approx(a_full["metrics"][metric] - value)

@@ -197,7 +197,7 @@ def test_compare_is_seeded_and_pairs_by_question_id():
     b = make_run(seed=2)
     c1 = compare(a, b, reps=300, permutation_reps=300, seed=4)
     c2 = compare(a, list(reversed(b)), reps=300, permutation_reps=300, seed=4)
-    assert [r.as_dict() for r in c1.rows] == [r.as_dict() for r in c2.rows]
+    assert [r.as_row() for r in c1.rows] == [r.as_row() for r in c2.rows]
 
 
 def test_compare_reports_unpaired_and_rejects_other_data():

@@ -26,13 +26,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from loguru import logger
 from pydantic import BaseModel, Field
 
 from naru_eval.providers.gemini.request import enum_value
 from naru_eval.store.gemini_jobs import GeminiBatchRecord, GeminiJobs
+
+if TYPE_CHECKING:
+    from google.genai import types
 
 #: job states after which a job changes no more (the SDK maps ``BATCH_STATE_*`` to these)
 TERMINAL = frozenset({"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"})
@@ -194,7 +197,7 @@ class GeminiBatchRunner(Generic[R]):
             return
         dest = getattr(job, "dest", None)
         items = list(getattr(dest, "inlined_responses", None) or [])
-        by_key: dict[str, Any] = {}  # the SDK's InlinedResponse per question key
+        by_key: dict[str, types.InlinedResponse] = {}  # per question key
         for i, item in enumerate(items):
             key = (getattr(item, "metadata", None) or {}).get("key")
             if key is None and i < len(rec.question_keys):

@@ -62,13 +62,21 @@ class UsageTotals(BaseModel):
         elif usage.get("input_tokens"):
             self.cost_unknown += 1
 
+    @classmethod
+    def combined(cls, parts: Iterable[UsageTotals]) -> UsageTotals:
+        """The sum of several totals (one run key's each): one budget over every run key."""
+        out = cls()
+        for part in parts:
+            for name in ("requests", "ok", "failed", *USAGE_FIELDS, "cost_usd", "cost_unknown"):
+                setattr(out, name, getattr(out, name) + getattr(part, name))
+            for modality, n in part.by_modality.items():
+                out.by_modality[modality] = out.by_modality.get(modality, 0) + n
+        return out
+
     @field_serializer("cost_usd")
     def _round(self, v: float) -> float:
+        """As written to JSON (``model_dump``): rounded to a micro-dollar."""
         return round(v, 6)
-
-    def as_dict(self) -> dict[str, Any]:
-        """As written to JSON (``cost_usd`` rounded to a micro-dollar)."""
-        return self.model_dump()
 
 
 def usage_from_store(

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 #: MIME types Gemini accepts for video, by extension (ai.google.dev video understanding docs)
 MIME_TYPES: dict[str, str] = {
@@ -57,6 +57,15 @@ def mime_type(path: str | os.PathLike[str]) -> str | None:
     return MIME_TYPES.get(Path(path).suffix.lower())
 
 
+class PrepDescription(TypedDict):
+    """A :class:`PrepSpec` in the adapter's description (the run key): what the upload is made of."""
+
+    audio: bool
+    fps: float | None
+    max_height: int | None
+    crf: int
+
+
 @dataclass(frozen=True)
 class PrepSpec:
     """What to do to a video before upload (the identity by default)."""
@@ -74,7 +83,7 @@ class PrepSpec:
         height = "src" if self.max_height is None else str(self.max_height)
         return f"a{int(self.audio)}_f{fps}_h{height}_c{self.crf}"
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PrepDescription:
         return {"audio": self.audio, "fps": self.fps, "max_height": self.max_height, "crf": self.crf}
 
 
