@@ -202,7 +202,7 @@ def cmd_estimate_cost(args: argparse.Namespace) -> int:
         print(f"naru-eval estimate-cost: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(est.as_dict(), indent=2))
+        print(json.dumps(est.model_dump(), indent=2))
     else:
         print(report(est))
     return 0 if est.fits else 1

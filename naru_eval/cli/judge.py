@@ -175,7 +175,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
 @_stops_on_config_error
 def cmd_score(args: argparse.Namespace) -> int:
     from naru_eval.judge.items import JudgeItem
-    from naru_eval.judge.pipeline import Judge
+    from naru_eval.judge.pipeline import Judge, JudgeReportFile
     from naru_eval.judge.score import responses_from_open_log, summarize
 
     logs = find_open_logs(args.run_dirs)
@@ -199,7 +199,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         judge.prefetch_facts(list({(i.question_id, i.ref_hash): i for i in all_items}.values()))
     tag = _slug(f"{args.protocol}_{config.model if config.backend == 'openai' else judge.fact_model}")
     table: dict[str, dict[str, float | None]] = {}
-    reports: dict[str, dict[str, Any]] = {}  # the report files' JSON
+    reports: dict[str, JudgeReportFile] = {}
     for log, rows in loaded.items():
         pairs = [(JudgeItem.from_payload(p), resp) for p, resp in rows]
         out_dir = Path(args.out) if args.out else log.parent / "judge" / tag
@@ -238,14 +238,15 @@ def cmd_score(args: argparse.Namespace) -> int:
         with open(scores_path, "w", encoding="utf-8") as f:
             for r in rows_out:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        doc = {"log": str(log), "scores": str(scores_path), "judge": judge.describe(), **report.model_dump()}
+        doc = JudgeReportFile(log=str(log), scores=str(scores_path), judge=judge.describe(), report=report)
         (out_dir / f"{log.stem}.report.json").write_text(
-            json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8"
+            json.dumps(doc.model_dump(), indent=2, ensure_ascii=False), encoding="utf-8"
         )
         reports[label] = doc
     usage = judge.ledger.summary()
     if args.json:
-        print(json.dumps({"reports": reports, "usage": usage.model_dump()}, indent=2, ensure_ascii=False))
+        out = {"reports": {k: v.model_dump() for k, v in reports.items()}, "usage": usage.model_dump()}
+        print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         print(recall_table(table))
         print(_usage_line(usage))

@@ -15,10 +15,11 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing_extensions import TypedDict
 
 from naru_eval.api.retry import RetryArgs
 from naru_eval.settings import Settings, settings
@@ -146,12 +147,57 @@ _OFFLINE_SPELLINGS = {
 
 class RequestParams(TypedDict, total=False):
     """The sampling parameters of every judge request (:meth:`JudgeConfig.request_params`), sent
-    as the SDK's keyword arguments and part of each request's cache key."""
+    as the SDK's keyword arguments and part of each request's cache key. Declared in the order
+    :meth:`JudgeConfig.request_params` sets them: :class:`JudgeConfigDescription` writes them in
+    this order."""
 
     max_completion_tokens: int
-    reasoning_effort: str
     temperature: float
+    reasoning_effort: str
     seed: int
+
+
+class JudgeConfigDescription(BaseModel):
+    """What a judge is, for logs and report files (:meth:`JudgeConfig.describe`): its settings
+    without the price table (no secrets: the key is never part of the config), and what they
+    make of it. The fields are in the order the report files have always written them (the
+    settings as ``JudgeConfig.model_dump`` lists them, then the derived ones); ``extra="forbid"``
+    makes a new JudgeConfig field fail here until it is added."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_retries: int
+    retry_base_delay: float
+    retry_max_delay: float
+    backend: str
+    model: str
+    facts_model: str | None
+    base_url: str | None  # None in a Judge's description of an offline backend (no endpoint)
+    temperature: float | None
+    reasoning_effort: str | None
+    max_completion_tokens: int
+    seed: int | None
+    concurrency: int
+    parse_attempts: int
+    timeout: float
+    cache_path: str | None
+    refresh: bool
+    batch: bool
+    batch_poll_base: float
+    batch_poll_max: float
+    batch_wait: float | None
+    fact_model: str
+    #: the sampling parameters sent (the openai backend; empty for the offline ones)
+    settings: RequestParams
+    temperature_note: str | None
+
+
+class JudgeDescription(JudgeConfigDescription):
+    """A :class:`naru_eval.judge.pipeline.Judge`'s description: its config's, with the model
+    that wrote the facts and the two prompts' versions (they change the scores)."""
+
+    facts_prompt_version: str
+    verify_prompt_version: str
 
 
 class JudgeConfig(RetryArgs):
@@ -266,15 +312,16 @@ class JudgeConfig(RetryArgs):
             out["seed"] = self.seed
         return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JudgeConfigDescription:
         """For logs and reports (no secrets: the key is never part of the config)."""
-        d = self.model_dump(exclude={"prices"})
-        d["fact_model"] = self.fact_model
-        d["settings"] = self.request_params() if self.backend == "openai" else {}
-        d["temperature_note"] = (
-            "not sent: the gpt-5 / o-series families reject a non-default temperature" if self.reasoning else None
+        return JudgeConfigDescription(
+            **self.model_dump(exclude={"prices"}),
+            fact_model=self.fact_model,
+            settings=self.request_params() if self.backend == "openai" else {},
+            temperature_note=(
+                "not sent: the gpt-5 / o-series families reject a non-default temperature" if self.reasoning else None
+            ),
         )
-        return d
 
     def with_overrides(self, **kw: Any) -> JudgeConfig:
         """A copy with the given values (None: keep), validated like a new one."""
@@ -287,7 +334,7 @@ class JudgeConfig(RetryArgs):
         an unset variable takes the field's default."""
         s = settings() if env is None else Settings.from_env(env)
         openai_url = (os.environ if env is None else env).get("OPENAI_BASE_URL")
-        given: dict[str, Any] = dict(
+        given: dict[str, object] = dict(
             backend=s.judge_backend,
             model=s.judge_model,
             facts_model=s.judge_facts_model,
@@ -308,7 +355,7 @@ class JudgeConfig(RetryArgs):
         )
         given.update(overrides)
         try:
-            return cls(**{k: v for k, v in given.items() if v is not None})
+            return cls.model_validate({k: v for k, v in given.items() if v is not None})
         except ValidationError as e:  # one line naming the setting, not pydantic's report
             first = e.errors()[0]
             raise ValueError(str(first.get("msg", e)).removeprefix("Value error, ")) from None

@@ -18,17 +18,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+
 from naru_eval.judge.client import BatchMode, CallResult, Deferred, JudgeClient, JudgeUnavailable, UsageLedger
-from naru_eval.judge.config import JudgeConfig
+from naru_eval.judge.config import JudgeConfig, JudgeDescription
 from naru_eval.judge.facts import FactSet, LLMDecomposer
 from naru_eval.judge.items import JudgeItem, classify_response, is_abstention
 from naru_eval.judge.prompts import MAX_RESPONSE_CHARS
+from naru_eval.judge.protocols import MinervaReport
 from naru_eval.judge.schemas import FactRecord
-from naru_eval.judge.score import CallsUsage, JudgedSample, JudgeInfo, tally
+from naru_eval.judge.score import CallsUsage, JudgedSample, JudgeInfo, OpenReport, tally
 from naru_eval.judge.verify import Coverage, LLMVerifier
 from naru_eval.store.judge_cache import JudgeStore
 
@@ -47,6 +50,22 @@ def _calls_usage(calls: Iterable[CallResult]) -> CallsUsage:
         # nominal: what these outputs cost when asked, replayed from the cache or not (deterministic)
         "cost_usd": None if len(known) < len(costs) else round(sum(known), 8),
     }
+
+
+class JudgeReportFile(BaseModel):
+    """One ``<log>.report.json`` of ``naru-eval judge score``: the log, its scores file, the judge
+    (:meth:`Judge.describe`), then the protocol's report's fields at the top level, as the file
+    has always been written (:meth:`_flat`)."""
+
+    log: str
+    scores: str
+    judge: JudgeDescription
+    report: OpenReport | MinervaReport
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> Mapping[str, object]:
+        out = handler(self)
+        return {"log": out["log"], "scores": out["scores"], "judge": out["judge"], **out["report"]}
 
 
 class Judge:
@@ -89,14 +108,16 @@ class Judge:
     def fact_model(self) -> str:
         return self.decomposer.model
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JudgeDescription:
         d = self.config.describe()
         if self.config.backend != "openai":  # no LLM: the model fields would mislead
-            d.update(model=self.fact_model, base_url=None, temperature_note=None)
-        d["fact_model"] = self.fact_model
-        d["facts_prompt_version"] = self.decomposer.prompt_version
-        d["verify_prompt_version"] = self.verifier.prompt_version
-        return d
+            d = d.model_copy(update=dict(model=self.fact_model, base_url=None, temperature_note=None))
+        return JudgeDescription(
+            **d.model_dump(exclude={"fact_model"}),
+            fact_model=self.fact_model,
+            facts_prompt_version=self.decomposer.prompt_version,
+            verify_prompt_version=self.verifier.prompt_version,
+        )
 
     # -- step 1: facts -----------------------------------------------------------------------
     def facts(self, item: JudgeItem) -> FactSet:

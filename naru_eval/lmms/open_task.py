@@ -79,7 +79,7 @@ def get_judge() -> Judge:
         judge = _judges.get(key)
         if judge is None:
             judge = _judges[key] = Judge(JudgeConfig.from_env())
-            _info(f"naru judge: {judge.describe()}")
+            _info(f"naru judge: {judge.describe().model_dump()}")
         return judge
 
 

@@ -13,11 +13,10 @@ import functools
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, computed_field
 
 from naru_eval.providers.gemini.families import context_window, family, normalise_resolution
 from naru_eval.providers.gemini.pricing import (
@@ -51,9 +50,9 @@ def paper_totals() -> PaperTotals:
     return PaperTotals.model_validate(json.loads(text)["totals"])
 
 
-@dataclass
-class RunEstimate:
-    """Expected tokens and dollars of a whole run (``naru-eval estimate-cost``)."""
+class RunEstimate(BaseModel):
+    """Expected tokens and dollars of a whole run (``naru-eval estimate-cost``; ``--json`` prints
+    its ``model_dump()``, the two derived totals last)."""
 
     model: str
     task: str
@@ -79,7 +78,7 @@ class RunEstimate:
     cost_usd_cached: float | None  # if every repeat of a video were served from the implicit cache
     price_as_of: str
     price_source: str
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
     #: explicit context caching: each video cached once (creation at the input price), its
     #: questions at the cached price, storage for as long as its questions take
     cost_usd_explicit_cache: float | None = None
@@ -88,18 +87,15 @@ class RunEstimate:
     #: every question through the Batch API, at the batch price
     cost_usd_batch: float | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def input_tokens(self) -> int:
         return self.video_tokens + self.audio_tokens + self.text_tokens
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def fits(self) -> bool:
         return self.longest_request_tokens <= self.context_window
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.update(input_tokens=self.input_tokens, fits=self.fits)
-        return out
 
 
 @dataclass(frozen=True)
