@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypedDict, cast
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE, NaruQuestion, level_of
 from naru_eval.core.extract import Extraction, extract_answer
@@ -35,7 +35,7 @@ from naru_eval.core.extract import Extraction, extract_answer
 MACRO_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural")
 METRICS: tuple[str, ...] = (*MACRO_METRICS, *CATEGORIES, "accuracy", "invalid_rate")
 #: where a macro metric's payload carries its question's value (never ``score``: see the module doc)
-MACRO_KEY = "item_score"
+MACRO_KEY: Final = "item_score"
 
 #: a second reading of an answer the rules found invalid: (extraction, question, response) ->
 #: extraction. The opt-in LLM fallback (naru_eval.judge.mcq_fallback) is one, wired in by the
@@ -62,6 +62,39 @@ class ScoredSample:
     adapter: str | None = None
     input_mode: str | None = None  # video | images | server-sampled | text
     positions: str | None = None  # the position layout of the model's input (e.g. qwen-reference)
+
+    def record(self) -> McqRecord:
+        """The fields as JSON, in their order: what every payload of the question carries."""
+        return cast(McqRecord, asdict(self))  # every field, whatever is added later (a test checks)
+
+
+class McqRecord(TypedDict):
+    """A :class:`ScoredSample` as its payloads carry it (:meth:`ScoredSample.record`)."""
+
+    question_id: str
+    video_id: str
+    category: str
+    level: str
+    gold: str
+    pred: str | None
+    method: str
+    correct: bool
+    valid: bool
+    duration_s: float | None
+    data_fingerprint: str | None
+    adapter: str | None
+    input_mode: str | None
+    positions: str | None
+
+
+class McqPayload(McqRecord, total=False):
+    """One metric's ``process_results`` payload (:func:`metric_payloads`): the question's record,
+    with its value under ``score`` (a per-item mean, in scope) or :data:`MACRO_KEY` (a macro
+    mean), and ``blind`` on the blind task (naru_eval.core.variants.blind_payloads)."""
+
+    score: float
+    item_score: float
+    blind: bool
 
 
 def score_response(
@@ -105,15 +138,18 @@ def in_scope(metric: str, category: str) -> bool:
     return metric == category
 
 
-def metric_payloads(sample: ScoredSample) -> dict[str, dict[str, Any]]:
+def metric_payloads(sample: ScoredSample) -> dict[str, McqPayload]:
     """The ``process_results`` return value: one payload per metric."""
-    record = asdict(sample)
-    out: dict[str, dict[str, Any]] = {}
+    record = sample.record()
+    out: dict[str, McqPayload] = {}
     for metric in METRICS:
-        payload = dict(record)
+        payload = McqPayload(**record)
         if in_scope(metric, sample.category):
             hit = (not sample.valid) if metric == "invalid_rate" else sample.correct
-            payload[MACRO_KEY if metric in MACRO_METRICS else "score"] = 100.0 if hit else 0.0
+            if metric in MACRO_METRICS:
+                payload[MACRO_KEY] = 100.0 if hit else 0.0
+            else:
+                payload["score"] = 100.0 if hit else 0.0
         out[metric] = payload
     return out
 

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import asdict
+from typing import Any, cast
 
 from naru_eval.core.data import LETTERS, NaruQuestion
-from naru_eval.core.scoring import ScoredSample, aggregate_score, metric_payloads
+from naru_eval.core.scoring import McqPayload, McqRecord, ScoredSample, aggregate_score, metric_payloads
 
 N_ROTATIONS = 4
 ROTATION_SEP = "#r"
@@ -86,7 +87,7 @@ def circular_questions(questions: Sequence[NaruQuestion]) -> list[tuple[NaruQues
 # --------------------------------------------------------------------------- payloads
 
 
-def blind_payloads(sample: ScoredSample) -> dict[str, dict[str, Any]]:
+def blind_payloads(sample: ScoredSample) -> dict[str, McqPayload]:
     """The MCQ payloads of :func:`naru_eval.core.scoring.metric_payloads`, marked ``blind: true``."""
     out = metric_payloads(sample)
     for payload in out.values():
@@ -104,6 +105,25 @@ class CircularSample(ScoredSample):
     n_rotations: int
     base_gold: str | None
     base_pred: str | None
+
+    def record(self) -> CircularRecord:
+        return cast(CircularRecord, asdict(self))  # every field, whatever is added later (a test checks)
+
+
+class CircularRecord(McqRecord):
+    """A :class:`CircularSample` as its payloads carry it."""
+
+    base_question_id: str
+    rotation: int
+    n_rotations: int
+    base_gold: str | None
+    base_pred: str | None
+
+
+class CircularPayload(CircularRecord, total=False):
+    """One metric's payload of the circular task (:func:`circular_payloads`)."""
+
+    score: float
 
 
 def circular_record(
@@ -142,12 +162,12 @@ def circular_scope_score(metric: str, record: Mapping[str, Any]) -> float | None
 
 def circular_payloads(
     sample: ScoredSample, base_question_id: str, rotation: int, n_rotations: int = N_ROTATIONS
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, CircularPayload]:
     """The circular task's ``process_results`` value: one payload per metric."""
-    record = dataclasses.asdict(circular_record(sample, base_question_id, rotation, n_rotations))
-    out: dict[str, dict[str, Any]] = {}
+    record = circular_record(sample, base_question_id, rotation, n_rotations).record()
+    out: dict[str, CircularPayload] = {}
     for metric in CIRCULAR_METRICS:
-        payload = dict(record)
+        payload = CircularPayload(**record)
         score = circular_scope_score(metric, record)
         if score is not None:
             payload["score"] = score

@@ -16,18 +16,28 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from naru_eval.core import provenance
 from naru_eval.core.data import Dataset, NaruQuestion
 from naru_eval.core.doc import NaruDoc, RotatedDoc, Rotation, question_of, to_doc
 from naru_eval.core.prompts import mcq_prompt
-from naru_eval.core.scoring import Fallback, ScoredSample, aggregate_score, metric_payloads, score_response
+from naru_eval.core.scoring import (
+    Fallback,
+    McqPayload,
+    ScoredSample,
+    aggregate_score,
+    metric_payloads,
+    score_response,
+)
 from naru_eval.core.scoring import aggregate_macro as _aggregate_macro
 from naru_eval.core.sharding import order_for_ranks, world_size_from_env
 from naru_eval.core.subset import select_subset
 from naru_eval.core.validate import ValidationReport, validate
 from naru_eval.settings import settings
+
+if TYPE_CHECKING:
+    from naru_eval.core.variants import CircularPayload
 
 
 @functools.lru_cache(maxsize=4)
@@ -112,7 +122,7 @@ def _response(results: list[Any]) -> str | None:
     return response if response is None or isinstance(response, str) else str(response)
 
 
-def process_results(doc: NaruDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results(doc: NaruDoc, results: list[Any]) -> dict[str, McqPayload]:
     """Score one response; pure and thread-safe (lmms-eval runs it in a pool, with retries)."""
     response = _response(results)
     return metric_payloads(_score(doc, response))
@@ -195,7 +205,7 @@ def doc_to_visual_blind(doc: NaruDoc) -> list[str]:
     return []
 
 
-def process_results_blind(doc: NaruDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results_blind(doc: NaruDoc, results: list[Any]) -> dict[str, McqPayload]:
     """As :func:`process_results`, each payload marked ``blind: true``."""
     from naru_eval.core.variants import blind_payloads
 
@@ -215,7 +225,7 @@ def process_docs_circular_500(_placeholder: Any) -> Any:
     return _to_hf(report, order_for_ranks([rq for rq, _, _ in rotated], world_size_from_env()), rotations)
 
 
-def process_results_circular(doc: RotatedDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results_circular(doc: RotatedDoc, results: list[Any]) -> dict[str, CircularPayload]:
     """Score one rotated doc; payloads carry ``base_question_id`` and ``rotation``."""
     from naru_eval.core.variants import N_ROTATIONS, circular_payloads
 

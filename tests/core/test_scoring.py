@@ -1,4 +1,6 @@
+import dataclasses
 import random
+from typing import get_type_hints
 
 import pytest
 
@@ -6,6 +8,8 @@ from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE, NaruQuestion
 from naru_eval.core.scoring import (
     MACRO_KEY,
     METRICS,
+    McqRecord,
+    ScoredSample,
     aggregate_macro,
     aggregate_score,
     compute_metrics,
@@ -35,6 +39,21 @@ def test_payload_scopes():
         assert payload["question_id"] == "q1" and payload["video_id"] == "v1" and payload["gold"] == "B"
         assert payload["pred"] == "B" and payload["method"] == "explicit" and payload["correct"] is True
         assert payload["data_fingerprint"] == "abc"
+
+
+def test_payload_records_type_every_field_in_order():
+    """``ScoredSample.record`` / ``CircularSample.record`` cast ``asdict``: their TypedDicts must
+    name every dataclass field, in order, with its type (a field added to one and not the other
+    fails here)."""
+    from naru_eval.core.variants import CircularRecord, CircularSample
+
+    for cls, td in ((ScoredSample, McqRecord), (CircularSample, CircularRecord)):
+        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        assert list(td.__annotations__) == list(fields), td.__name__
+        assert get_type_hints(td) == get_type_hints(cls), td.__name__
+        assert td.__required_keys__ == frozenset(fields)
+    s = score_response(_q("q1", "N.2"), "B")
+    assert s.record() == dataclasses.asdict(s) and list(s.record()) == list(McqRecord.__annotations__)
 
 
 def test_metrics_on_constructed_samples():
