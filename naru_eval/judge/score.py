@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from pydantic import BaseModel
 
@@ -127,8 +127,9 @@ class JudgedSample:
     def scored(self) -> bool:
         return self.status in SCORED_STATUSES
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> OpenRecord:
+        """The fields as JSON, in their order (the ``overall`` payload, a scores file's row)."""
+        return cast(OpenRecord, asdict(self))  # every field, whatever is added later (a test checks)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JudgedSample:
@@ -136,6 +137,69 @@ class JudgedSample:
         fields = {k: v for k, v in d.items() if k in names}
         fields["facts"] = fact_records(fields.get("facts") or [], f"question {d.get('question_id')}")
         return cls(**fields)
+
+
+class OpenRecord(TypedDict):
+    """A :class:`JudgedSample` as JSON (:meth:`JudgedSample.to_dict`)."""
+
+    question_id: str
+    video_id: str
+    category: str
+    level: str
+    question: str
+    reference: str
+    response: str | None
+    status: str
+    reason: str | None
+    n_facts: int
+    covered: int
+    partial: int
+    not_covered: int
+    contradicted: int
+    recall: float | None
+    recall_with_partial: float | None
+    any_fact: bool | None
+    abstention: bool
+    response_truncated: bool
+    facts: list[FactRecord]
+    judge: JudgeInfo
+    usage: CallsUsage
+    data_fingerprint: str | None
+    adapter: str | None
+    input_mode: str | None
+    positions: str | None
+
+
+class OpenValue(TypedDict, total=False):
+    """What a naru_open payload adds for its metric: the value under ``score`` or
+    :data:`~naru_eval.core.scoring.MACRO_KEY`, or ``cost_unknown`` (``judge_cost_usd`` of calls
+    to a model without a price)."""
+
+    score: float
+    item_score: float
+    cost_unknown: bool
+
+
+class OpenKeys(TypedDict):
+    """The slim record a naru_open payload other than ``overall`` carries."""
+
+    question_id: str
+    video_id: str
+    category: str
+    level: str
+    status: str
+
+
+class OverallPayload(OpenRecord, OpenValue):
+    """The ``overall`` payload: the whole record (every metric recomputes from it)."""
+
+
+class SlimPayload(OpenKeys, OpenValue):
+    """Every other metric's payload."""
+
+
+#: one naru_open ``process_results`` payload (:func:`open_payloads`)
+OpenPayload = OverallPayload | SlimPayload
 
 
 def tally(verdicts: Sequence[FactRecord]) -> Tally:
@@ -190,21 +254,18 @@ def metric_value(metric: str, s: JudgedSample) -> float | None:
     raise KeyError(metric)
 
 
-def open_payloads(s: JudgedSample) -> dict[str, dict[str, Any]]:
+def open_payloads(s: JudgedSample) -> dict[str, OpenPayload]:
     """``process_results`` return value: the whole record under ``overall``, a slim one elsewhere."""
-    slim = {
-        "question_id": s.question_id,
-        "video_id": s.video_id,
-        "category": s.category,
-        "level": s.level,
-        "status": s.status,
-    }
-    out: dict[str, dict[str, Any]] = {}
+    slim = OpenKeys(question_id=s.question_id, video_id=s.video_id, category=s.category, level=s.level, status=s.status)
+    out: dict[str, OpenPayload] = {}
     for metric in OPEN_METRICS:
-        payload: dict[str, Any] = s.to_dict() if metric == "overall" else dict(slim)
+        payload: OpenPayload = OverallPayload(**s.to_dict()) if metric == "overall" else SlimPayload(**slim)
         value = metric_value(metric, s)
         if value is not None:
-            payload[MACRO_KEY if metric in MACRO_METRICS else "score"] = value
+            if metric in MACRO_METRICS:
+                payload[MACRO_KEY] = value
+            else:
+                payload["score"] = value
         elif metric == "judge_cost_usd" and s.usage.get("calls"):
             payload["cost_unknown"] = True  # calls of a model without a price
         out[metric] = payload

@@ -33,7 +33,7 @@ from naru_eval.core.doc import NaruDoc, question_of
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem, open_prompt_question
 from naru_eval.judge.pipeline import Judge
-from naru_eval.judge.score import JudgedSample, open_payloads
+from naru_eval.judge.score import JudgedSample, OpenPayload, open_payloads
 from naru_eval.settings import settings
 
 log = logging.getLogger("naru_eval.judge")
@@ -117,7 +117,7 @@ def item_of(doc: NaruDoc) -> JudgeItem:
     return JudgeItem.from_question(question_of(doc))
 
 
-def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, dict[str, Any]]:
+def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, OpenPayload]:
     response = results[0] if results else None
     if response is not None and not isinstance(response, str):
         response = str(response)

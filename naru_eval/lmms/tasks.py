@@ -38,6 +38,7 @@ from naru_eval.settings import settings
 
 if TYPE_CHECKING:
     from naru_eval.core.variants import CircularPayload
+    from naru_eval.judge.score import OpenPayload
 
 
 @functools.lru_cache(maxsize=4)
@@ -271,7 +272,7 @@ def doc_to_target_open(doc: NaruDoc) -> str:
     return reference_of(question_of(doc))
 
 
-def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, dict[str, Any]]:
+def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, OpenPayload]:
     """Judge one response (facts, coverage, recall); thread-safe, replayed from the judge cache
     when lmms-eval retries it, and never raising over the judge (unscored instead)."""
     from naru_eval.lmms.open_task import judge_doc

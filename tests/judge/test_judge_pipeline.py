@@ -272,3 +272,17 @@ def test_verdict_records_read_back_typed_and_validated(make_judge):
         d["facts"] = [{**d["facts"][0], **bad}]
         with pytest.raises(ValueError, match=rf"question {s.question_id}: malformed fact verdicts"):
             JudgedSample.from_dict(d)
+
+
+def test_open_record_types_every_field_in_order():
+    """``JudgedSample.to_dict`` casts ``asdict``: :class:`OpenRecord` must name every field, in
+    order, with its type (a field added to one and not the other fails here)."""
+    import dataclasses
+    from typing import get_type_hints
+
+    from naru_eval.judge.score import JudgedSample, OpenRecord
+
+    fields = [f.name for f in dataclasses.fields(JudgedSample)]
+    assert list(OpenRecord.__annotations__) == fields
+    assert get_type_hints(OpenRecord) == get_type_hints(JudgedSample)
+    assert OpenRecord.__required_keys__ == frozenset(fields)
