@@ -91,16 +91,22 @@ def _facts_text(s: JudgedSample) -> str:
     return "\n".join(lines)
 
 
+#: one cell of an audit sheet (CSV or JSONL): text, a recall, or blank
+Cell = str | float | None
+
+
 def sheet_rows(
     chosen: Sequence[tuple[str, JudgedSample]], annotators: int = 3, unit: str = "response"
-) -> tuple[list[str], list[dict[str, Any]]]:
+) -> tuple[list[str], list[dict[str, Cell]]]:
+    """(columns, rows) of the audit sheet: one row per response or per fact, blank annotator
+    columns to fill in."""
     if unit not in ("response", "fact"):
         raise ValueError("unit must be 'response' or 'fact'")
     ann = [f"annotator_{i}" for i in range(1, annotators + 1)]
     cols = [*BASE_COLUMNS, *(RESPONSE_COLUMNS if unit == "response" else FACT_COLUMNS), *ann, "notes"]
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Cell]] = []
     for model, s in chosen:
-        base = {
+        base: dict[str, Cell] = {
             "unit": unit,
             "model": model,
             "question_id": s.question_id,
