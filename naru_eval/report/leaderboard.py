@@ -24,7 +24,9 @@ import datetime as _dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
 
 from naru_eval.core.scoring import METRICS
 from naru_eval.report.entries import (
@@ -64,7 +66,7 @@ class Leaderboard:
     document: LeaderboardDocument
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    data: dict[str, Any] = field(init=False)
+    data: dict[str, JsonValue] = field(init=False)
 
     def __post_init__(self) -> None:
         self.data = self.document.model_dump(mode="json", by_alias=True, exclude_unset=True)
