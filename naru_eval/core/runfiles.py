@@ -194,8 +194,13 @@ class ResultsFile:
         ns = (self.data.get("n-samples") or {}).get(task) or {}
         return ns.get("original"), ns.get("effective")
 
-    def task_config(self, task: str) -> dict[str, Any]:
-        return (self.data.get("configs") or {}).get(task) or {}
+    def task_judge(self, task: str) -> str | None:
+        """The judge ``task``'s config names (``metadata.judge``, ``metadata.judge_model`` or
+        ``judge``), if any."""
+        cfg = (self.data.get("configs") or {}).get(task) or {}
+        meta = cfg.get("metadata") or {}
+        judge = meta.get("judge") or meta.get("judge_model") or cfg.get("judge")
+        return str(judge) if judge else None
 
     def sample_logs(self) -> dict[str, Path]:
         """task -> ``<stamp>_samples_<task>.jsonl`` next to this file."""

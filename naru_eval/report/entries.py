@@ -71,12 +71,8 @@ def _label_for(results_file: Path, labels: Mapping[str, str]) -> str | None:
 
 
 def _judge(results: ResultsFile, task: str) -> str | None:
-    cfg = results.task_config(task)
-    meta = cfg.get("metadata") or {}
-    for v in (meta.get("judge"), meta.get("judge_model"), cfg.get("judge"), results.config.args.get("judge")):
-        if v:
-            return str(v)
-    return None
+    """The judge the task's config names, else the ``judge=`` model arg."""
+    return results.task_judge(task) or results.config.args.get("judge") or None
 
 
 def _cost(results: ResultsFile, manifest: SweepManifest | None) -> dict[str, JsonValue] | None:

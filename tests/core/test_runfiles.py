@@ -106,3 +106,21 @@ def test_an_unreadable_results_file_and_a_folder_without_one(tmp_path):
     rf.write_text("{}")
     assert problems(rf) == [f"{rf}: no task was evaluated (no n-samples)"]
     assert verify_run(tmp_path / "empty", metrics_from_open_log) == [f"{tmp_path / 'empty'}: no results file"]
+
+
+def test_the_judge_a_task_config_names():
+    """``metadata.judge`` first, then ``metadata.judge_model``, then the config's ``judge``; none: None."""
+    configs = {
+        "a": {"metadata": {"judge": "gpt-5.5", "judge_model": "x"}, "judge": "y"},
+        "b": {"metadata": {"judge_model": "gpt-4.1"}, "judge": "y"},
+        "c": {"metadata": {"version": 2}, "judge": "offline:minilm"},
+        "d": {"metadata": {"judge": ""}},
+    }
+    res = ResultsFile(Path("x_results.json"), {"configs": configs})
+    assert [res.task_judge(t) for t in ("a", "b", "c", "d", "missing")] == [
+        "gpt-5.5",
+        "gpt-4.1",
+        "offline:minilm",
+        None,
+        None,
+    ]
