@@ -27,7 +27,7 @@ from pydantic import Field
 
 from model_adapters.args import Flag, HFArgs
 from model_adapters.base import Answer, NaruRequest
-from model_adapters.hf_base import HFVideoModel
+from model_adapters.hf_base import HFDescription, HFVideoModel
 
 
 class MiniCPMArgs(HFArgs):
@@ -58,11 +58,11 @@ class MiniCPM_O(HFVideoModel):
         self.native_decoding = self.args.native_decoding
         self.tokenizer: Any = None
 
-    def describe(self) -> dict[str, Any]:
-        desc = super().describe()
-        desc["hf"].update(
-            max_slice_nums=self.max_slice_nums, use_image_id=self.use_image_id, native_decoding=self.native_decoding
-        )
+    def hf_description(self) -> HFDescription:
+        desc = super().hf_description()
+        desc["max_slice_nums"] = self.max_slice_nums
+        desc["use_image_id"] = self.use_image_id
+        desc["native_decoding"] = self.native_decoding
         return desc
 
     def load(self) -> None:

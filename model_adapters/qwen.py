@@ -30,7 +30,7 @@ from pydantic import Field
 
 from model_adapters.args import Flag, HFArgs
 from model_adapters.base import NaruRequest, RequestFailed
-from model_adapters.hf_base import HFVideoModel
+from model_adapters.hf_base import HFDescription, HFVideoModel, ProcessorKwargs
 from model_adapters.positions import QWEN_REFERENCE, generation_position_ids, geometry_of
 
 if TYPE_CHECKING:
@@ -141,12 +141,12 @@ class _QwenVideo(HFVideoModel):
         self.min_frames = self.args.min_frames
         self._plans: dict[str, QwenVideoPlan] = {}
 
-    def describe(self) -> dict[str, Any]:
-        desc = super().describe()
+    def hf_description(self) -> HFDescription:
+        desc = super().hf_description()
         if self.fps is not None:
             from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
 
-            desc["hf"]["qwen_vl_utils_sizing"] = {
+            desc["qwen_vl_utils_sizing"] = {
                 "patch_size": self.patch_size,
                 "min_frames": self.min_frames,
                 "model_seq_len": vp.MODEL_SEQ_LEN,
@@ -204,7 +204,7 @@ class _QwenVideo(HFVideoModel):
             inputs.get("second_per_grid_ts"),
         )
 
-    def processor_kwargs(self) -> dict[str, Any]:
+    def processor_kwargs(self) -> ProcessorKwargs:
         kw = super().processor_kwargs()
         if self.fps is not None:
             kw["do_resize"] = False  # the frames already have qwen-vl-utils' size
