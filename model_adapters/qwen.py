@@ -24,7 +24,7 @@ processor's own per-frame cap, as before.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypedDict
 
 from pydantic import Field
 
@@ -45,6 +45,14 @@ class QwenVideoPlan(NamedTuple):
     width: int
     max_pixels: int  # the per-frame pixel limit the total budget gives
     min_pixels: int
+
+
+class _SmartNframesEle(TypedDict, total=False):
+    """The video entry ``qwen_vl_utils.smart_nframes`` reads its sampling from."""
+
+    fps: float
+    max_frames: int
+    min_frames: int
 
 
 def qwen_video_plan(
@@ -73,7 +81,7 @@ def qwen_video_plan(
     """
     from qwen_vl_utils import vision_process as vp
 
-    ele: dict[str, Any] = {"fps": float(fps)}
+    ele: _SmartNframesEle = {"fps": float(fps)}
     if max_frames:
         ele["max_frames"] = int(max_frames)
     if min_frames:
