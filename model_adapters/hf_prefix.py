@@ -53,6 +53,7 @@ class PrefillStats(TypedDict):
 
 
 def new_prefill_stats() -> PrefillStats:
+    """All counters at zero (a new adapter)."""
     return {"prefix_prefills": 0, "prefill_tokens": 0, "questions": 0, "processor_wait_s": 0.0, "processor_ahead": 0}
 
 
