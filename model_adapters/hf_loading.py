@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from loguru import logger
 
-from model_adapters.args import HFArgs
+from model_adapters.args import BaseKwargs, HFArgs
 from model_adapters.base import NaruModel
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class PretrainedKwargs(TypedDict, total=False):
@@ -38,7 +41,7 @@ class HFCheckpointModel(NaruModel):
     #: config.model_type -> the transformers class that loads it (the family's checkpoints)
     model_classes: ClassVar[Mapping[str, str]] = {}
 
-    def __init__(self, args: HFArgs, **base: Any) -> None:
+    def __init__(self, args: HFArgs, **base: Unpack[BaseKwargs]) -> None:
         super().__init__(**base)
         self.pretrained = args.pretrained
         self.dtype_name = args.dtype
