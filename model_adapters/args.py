@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, TypedDict, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -107,20 +107,21 @@ def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | N
         raise ValueError(f"{who}: " + "; ".join(problems)) from None
 
 
+class BaseKwargs(TypedDict):
+    """The typed args ``NaruModel.__init__`` takes (:meth:`SamplingArgs.base_kwargs`)."""
+
+    num_frames: int | None
+    fps: float | None
+    max_frames: int | None
+    max_pixels: int | None
+    response_store: str | None
+    store: bool | None
+    batch_size: int
+
+
 class SamplingArgs(AdapterArgs):
     """The base's args (``model_adapters.base.NaruModel``): frames, store, batch size; and the two
     lmms-eval passes to every model from its own flags (``--device``, ``--max_batch_size``)."""
-
-    #: the fields handed to ``NaruModel.__init__`` (the rest are the adapter's)
-    BASE: ClassVar[tuple[str, ...]] = (
-        "num_frames",
-        "fps",
-        "max_frames",
-        "max_pixels",
-        "response_store",
-        "store",
-        "batch_size",
-    )
 
     num_frames: int | None = Field(None, ge=1, description="frames per video (else the adapter's default)")
     fps: float | None = Field(None, gt=0, description="sample by rate instead of a frame count")
@@ -134,9 +135,17 @@ class SamplingArgs(AdapterArgs):
     )
     max_batch_size: int | None = Field(None, description="lmms-eval's --max_batch_size (not used)")
 
-    def base_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of ``NaruModel.__init__``."""
-        return {k: getattr(self, k) for k in self.BASE}
+    def base_kwargs(self) -> BaseKwargs:
+        """The keyword arguments of ``NaruModel.__init__`` (the other fields are the adapter's)."""
+        return {
+            "num_frames": self.num_frames,
+            "fps": self.fps,
+            "max_frames": self.max_frames,
+            "max_pixels": self.max_pixels,
+            "response_store": self.response_store,
+            "store": self.store,
+            "batch_size": self.batch_size,
+        }
 
 
 class HFArgs(SamplingArgs):

@@ -21,13 +21,27 @@ stand-in remote-code checkpoint (tests/helpers/tiny_models.py).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from pydantic import Field
 
 from model_adapters.args import Flag, HFArgs
 from model_adapters.base import Answer, NaruRequest
-from model_adapters.hf_base import HFVideoModel
+from model_adapters.hf_base import HFDescription, HFVideoModel
+
+
+class ChatKwargs(TypedDict, total=False):
+    """The remote ``chat()``'s generation settings (the model card's video settings, greedy)."""
+
+    sampling: bool
+    max_new_tokens: int
+    use_image_id: bool
+    max_slice_nums: int
+    temperature: float
+    top_p: float
+    top_k: int
+    num_beams: int
+    repetition_penalty: float
 
 
 class MiniCPMArgs(HFArgs):
@@ -58,11 +72,11 @@ class MiniCPM_O(HFVideoModel):
         self.native_decoding = self.args.native_decoding
         self.tokenizer: Any = None
 
-    def describe(self) -> dict[str, Any]:
-        desc = super().describe()
-        desc["hf"].update(
-            max_slice_nums=self.max_slice_nums, use_image_id=self.use_image_id, native_decoding=self.native_decoding
-        )
+    def hf_description(self) -> HFDescription:
+        desc = super().hf_description()
+        desc["max_slice_nums"] = self.max_slice_nums
+        desc["use_image_id"] = self.use_image_id
+        desc["native_decoding"] = self.native_decoding
         return desc
 
     def load(self) -> None:
@@ -96,18 +110,24 @@ class MiniCPM_O(HFVideoModel):
 
         return [Image.fromarray(f) for f in sampled.frames]
 
-    def chat_kwargs(self, request: NaruRequest) -> dict[str, Any]:
+    def chat_kwargs(self, request: NaruRequest) -> ChatKwargs:
         gen = self.generation_kwargs(request)
-        kw: dict[str, Any] = {
+        kw: ChatKwargs = {
             "sampling": gen["do_sample"],
             "max_new_tokens": gen["max_new_tokens"],
             "use_image_id": self.use_image_id,
         }
         kw["max_slice_nums"] = self.max_slice_nums
         if gen["do_sample"]:
-            kw.update({k: gen[k] for k in ("temperature", "top_p", "top_k") if k in gen})
+            if "temperature" in gen:
+                kw["temperature"] = gen["temperature"]
+            if "top_p" in gen:
+                kw["top_p"] = gen["top_p"]
+            if "top_k" in gen:
+                kw["top_k"] = gen["top_k"]
         elif not self.native_decoding:
-            kw.update(num_beams=gen.get("num_beams", 1), repetition_penalty=1.0)
+            kw["num_beams"] = gen.get("num_beams", 1)
+            kw["repetition_penalty"] = 1.0
         return kw
 
     def generate(self, request: NaruRequest, sampled: Any) -> Answer:

@@ -37,7 +37,7 @@ from pydantic import Field, field_validator
 
 from model_adapters.args import Flag, HFArgs
 from model_adapters.base import NaruRequest
-from model_adapters.hf_base import HFVideoModel
+from model_adapters.hf_base import HFDescription, HFVideoModel
 from model_adapters.positions import NO_ROPE
 
 #: max_new_tokens with reasoning on: the model card's thinking-mode max_tokens (a 16,384-token
@@ -84,9 +84,10 @@ class NemotronOmni(HFVideoModel):
         self.reasoning_max_new_tokens = REASONING_MAX_NEW_TOKENS if self.thinking else None
         self.video_pruning_rate = self.args.video_pruning_rate
 
-    def describe(self) -> dict[str, Any]:
-        desc = super().describe()
-        desc["hf"].update(video_pruning_rate=self.video_pruning_rate, reasoning_budget=self.reasoning_max_new_tokens)
+    def hf_description(self) -> HFDescription:
+        desc = super().hf_description()
+        desc["video_pruning_rate"] = self.video_pruning_rate
+        desc["reasoning_budget"] = self.reasoning_max_new_tokens
         return desc
 
     # -- loading ------------------------------------------------------------------------------

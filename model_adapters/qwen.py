@@ -24,13 +24,13 @@ processor's own per-frame cap, as before.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypedDict
 
 from pydantic import Field
 
 from model_adapters.args import Flag, HFArgs
 from model_adapters.base import NaruRequest, RequestFailed
-from model_adapters.hf_base import HFVideoModel
+from model_adapters.hf_base import HFDescription, HFVideoModel, ProcessorKwargs
 from model_adapters.positions import QWEN_REFERENCE, generation_position_ids, geometry_of
 
 if TYPE_CHECKING:
@@ -45,6 +45,14 @@ class QwenVideoPlan(NamedTuple):
     width: int
     max_pixels: int  # the per-frame pixel limit the total budget gives
     min_pixels: int
+
+
+class _SmartNframesEle(TypedDict, total=False):
+    """The video entry ``qwen_vl_utils.smart_nframes`` reads its sampling from."""
+
+    fps: float
+    max_frames: int
+    min_frames: int
 
 
 def qwen_video_plan(
@@ -73,7 +81,7 @@ def qwen_video_plan(
     """
     from qwen_vl_utils import vision_process as vp
 
-    ele: dict[str, Any] = {"fps": float(fps)}
+    ele: _SmartNframesEle = {"fps": float(fps)}
     if max_frames:
         ele["max_frames"] = int(max_frames)
     if min_frames:
@@ -141,12 +149,12 @@ class _QwenVideo(HFVideoModel):
         self.min_frames = self.args.min_frames
         self._plans: dict[str, QwenVideoPlan] = {}
 
-    def describe(self) -> dict[str, Any]:
-        desc = super().describe()
+    def hf_description(self) -> HFDescription:
+        desc = super().hf_description()
         if self.fps is not None:
             from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
 
-            desc["hf"]["qwen_vl_utils_sizing"] = {
+            desc["qwen_vl_utils_sizing"] = {
                 "patch_size": self.patch_size,
                 "min_frames": self.min_frames,
                 "model_seq_len": vp.MODEL_SEQ_LEN,
@@ -204,7 +212,7 @@ class _QwenVideo(HFVideoModel):
             inputs.get("second_per_grid_ts"),
         )
 
-    def processor_kwargs(self) -> dict[str, Any]:
+    def processor_kwargs(self) -> ProcessorKwargs:
         kw = super().processor_kwargs()
         if self.fps is not None:
             kw["do_resize"] = False  # the frames already have qwen-vl-utils' size

@@ -192,3 +192,25 @@ def test_run_key_tracks_the_checkpoint(tiny_checkpoint, indexed_video):
     assert a.request_key(r)[0] != b.request_key(r)[0]
     assert a.describe()["hf"]["pretrained"] == "/ckpt/a"
     assert a.request_key(r) == make("naru_qwen2_5_vl", "/ckpt/a", device="cuda:3").request_key(r)
+
+
+HF_KEY = ["pretrained", "revision", "dtype", "max_new_tokens", "system_prompt", "template_kwargs"]
+HF_KEY += ["cap_pixels_per_frame", "positions"]
+
+
+@pytest.mark.parametrize(
+    "model_id,args,family_keys",
+    [
+        ("naru_qwen2_5_vl", {}, []),
+        ("naru_qwen3_vl", {"fps": "0.25", "num_frames": "none"}, ["qwen_vl_utils_sizing"]),
+        ("naru_internvl3_5", {}, []),
+        ("naru_nemotron_omni", {}, ["video_pruning_rate", "reasoning_budget"]),
+        ("naru_minicpm_o", {}, ["max_slice_nums", "use_image_id", "native_decoding"]),
+    ],
+)
+def test_run_key_hf_part_keeps_its_fields_in_order(model_id, args, family_keys):
+    """The run key is the JSON of describe(): stored answers match only while its ``hf`` part
+    keeps the base's fields, then the family's, in this order."""
+    desc = make(model_id, "/ckpt/a", **args).describe()
+    assert list(desc) == ["model", "args", "num_frames", "fps", "max_frames", "max_pixels", "hf"]
+    assert list(desc["hf"]) == [*HF_KEY, *family_keys]
