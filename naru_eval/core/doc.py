@@ -15,24 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from naru_eval.core.data import NaruQuestion
+from naru_eval.core.data import NaruQuestion, QuestionRow
 
 
-class NaruDoc(TypedDict):
-    """A question's row in the task's ``datasets.Dataset``, as hooks and adapters read it."""
+class NaruDoc(QuestionRow):
+    """A question's row in the task's ``datasets.Dataset``, as hooks and adapters read it: the
+    question's own fields (:class:`~naru_eval.core.data.QuestionRow`; ``duration_s`` there is
+    the annotation's, else the preflight's probe of the file) and what the run adds."""
 
-    question_id: str
-    video_id: str
-    category: str
-    question: str
-    options: list[str]
-    answer: str
-    subset_500: bool | None
-    #: the annotation's duration, else the preflight's probe of the file (None: not known)
-    duration_s: float | None
-    video_path: str | None
-    open_question: str | None
-    reference_answer: str | None
     #: the video file the model is given (None: a blind task, no media)
     video: str | None
     level: str
