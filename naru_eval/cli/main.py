@@ -30,13 +30,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if data_dir is None and not settings().hf_dataset:
         print("naru-eval validate-data: give DIR or set NARU_DATA_DIR / NARU_HF_DATASET", file=sys.stderr)
         return 2
-    report = validate(data_dir, videos=not args.no_videos)
+    report = validate(data_dir, videos=not args.no_videos, audio=args.audio and not args.no_videos)
     if report.dataset is not None:
         ds = report.dataset
         print(f"{ds.source}: {len(ds.questions)} questions, {len({q.video_id for q in ds.questions})} videos")
         if report.videos:
             hours = sum(v.duration_s for v in report.videos.values()) / 3600
             print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
+        if report.audio:
+            print(f"audio tracks readable: {len(report.audio)}")
     if report.ok:
         print("OK")
         return 0
@@ -81,7 +83,7 @@ def cmd_make_synthetic(args: argparse.Namespace) -> int:
     from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
 
     counts = dict(PAPER_COUNTS) if args.paper_counts else {c: args.per_category for c in PAPER_COUNTS}
-    make_dataset(args.out_dir, SyntheticSpec(counts=counts, n_videos=args.videos, seed=args.seed))
+    make_dataset(args.out_dir, SyntheticSpec(counts=counts, n_videos=args.videos, seed=args.seed, audio=args.audio))
     print(f"wrote {sum(counts.values())} questions over {args.videos} videos to {args.out_dir}")
     return 0
 
@@ -125,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate-data", help="check annotations and that every video opens; all problems at once")
     p.add_argument("data_dir", nargs="?", help="NARU data directory (default: $NARU_DATA_DIR)")
     p.add_argument("--no-videos", action="store_true", help="check the schema only")
+    p.add_argument(
+        "--audio",
+        action="store_true",
+        help="also check that every video has a decodable audio track (for runs with audio=true)",
+    )
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("demo", help="build a synthetic NARU sample and score it through the real lmms-eval")
@@ -155,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paper-counts", action="store_true", help="use the paper's 1,481 category counts")
     p.add_argument("--videos", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--audio", action="store_true", help="give each video a soundtrack (each segment its own tone)")
     p.set_defaults(func=cmd_make_synthetic)
 
     p = sub.add_parser("tasks-path", help="print where the installed NARU task YAMLs live")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from naru_eval.core.data import VIDEO_EXTENSIONS, DataError, Dataset, load_dataset_from_env, load_local
+from naru_eval.media.audio import AudioInfo, probe_audio
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video
 
 
@@ -22,6 +23,8 @@ class ValidationReport:
     dataset: Dataset | None
     problems: list[str] = field(default_factory=list)
     videos: dict[str, VideoInfo] = field(default_factory=dict)
+    #: video_id -> its audio track (checked only when audio is asked for)
+    audio: dict[str, AudioInfo] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -66,8 +69,40 @@ def check_videos(dataset: Dataset, workers: int = 8) -> tuple[dict[str, VideoInf
     return infos, problems
 
 
-def validate(data_dir: str | os.PathLike[str] | None = None, videos: bool = True) -> ValidationReport:
-    """Load the data (``data_dir`` or the environment) and check schema and videos."""
+def check_audio(
+    dataset: Dataset, videos: dict[str, VideoInfo], workers: int = 8
+) -> tuple[dict[str, AudioInfo], list[str]]:
+    """The audio track of each readable video (``videos``, from :func:`check_videos`): a silent file
+    or an undecodable track is one problem naming the video, found before any model runs."""
+    qids: dict[str, list[str]] = {}
+    for q in dataset.questions:
+        qids.setdefault(q.video_id, []).append(q.question_id)
+
+    def probe(item: tuple[str, VideoInfo]) -> tuple[str, AudioInfo | str]:
+        vid, info = item
+        try:
+            return vid, probe_audio(info.path)
+        except VideoError as e:
+            return vid, str(e)
+
+    tracks: dict[str, AudioInfo] = {}
+    problems: list[str] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for vid, result in pool.map(probe, sorted(videos.items())):
+            if isinstance(result, AudioInfo):
+                tracks[vid] = result
+            else:
+                n = len(qids.get(vid, []))
+                problems.append(f"video {vid!r} ({n} question(s), e.g. {qids[vid][0]!r}): {result}")
+    return tracks, problems
+
+
+def validate(
+    data_dir: str | os.PathLike[str] | None = None, videos: bool = True, audio: bool = False
+) -> ValidationReport:
+    """Load the data (``data_dir`` or the environment) and check schema and videos; with ``audio``
+    (``naru-eval validate-data --audio``, for a run with ``audio=true``) also that every video has a
+    decodable audio track."""
     try:
         dataset = load_local(data_dir, strict=False) if data_dir is not None else load_dataset_from_env(strict=False)
     except DataError as e:  # no readable annotation file at all
@@ -76,4 +111,7 @@ def validate(data_dir: str | os.PathLike[str] | None = None, videos: bool = True
     if videos:
         report.videos, video_problems = check_videos(dataset)
         report.problems += video_problems
+        if audio:
+            report.audio, audio_problems = check_audio(dataset, report.videos)
+            report.problems += audio_problems
     return report
