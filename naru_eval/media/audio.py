@@ -219,6 +219,7 @@ class _Placer:
         self.rate = rate
         self.origin_s = origin_s
         self.bounds = [(round(s * rate), round(e * rate)) for s, e in windows]
+        self.starts = [s for s, _ in self.bounds]
         sizes = [e - s for s, e in self.bounds]
         self.offsets = [0, *np.cumsum(sizes).tolist()]
         self.out = np.zeros(self.offsets[-1], np.float32)
@@ -226,11 +227,25 @@ class _Placer:
         self.next_at: int | None = None  # where a chunk without a timestamp goes
         self.first: int | None = None
         self.last: int | None = None
+        #: with the sink's time base 1/rate, a timestamp is a sample number: ``pts - shift``
+        self.shift: int | None = None
+        self.time_base: Any = None
 
     def place(self, frame: Any) -> None:
-        x = frame.to_ndarray()[0]
+        import bisect
+
+        import numpy as np
+
+        x = np.frombuffer(frame.planes[0], dtype=np.float32, count=frame.samples)
         if frame.pts is not None and frame.time_base is not None:
-            at = round((float(frame.pts * frame.time_base) - self.origin_s) * self.rate)
+            if frame.time_base != self.time_base:
+                self.time_base = frame.time_base
+                exact = frame.time_base.numerator == 1 and frame.time_base.denominator == self.rate
+                self.shift = round(self.origin_s * self.rate) if exact else None
+            if self.shift is not None:
+                at = int(frame.pts) - self.shift
+            else:
+                at = round((float(frame.pts * frame.time_base) - self.origin_s) * self.rate)
         elif self.next_at is not None:
             at = self.next_at
         else:
@@ -239,11 +254,14 @@ class _Placer:
         self.next_at = end
         self.first = at if self.first is None else min(self.first, at)
         self.last = end if self.last is None else max(self.last, end)
-        for w, (s, e) in enumerate(self.bounds):
+        w = max(0, bisect.bisect_right(self.starts, at) - 1)
+        while w < len(self.bounds) and self.bounds[w][0] < end:
+            s, e = self.bounds[w]
             lo, hi = max(s, at), min(e, end)
             if lo < hi:
                 self.out[self.offsets[w] + lo - s : self.offsets[w] + hi - s] = x[lo - at : hi - at]
                 self.covered[w] += hi - lo
+            w += 1
 
     @property
     def done(self) -> bool:
