@@ -85,7 +85,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--modes", default="full,windows,naive")
     args = ap.parse_args()
-    video = args.video or build(Path(tempfile.gettempdir()) / f"naru_bench_audio_{args.hours:g}h" / "long.mp4", args.hours)
+    video = args.video or build(
+        Path(tempfile.gettempdir()) / f"naru_bench_audio_{args.hours:g}h" / "long.mp4", args.hours
+    )
     import av
 
     with av.open(str(video)) as c:

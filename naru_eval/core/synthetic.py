@@ -94,7 +94,9 @@ def write_video(
             seg = np.minimum(len(colours) - 1, idx * len(colours) // total)
             pitch = np.array([PITCHES[colours[k]] for k in seg])
             wave = (0.3 * np.sin(2 * np.pi * pitch * idx / AUDIO_RATE)).astype(np.float32)
-            af = av.AudioFrame.from_ndarray(np.ascontiguousarray(np.stack([wave, wave])), format="fltp", layout="stereo")
+            af = av.AudioFrame.from_ndarray(
+                np.ascontiguousarray(np.stack([wave, wave])), format="fltp", layout="stereo"
+            )
             af.sample_rate, af.pts = AUDIO_RATE, at
             for packet in sound.encode(af):
                 container.mux(packet)

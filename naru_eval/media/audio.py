@@ -335,3 +335,29 @@ def _drain(graph: Any, placer: _Placer) -> None:
         except (EOFError, av.error.BlockingIOError):
             return
         placer.place(out)
+
+
+def wav_bytes(samples: np.ndarray, rate: int = SAMPLE_RATE) -> bytes:
+    """``samples`` (float32 mono) as a WAV file of 32-bit IEEE floats: the samples themselves, bit
+    for bit, for a server that reads WAV (vLLM's ``AudioMediaIO`` reads it with soundfile at its
+    native rate, so 16 kHz is not resampled again)."""
+    import struct
+
+    import numpy as np
+
+    data = np.ascontiguousarray(samples, dtype="<f4").tobytes()
+    fmt = struct.pack("<HHIIHHH", 3, 1, rate, rate * 4, 4, 32, 0)  # WAVE_FORMAT_IEEE_FLOAT, mono
+    fact = struct.pack("<I", len(data) // 4)
+    body = (
+        b"WAVE"
+        + b"fmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + b"fact"
+        + struct.pack("<I", len(fact))
+        + fact
+        + b"data"
+        + struct.pack("<I", len(data))
+        + data
+    )
+    return b"RIFF" + struct.pack("<I", len(body)) + body

@@ -214,3 +214,34 @@ def plan_audio(
     length = snap(lo * block)
     wins = frame_windows(frame_times, length, duration_s, block)
     return AudioPlan(wins, False, window_tokens(encoder, wins), duration_s, length, budget_tokens)
+
+
+def derangement(durations: dict[str, float]) -> dict[str, str]:
+    """The control of an audio ablation: each video gets another video's soundtrack, never its own.
+
+    Deterministic from the set of videos and their durations alone: sorted by (duration, id),
+    neighbours swap (1<->2, 3<->4, ...; an odd last three rotate), so each video hears one of
+    about its own length (its windows mostly land inside the other track) and the mapping is
+    the same in every run over the same videos. One video cannot be deranged: an error."""
+    order = sorted(durations, key=lambda v: (float(durations[v]), v))
+    if len(order) < 2:
+        raise ValueError(f"another video's audio needs at least two videos; the run has {len(order)}")
+    out: dict[str, str] = {}
+    pairs = len(order) // 2 * 2
+    if len(order) % 2:
+        pairs -= 2  # the last three rotate
+    for i in range(0, pairs, 2):
+        a, b = order[i], order[i + 1]
+        out[a], out[b] = b, a
+    if len(order) % 2:
+        a, b, c = order[-3:]
+        out[a], out[b], out[c] = b, c, a
+    return out
+
+
+def derangement_key(mapping: dict[str, str]) -> str:
+    """A short fingerprint of a derangement (the run key and the variant name carry it)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(sorted(mapping.items())).encode()).hexdigest()[:12]

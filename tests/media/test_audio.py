@@ -177,3 +177,17 @@ def test_a_disk_entry_that_is_not_what_it_claims_is_a_miss(files, tmp_path):
     again = AudioCache(disk_dir=tmp_path / "audio")
     assert np.array_equal(again.get(path, [(1.0, 2.0)]).samples, cache.get(path, [(1.0, 2.0)]).samples)
     assert again.stats.decodes == 1
+
+
+def test_wav_bytes_are_the_samples_bit_for_bit():
+    """What the server path sends: a 32-bit float WAV an independent reader (scipy) decodes to
+    exactly the samples, at 16 kHz."""
+    import io
+
+    from scipy.io import wavfile
+
+    from naru_eval.media.audio import wav_bytes
+
+    x = np.random.default_rng(0).normal(0, 0.3, 16_001).astype(np.float32)
+    rate, y = wavfile.read(io.BytesIO(wav_bytes(x)))
+    assert rate == SAMPLE_RATE and y.dtype == np.float32 and np.array_equal(x, y)

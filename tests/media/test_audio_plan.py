@@ -36,7 +36,9 @@ def test_qwen_token_counts_are_the_processors(seconds):
 
     n = round(seconds * 16000)
     fe = WhisperFeatureExtractor(feature_size=128)
-    feats = fe([np.zeros(n, np.float32)], sampling_rate=16000, truncation=False, padding=True, return_attention_mask=True)
+    feats = fe(
+        [np.zeros(n, np.float32)], sampling_rate=16000, truncation=False, padding=True, return_attention_mask=True
+    )
     frames = int(feats["attention_mask"].sum())
     assert qwen2_5_omni_tokens(n) == int(qwen2_5(np.array(frames)))
     assert qwen3_omni_tokens(n) == int(qwen3(np.array(frames), 50))
@@ -123,3 +125,20 @@ def test_a_fixed_window_is_checked_too():
     assert plan.window_s == 10.0 and plan.seconds == 20.0 and plan.tokens == 500
     with pytest.raises(AudioPlanError, match="audio_window_s=100"):
         plan_audio(QWEN2_5_OMNI, 600.0, [100.0, 300.0], budget_tokens=1_000, window_s=100.0)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 155])
+def test_the_control_is_a_derangement_of_similar_lengths(n):
+    from naru_eval.media.audio_plan import derangement, derangement_key
+
+    rng = np.random.default_rng(n)
+    durations = {f"v{i:03d}": float(rng.uniform(1800, 14400)) for i in range(n)}
+    m = derangement(durations)
+    assert sorted(m) == sorted(m.values()) == sorted(durations)  # a permutation
+    assert all(k != v for k, v in m.items())  # nobody hears their own video
+    assert derangement(dict(reversed(list(durations.items())))) == m  # order of the input does not matter
+    assert derangement_key(m) == derangement_key(dict(m))
+    ranks = {v: i for i, v in enumerate(sorted(durations, key=durations.get))}
+    assert all(abs(ranks[k] - ranks[v]) <= 2 for k, v in m.items())  # a neighbour in length
+    with pytest.raises(ValueError, match="at least two"):
+        derangement({"v0": 1.0})
