@@ -294,6 +294,7 @@ def sample_audio(
         origin_s = float(int(index.pts[0]) * index.time_base)
         with av.open(str(p)) as container:
             a = audio_stream(p, container, stream)
+            chosen = int(a.index)  # read while the container is open
             placer = _Placer(wins, rate, origin_s)
             graph = None
             for packet in container.demux(a):
@@ -305,7 +306,7 @@ def sample_audio(
                 if placer.done:
                     break
             if graph is None:
-                raise VideoError(p, f"audio stream #{a.index}: no decodable audio frame")
+                raise VideoError(p, f"audio stream #{chosen}: no decodable audio frame")
             if not placer.done:
                 graph.push(None)
                 _drain(graph, placer)
@@ -319,7 +320,7 @@ def sample_audio(
         windows=wins,
         offsets=tuple(int(o) for o in placer.offsets),
         covered_s=tuple(c / rate for c in placer.covered),
-        stream_index=int(a.index),
+        stream_index=chosen,
         track_start_s=(placer.first or 0) / rate,
         track_end_s=(placer.last or 0) / rate,
         path=str(p),

@@ -18,6 +18,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -86,6 +87,10 @@ class AudioCacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
     decodes: int = 0
+    #: entries decoded ahead (:meth:`AudioCache.ahead`) and taken from there
+    prefetched: int = 0
+    #: seconds ``get`` waited for audio not yet in memory (decoding inline or ahead): the model's wait
+    wait_s: float = 0.0
 
 
 class AudioCache:
@@ -101,6 +106,8 @@ class AudioCache:
         self._bytes = 0
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
+        self._pending: dict[str, Future[SampledAudio]] = {}
+        self._pool: ThreadPoolExecutor | None = None
         self.stats = AudioCacheStats()
 
     def key(self, path: str | os.PathLike[str], params: AudioParams) -> str:
@@ -113,21 +120,71 @@ class AudioCache:
         rate: int = SAMPLE_RATE,
         stream: int | None = None,
     ) -> SampledAudio:
+        import time
+
         params = audio_params(windows, rate, stream)
         key = self.key(path, params)
         with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.stats.memory_hits += 1
+                return self._items[key]
+            pending = self._pending.pop(key, None)
+        start = time.perf_counter()
+        try:
+            if pending is not None:
+                try:
+                    sampled = pending.result()
+                    self.stats.prefetched += 1
+                    return sampled
+                except Exception:  # decode inline: the same error as without decoding ahead
+                    pass
+            return self._fetch(key, params, path)
+        finally:
+            self.stats.wait_s += time.perf_counter() - start
+
+    def ahead(
+        self,
+        path: str | os.PathLike[str],
+        windows: Sequence[tuple[float, float]],
+        rate: int = SAMPLE_RATE,
+        stream: int | None = None,
+    ) -> None:
+        """Start decoding (video, windows) in a background thread, unless it is held or under way:
+        the next :meth:`get` of it takes the result (the adapters call this for the next videos
+        while the model answers; PyAV decodes with the GIL released)."""
+        params = audio_params(windows, rate, stream)
+        key = self.key(path, params)
+        with self._lock:
+            if key in self._items or key in self._pending:
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="naru-audio-ahead")
+            self._pending[key] = self._pool.submit(self._fetch, key, params, path)
+
+    def close(self) -> None:
+        """Stop decoding ahead (what is under way finishes; what was not started is dropped)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            for future in self._pending.values():
+                future.cancel()
+            self._pending.clear()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _fetch(self, key: str, params: AudioParams, path: str | os.PathLike[str]) -> SampledAudio:
+        """From memory, disk or one decode (one per key, however many threads ask)."""
+        with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:  # one decode per key, however many threads ask
+        with key_lock:
             with self._lock:
                 if key in self._items:
-                    self._items.move_to_end(key)
-                    self.stats.memory_hits += 1
                     return self._items[key]
             sampled = self._load_disk(key, params, str(path))
             if sampled is not None:
                 self.stats.disk_hits += 1
             else:
-                sampled = sample_audio(path, params["windows"], rate=rate, stream=stream)
+                sampled = sample_audio(path, params["windows"], rate=params["rate"], stream=params["stream"])
                 self.stats.decodes += 1
                 self._save_disk(key, sampled)
             self._remember(key, sampled)
