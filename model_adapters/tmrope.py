@@ -197,10 +197,10 @@ def omni_positions(
     import torch
 
     ids = [int(x) for x in (input_ids.tolist() if hasattr(input_ids, "tolist") else input_ids)]
-    grids = [
-        list(map(int, g))
-        for g in (video_grid_thw.tolist() if hasattr(video_grid_thw, "tolist") else video_grid_thw or [])
-    ]
+    raw_grids: Any = video_grid_thw
+    if hasattr(raw_grids, "tolist"):
+        raw_grids = raw_grids.tolist()
+    grids = [list(map(int, g)) for g in raw_grids or []]
     grid_t = list(grid_t or [])
     audio_t = list(audio_t or [])
     n = len(ids)

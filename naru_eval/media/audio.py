@@ -159,16 +159,18 @@ def probe_audio(path: str | os.PathLike[str], stream: int | None = None) -> Audi
             duration = _seconds(a.duration, a.time_base)
             if duration is None and container.duration is not None:
                 duration = container.duration / 1_000_000 - ((a_start or 0.0) - (container.start_time or 0) / 1_000_000)
-            first = None
+            first_time: float | None = None
+            decoded = False
             for packet in container.demux(a):
-                frames = packet.decode()
-                if frames:
-                    first = frames[0]
+                for frame in packet.decode():
+                    decoded, first_time = True, getattr(frame, "time", None)
                     break
-            if first is None:
+                if decoded:
+                    break
+            if not decoded:
                 raise VideoError(p, f"audio stream #{a.index}: no decodable audio frame")
-            start = first.time if first.time is not None else (a_start or 0.0)
-            return AudioInfo(
+            start = first_time if first_time is not None else (a_start or 0.0)
+            info = AudioInfo(
                 str(p),
                 int(a.index),
                 str(a.codec_context.name),
@@ -182,6 +184,7 @@ def probe_audio(path: str | os.PathLike[str], stream: int | None = None) -> Audi
         raise
     except Exception as e:  # PyAV raises several error types for corrupt files
         raise VideoError(p, f"audio cannot be opened or decoded ({type(e).__name__}: {e})") from None
+    return info
 
 
 def _graph(stream: Any, first: Any, rate: int) -> Any:

@@ -96,12 +96,14 @@ class AudioCacheStats:
 class AudioCache:
     """``get(path, windows)`` returns what ``sample_audio`` returns, decoding once."""
 
-    def __init__(self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None, ahead_workers: int = 1
+    ) -> None:
         self.max_bytes = max_bytes
-        root = (
-            Path(disk_dir) if disk_dir else (Path(settings().frame_cache) / "audio" if settings().frame_cache else None)
-        )
-        self.disk_dir = root
+        #: threads decoding ahead (:meth:`ahead`)
+        self.ahead_workers = max(1, ahead_workers)
+        env_dir = settings().frame_cache
+        self.disk_dir = Path(disk_dir) if disk_dir else (Path(env_dir) / "audio" if env_dir else None)
         self._items: OrderedDict[str, SampledAudio] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -159,7 +161,7 @@ class AudioCache:
             if key in self._items or key in self._pending:
                 return
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="naru-audio-ahead")
+                self._pool = ThreadPoolExecutor(self.ahead_workers, thread_name_prefix="naru-audio-ahead")
             self._pending[key] = self._pool.submit(self._fetch, key, params, path)
 
     def close(self) -> None:
