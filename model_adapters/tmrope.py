@@ -299,3 +299,21 @@ def generation_position_ids(input_ids: Any, positions: Any) -> Any:
         raise ValueError("TMRoPE positions are computed for one sequence at a time (batch size 1)")
     text = torch.arange(positions.shape[1], dtype=positions.dtype).view(1, -1)
     return torch.cat([text, positions], dim=0).unsqueeze(1).to(input_ids.device)
+
+
+def check_position_rate(processor: Any, config: Any, source: str = "the checkpoint") -> float:
+    """The positions per second processor and model agree on, or a ``ValueError`` with both numbers.
+
+    The processor lays the tokens out by its ``position_id_per_seconds`` and the model's
+    ``get_rope_index`` counts by its config's; Qwen3-Omni's config class defaults to 25 and its
+    processor to 13, and with the two apart some video and audio tokens take each other's
+    positions while the forward pass still runs."""
+    proc_rate = float(processor.position_id_per_seconds)
+    model_rate = float(config.position_id_per_seconds)
+    if proc_rate != model_rate:
+        raise ValueError(
+            f"{source}: the processor lays out {proc_rate:g} positions per second of video and the model's "
+            f"config counts {model_rate:g} (position_id_per_seconds); they must agree (the published Qwen3-Omni "
+            "config.json says 13, its config class defaults to 25: set thinker_config.position_id_per_seconds)"
+        )
+    return model_rate

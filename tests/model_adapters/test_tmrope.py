@@ -332,3 +332,49 @@ def test_installed_processor_and_model_agree_with_ours(thinkers, layout):
     got, delta = omni_positions(ids, geo, [thw], [grid_t], [a_t])
     assert np.array_equal(got.numpy().astype(np.float64), want[:, 0].numpy().astype(np.float64))
     assert delta == pytest.approx(float(want_delta.reshape(-1)[0]))
+
+
+def test_processor_and_config_must_agree_on_positions_per_second(tmp_path):
+    """Qwen3-Omni with 25 positions a second in the config (the class's default) and 13 in the
+    processor: the model's ``get_rope_index`` lays out its own interleave, so some of the
+    processor's audio slots get a video token's position and video slots an audio token's, and
+    the forward pass is still finite. The check refuses the pair with both numbers."""
+    import torch
+    from transformers import AutoConfig, AutoProcessor, Qwen3OmniMoeThinkerForConditionalGeneration
+
+    from model_adapters.tmrope import check_position_rate, geometry_of
+    from tests.helpers.tiny_models import build_qwen3_omni
+
+    d = build_qwen3_omni(tmp_path / "q3", position_id_per_seconds=25)
+    processor = AutoProcessor.from_pretrained(d)
+    model = Qwen3OmniMoeThinkerForConditionalGeneration.from_pretrained(d)
+    with pytest.raises(ValueError, match=r"processor lays out 13 positions .* config counts 25"):
+        check_position_rate(processor, model.config)
+    fps, seconds = 2.0, 8.0
+    frames = np.random.default_rng(0).integers(0, 255, (int(fps * seconds), 64, 64, 3), dtype=np.uint8)
+    wave = np.random.default_rng(1).normal(0, 0.1, int(seconds * 16000)).astype(np.float32)
+    inp = processor_inputs(processor, frames, wave, fps)
+    pos, _ = model.get_rope_index(
+        inp["input_ids"],
+        video_grid_thw=inp["video_grid_thw"],
+        attention_mask=inp["attention_mask"],
+        use_audio_in_video=True,
+        audio_seqlens=inp["feature_attention_mask"].sum(-1),
+        second_per_grids=inp["video_second_per_grid"],
+    )
+    pos = pos[:, 0].numpy()
+    ids = inp["input_ids"][0].numpy()
+    geo = geometry_of(model.config, "qwen3_omni")
+    # a slot holds an audio token's position when its three axes agree, a video token's (off the
+    # first row and column of its frame) when they do not
+    audio_like = (pos[0] == pos[1]) & (pos[1] == pos[2])
+    video = ids == geo.video_token_id
+    wrong = int(np.sum(audio_like[ids == geo.audio_token_id] == 0)) + int(
+        np.sum(audio_like[video] & (pos[1][video] != pos[1][video].min()))
+    )
+    assert wrong > 0
+    with torch.no_grad():
+        assert np.isfinite(model(**inp, use_audio_in_video=True).logits.float().numpy()).all()
+    agreeing = AutoConfig.from_pretrained(d)
+    agreeing.position_id_per_seconds = 13
+    assert check_position_rate(processor, agreeing) == 13.0
