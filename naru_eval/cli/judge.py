@@ -229,8 +229,10 @@ def cmd_score(args: argparse.Namespace) -> int:
             except BatchNotReady as e:
                 print(f"naru-eval judge score: {e}", file=sys.stderr)
                 return 3
-            for smp, (p, _) in zip(samples, rows, strict=True):  # the data the logged run was on
-                smp.data_fingerprint = p.get("data_fingerprint") or None
+            # the data the logged run was on and what its model was given
+            samples = [
+                s.with_provenance(p.get("data_fingerprint") or None, p) for s, (p, _) in zip(samples, rows, strict=True)
+            ]
             rows_out = [s.to_dict() | {"model": label} for s in samples]
             report = summarize(samples)
             table[label] = report.metrics

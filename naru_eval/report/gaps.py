@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
-from naru_eval.core.scoring import MACRO_METRICS, macro_levels
+from naru_eval.core.metrics import macro_levels
+from naru_eval.core.scoring import MACRO_METRICS
 
 DEFAULT_BOOTSTRAP = 2000
 
@@ -103,7 +104,7 @@ def macro_cluster_bootstrap(
     seed: int = 0,
 ) -> BootstrapStat:
     """``macro(a) - macro(b)`` for the authors' ``metric`` (overall/narrative/cultural: means of
-    category accuracies, :func:`naru_eval.core.scoring.macro_levels`), paired, with a 95 % CI from
+    category accuracies, :func:`naru_eval.core.metrics.macro_levels`), paired, with a 95 % CI from
     resampling videos and recomputing both macro means on each replicate."""
     import numpy as np
 

@@ -132,7 +132,7 @@ def test_a_bare_nan_in_a_log_is_not_json(tmp_path, capsys):
     text = log.read_text(encoding="utf-8").replace('"duration_s": null', '"duration_s": NaN', 1)
     log.write_text(text, encoding="utf-8")
     assert main(["score", str(log)]) == 2
-    assert f"{log}:1: not a JSON line (bare NaN is not JSON)" in capsys.readouterr().err
+    assert f"{log}:1: not a JSON line (non-finite number NaN (not JSON; write a finite number or null))" in capsys.readouterr().err
 
 
 def test_a_log_of_another_task_gets_the_right_message_without_a_traceback(tmp_path, capsys):
