@@ -280,6 +280,8 @@ class PermutationSpec(BaseModel):
 class ComparisonDoc(BaseModel):
     """One task of ``naru-eval compare``'s JSON (:meth:`Comparison.as_doc`)."""
 
+    input_modes: dict[str, str | None] = Field(description="the input mode of each run: `{a, b}`")
+    across_inputs: bool = Field(description="the runs differ in input mode: an input ablation (`--across-inputs`)")
     paired_questions: int
     videos: int
     only_in_a: list[str]
@@ -344,12 +346,21 @@ class Comparison:
     seed: int
     level: float
     notes: list[str] = field(default_factory=list)
+    input_modes: tuple[str | None, str | None] = (None, None)
+
+    @property
+    def across_inputs(self) -> bool:
+        """The two runs gave the model different inputs (an input ablation, asked for explicitly)."""
+        a, b = self.input_modes
+        return a is not None and b is not None and a != b
 
     def row(self, metric: str) -> MetricComparison:
         return next(r for r in self.rows if r.metric == metric)
 
     def as_doc(self) -> ComparisonDoc:
         return ComparisonDoc(
+            input_modes={"a": self.input_modes[0], "b": self.input_modes[1]},
+            across_inputs=self.across_inputs,
             paired_questions=self.paired,
             videos=self.videos,
             only_in_a=self.only_a,
@@ -417,8 +428,16 @@ def compare(
     seed: int = DEFAULT_SEED,
     level: float = 0.95,
     metrics: Sequence[str] = METRICS,
+    input_modes: tuple[str | None, str | None] | None = None,
+    across_inputs: bool = False,
 ) -> Comparison:
-    """Paired comparison of runs ``a`` and ``b`` on the questions both answered (B - A)."""
+    """Paired comparison of runs ``a`` and ``b`` on the questions both answered (B - A).
+
+    Runs on different data are never compared. Runs that gave the model different inputs
+    (``input_modes``, each run's as its log records it: naru_eval.core.runfiles.SampleLog.input_mode;
+    by default the samples' ``input_mode``) are refused unless ``across_inputs`` asks for an input
+    ablation: then they are paired per question and per category like any two runs, and the
+    comparison says which input modes it compares."""
     fa = {s.data_fingerprint for s in a if s.data_fingerprint}
     fb = {s.data_fingerprint for s in b if s.data_fingerprint}
     if fa and fb and fa != fb:
@@ -426,19 +445,27 @@ def compare(
             f"the runs were computed on different data (fingerprints {', '.join(sorted(fa))} vs "
             f"{', '.join(sorted(fb))}); runs on different data are never compared"
         )
-    modes_a = {s.input_mode for s in a if s.input_mode}
-    modes_b = {s.input_mode for s in b if s.input_mode}
-    if modes_a and modes_b and modes_a != modes_b:
-        raise ValueError(
-            f"the runs gave the model different inputs (input mode {', '.join(sorted(modes_a))} vs "
-            f"{', '.join(sorted(modes_b))}); runs of different input modes are never paired"
+    if input_modes is None:
+        input_modes = (
+            ", ".join(sorted({s.input_mode for s in a if s.input_mode})) or None,
+            ", ".join(sorted({s.input_mode for s in b if s.input_mode})) or None,
+        )
+    mode_a, mode_b = input_modes
+    notes = []
+    if mode_a and mode_b and mode_a != mode_b:
+        if not across_inputs:
+            raise ValueError(
+                f"the runs gave the model different inputs (input mode {mode_a} vs {mode_b}); runs of different "
+                "input modes are never paired unless an input ablation is asked for (--across-inputs)"
+            )
+        notes.append(
+            f"input ablation: A's input mode {mode_a} against B's {mode_b}, paired per question and per category"
         )
     by_a = {s.question_id: s for s in a}
     by_b = {s.question_id: s for s in b}
     common = [q for q in by_a if q in by_b]
     only_a = sorted(set(by_a) - set(by_b))
     only_b = sorted(set(by_b) - set(by_a))
-    notes = []
     mismatched = [q for q in common if (by_a[q].video_id, by_a[q].category) != (by_b[q].video_id, by_b[q].category)]
     if mismatched:
         raise ValueError(
@@ -519,6 +546,7 @@ def compare(
         seed=seed,
         level=level,
         notes=notes,
+        input_modes=(mode_a, mode_b),
     )
 
 
@@ -574,9 +602,11 @@ def format_comparison(cmp: Comparison, label_a: str = "A", label_b: str = "B") -
         s = f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
         return s + (" (exact)" if exact else "")
 
+    mode_a, mode_b = (m or "unknown" for m in cmp.input_modes)
     lines = [
         f"A = {label_a}",
         f"B = {label_b}",
+        f"input modes: A {mode_a}, B {mode_b}" + (" (an input ablation)" if cmp.across_inputs else ""),
         f"paired on {cmp.paired} question(s) over {cmp.videos} video(s); bootstrap {cmp.reps} reps, "
         f"permutation {cmp.permutation_reps} reps, seed {cmp.seed}",
         "",
