@@ -57,7 +57,9 @@ def write_run(
     ``metric_payloads``, with the provenance an adapter records: ``adapter`` None is a model that
     records none, one of lmms-eval's own) and the results file reporting the metrics the log gives
     (+ ``tamper``); every ``flip``-th answer is wrong."""
-    prov = {"adapter": adapter, "input_mode": input_mode, "sampling": "8 Frames", "variant": variant} if adapter else None
+    prov = (
+        {"adapter": adapter, "input_mode": input_mode, "sampling": "8 Frames", "variant": variant} if adapter else None
+    )
     samples = [
         score_response(
             q, q.answer if i % flip else LETTERS[(LETTERS.index(q.answer) + 1) % 4], fingerprint, provenance=prov
@@ -138,7 +140,10 @@ def test_a_bare_nan_in_a_log_is_not_json(tmp_path, capsys):
     text = log.read_text(encoding="utf-8").replace('"duration_s": null', '"duration_s": NaN', 1)
     log.write_text(text, encoding="utf-8")
     assert main(["score", str(log)]) == 2
-    assert f"{log}:1: not a JSON line (non-finite number NaN (not JSON; write a finite number or null))" in capsys.readouterr().err
+    assert (
+        f"{log}:1: not a JSON line (non-finite number NaN (not JSON; write a finite number or null))"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_log_of_another_task_gets_the_right_message_without_a_traceback(tmp_path, capsys):
@@ -444,7 +449,9 @@ def test_a_model_that_sampled_its_own_frames_is_marked_and_never_merged_with_our
     tables; it is never one entry with a run of ours and compare pairs it only as an ablation."""
     qs = questions({c: 3 for c in CATEGORIES})
     ours = write_run(tmp_path / "ours", qs, "fp0000", model_args="pretrained=Qwen/Qwen2.5-VL-7B-Instruct")
-    theirs = write_run(tmp_path / "own", qs, "fp0000", model_args="pretrained=Qwen/Qwen2.5-VL-7B-Instruct", adapter=None)
+    theirs = write_run(
+        tmp_path / "own", qs, "fp0000", model_args="pretrained=Qwen/Qwen2.5-VL-7B-Instruct", adapter=None
+    )
     lb = build_leaderboard([tmp_path / "ours", tmp_path / "own"], reps=10)
     assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"]
     own = next(e for e in lb.data["entries"] if e["run"]["adapter"] == "qwen2_5_vl")

@@ -97,13 +97,21 @@ def test_the_sampling_variant_and_input_mode_come_from_the_payloads(tmp_path):
     provenance.clear()
     try:
         provenance.record(
-            adapter="naru_gemini", input_mode="video", sampling="0.25 FPS", variant=provenance.variant_string({"audio": False})
+            adapter="naru_gemini",
+            input_mode="video",
+            sampling="0.25 FPS",
+            variant=provenance.variant_string({"audio": False}),
         )
         recorded = [score_response(q, q.answer, "fp", provenance=provenance.current()) for q in QS]
     finally:
         provenance.clear()
     log = read_log(write(tmp_path / "a", "s", "naru_mcq", [metric_payloads(s) for s in recorded]))
-    assert (log.sampling(cfg), log.variant, log.input_mode, log.own_sampler) == ("0.25 FPS", "audio=false", "video", False)
+    assert (log.sampling(cfg), log.variant, log.input_mode, log.own_sampler) == (
+        "0.25 FPS",
+        "audio=false",
+        "video",
+        False,
+    )
 
     # lmms-eval's own model: the payloads carry the provenance fields, all null
     own = [score_response(q, q.answer, "fp") for q in QS]
@@ -114,7 +122,9 @@ def test_the_sampling_variant_and_input_mode_come_from_the_payloads(tmp_path):
     assert log.own_sampler and log.variant == ""
 
     # a log written before the sampling was recorded (no provenance keys at all)
-    old = [{k: v for k, v in metric_payloads(s)["overall"].items() if k not in ("sampling", "variant")} for s in recorded]
+    old = [
+        {k: v for k, v in metric_payloads(s)["overall"].items() if k not in ("sampling", "variant")} for s in recorded
+    ]
     log = read_log(write(tmp_path / "c", "s", "naru_mcq", [{"overall": p} for p in old]))
     assert not log.records_provenance and not log.own_sampler and log.input_mode == "video"
     assert log.sampling(cfg) == "64 Frames (model_args)"
