@@ -203,7 +203,6 @@ CIRCULAR: MetricTable[CircularSample] = MetricTable(
     ),
     group=aggregate_circular,
 )
-PICK_METRICS: tuple[str, ...] = tuple(m for m in CIRCULAR.names if m.startswith("pick_"))
 CIRCULAR_METRICS: tuple[str, ...] = CIRCULAR.names
 
 

@@ -39,7 +39,6 @@ from naru_eval.judge.schemas import FactRecord, Tally, fact_records
 
 #: statuses that count (recall known); everything else is unscored
 SCORED_STATUSES = ("scored", "empty", "failed")
-STATUSES = (*SCORED_STATUSES, "unscored")
 #: what a naru_open payload other than ``overall`` carries of the record (``overall`` has it all)
 SLIM_FIELDS: tuple[str, ...] = ("question_id", "video_id", "category", "level", "status")
 
@@ -236,11 +235,6 @@ OPEN: MetricTable[JudgedSample] = MetricTable(
     ),
 )
 OPEN_METRICS: tuple[str, ...] = OPEN.names
-
-
-def metric_value(metric: str, s: JudgedSample) -> float | None:
-    """The value ``s`` contributes to ``metric``, or None when it does not count towards it."""
-    return OPEN[metric].of(s)
 
 
 def open_payloads(s: JudgedSample) -> dict[str, Payload]:

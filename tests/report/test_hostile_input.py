@@ -1,4 +1,4 @@
-"""Hostile and careless input to every reader of sample logs (issue 20, items 4-7), and what the
+"""Hostile and careless input to every reader of sample logs, and what the
 tables compare: truncated, empty and foreign logs are named (file and line) with a non-zero exit
 and no traceback; forged leaderboard rows are never ranked; Markdown cells are escaped; runs sit
 beside the published rows only on the official data, synthetic data is marked as such."""
@@ -89,7 +89,7 @@ def no_traceback(text: str) -> None:
     assert "Traceback" not in text and "JSONDecodeError" not in text, text
 
 
-# --------------------------------------------------------------------------- item 4: truncated logs
+# --------------------------------------------------------------------------- truncated logs
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ def test_a_log_of_another_task_gets_the_right_message_without_a_traceback(tmp_pa
     no_traceback(err)
 
 
-# --------------------------------------------------------------------------- item 5: empty logs
+# --------------------------------------------------------------------------- empty logs
 
 
 def test_an_empty_log_is_an_error(tmp_path, capsys):
@@ -171,7 +171,7 @@ def test_an_empty_log_is_an_error(tmp_path, capsys):
     no_traceback(err)
 
 
-# --------------------------------------------------------------------------- item 6: forged rows
+# --------------------------------------------------------------------------- forged rows
 
 
 def test_a_run_whose_log_is_not_a_naru_log_is_never_ranked(tmp_path):
@@ -207,7 +207,7 @@ def test_a_run_whose_reported_numbers_do_not_recompute_is_never_ranked(tmp_path)
     assert "overall" in u["reason"] and "does not recompute" in u["reason"]
 
 
-# --------------------------------------------------------------------------- item 7: Markdown injection
+# --------------------------------------------------------------------------- Markdown injection
 
 
 def _cells(line: str) -> int:

@@ -236,7 +236,7 @@ def test_leaderboard_numbers_come_from_the_sample_logs(runs, tmp_path):
         # the micro interval tracks lmms-eval's own clustered standard error (an independent estimate)
         se = run.results()["results"][task]["accuracy_stderr_clustered,none"]
         assert 0.5 * 1.96 * se < (e["ci95"]["accuracy"][1] - e["ci95"]["accuracy"][0]) / 2 < 1.6 * 1.96 * se
-    # the runs are on synthetic data (issue 20): they sit in a table of their own, sorted by
+    # the runs are on synthetic data: they sit in a table of their own, sorted by
     # overall, and the published rows are a separate table (the reference), never interleaved
     assert fingerprint.startswith("synthetic-")
     mcq_tables = [t for t in lb.data["tables"] if t["task"] == "naru_mcq"]
@@ -539,7 +539,7 @@ def test_open_runs_get_macro_bootstrap_cis_and_their_data(tmp_path):
             assert lo <= e["metrics"][m] <= hi and hi - lo > 0, m
         assert metrics_from_open_log(ROOT_OF[fp](tmp_path))["overall"] == pytest.approx(e["metrics"]["overall"])
     tables = [t for t in lb.data["tables"] if t["task"] == "naru_open"]
-    # fpA and fpB are not the official data (issue 20): the published rows are a table of their own,
+    # fpA and fpB are not the official data: the published rows are a table of their own,
     # the reference, and each run's data has its own table, never interleaved with them
     assert [t["data"] for t in tables] == [None, "fpA", "fpB"]
     assert len(tables[0]["rows"]) == 8 and all(i.startswith("published |") for i in tables[0]["rows"])
