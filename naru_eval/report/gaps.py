@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
-from naru_eval.core.metrics import macro_levels
-from naru_eval.core.scoring import MACRO_METRICS
+from naru_eval.core.data import CATEGORIES
+from naru_eval.core.metrics import Metric, in_scope, macro_levels
+from naru_eval.core.scoring import MACRO_METRICS, MCQ
 
 DEFAULT_BOOTSTRAP = 2000
 
@@ -85,12 +85,15 @@ class Unit:
     correct: bool
 
 
-SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("overall", CATEGORIES),
-    ("narrative", NARRATIVE),
-    ("cultural", CULTURAL),
-    ("accuracy", CATEGORIES),
-    *((c, (c,)) for c in CATEGORIES),
+def _scope_order(m: Metric[Any]) -> int:
+    return 0 if m.aggregation == "macro" else 1 if m.scope == "all" else 2
+
+
+#: the accuracy scopes a gap is given for (the MCQ table's accuracies, with their categories):
+#: the macro means, accuracy over all questions, then each category
+SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (m.name, tuple(c for c in CATEGORIES if in_scope(m.scope, c)))
+    for m in sorted((m for m in MCQ if m.higher_is_better), key=_scope_order)
 )
 
 
