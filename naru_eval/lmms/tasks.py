@@ -8,8 +8,10 @@ before any inference.
 The hooks take and give :class:`~naru_eval.core.doc.NaruDoc` rows: lmms-eval forces a question
 through a ``datasets.Dataset`` row between ``process_docs`` and every other hook (and the
 adapters), so each question is written once (:func:`~naru_eval.core.doc.to_doc`) and read back
-once per hook that needs it typed (:func:`~naru_eval.core.doc.question_of`); see
-naru_eval/core/doc.py.
+once per hook that needs it typed (:func:`~naru_eval.core.doc.question_of`, ``run_fields``,
+``rotation_of``); see naru_eval/core/doc.py. The payloads the hooks return and the aggregation
+hooks follow the tasks' metric tables (naru_eval.core.metrics; the YAMLs' ``metric_list`` is
+generated from them: naru_eval/lmms/metric_lists.py).
 """
 
 from __future__ import annotations

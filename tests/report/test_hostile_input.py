@@ -407,6 +407,21 @@ def test_runs_that_differ_only_in_a_variant_are_two_entries_without_a_label(tmp_
     assert f"| {name} ({variant}) | run | - | 8 Frames | video | fp0000 |" in text
 
 
+def test_gemini_without_audio_and_the_default_gemini_run_are_two_entries(tmp_path):
+    """Gemini's default run (the video with its soundtrack) and ``audio=false`` on the same data:
+    their payloads differ in input mode and variant, and they are two entries, no --label needed."""
+    qs = questions({c: 3 for c in CATEGORIES})
+    write_run(tmp_path / "default", qs, "fp0000", model_args="model=gemini-3-flash", input_mode="video+audio")
+    write_run(
+        tmp_path / "mute", qs, "fp0000", model_args="model=gemini-3-flash,audio=false", input_mode="video",
+        variant="audio=false", flip=2,
+    )  # fmt: skip
+    lb = build_leaderboard([tmp_path / "default", tmp_path / "mute"], reps=10)
+    assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"], lb.errors
+    got = sorted((e["model"], e["input_mode"], e["variant"]) for e in lb.data["entries"])
+    assert got == [("gemini-3-flash", "video+audio", ""), ("gemini-3-flash (audio=false)", "video", "audio=false")]
+
+
 def test_the_input_mode_is_a_column_of_every_table(tmp_path):
     """md, html and json: the input mode sits beside the sampling in every table, the published
     rows' included ("-": the authors do not say)."""
