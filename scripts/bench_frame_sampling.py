@@ -1,4 +1,4 @@
-"""Benchmark: exact frame sampling against the seek floor, decord and torchcodec (issues #3, #11).
+"""Benchmark: exact frame sampling against the seek floor, decord and torchcodec.
 
 Measured side by side in one process, on a synthetic H.264 video (libx264 ultrafast, crf 18,
 2 B-frames, ``--gop-seconds`` GOPs) whose frames show their own index, encoded once into
@@ -20,9 +20,9 @@ Measured side by side in one process, on a synthetic H.264 video (libx264 ultraf
   cache (``posix_fadvise(DONTNEED)``, checked with ``fincore`` where installed), the in-memory
   frame index dropped and no disk index or frame cache used. Measured cold: ``sample_frames``
   (index from the moov box), ``sample_frames`` with the index by the demux pass (how the first
-  touch cost before issue 21), and the seek floor (frame and slice threads; the faster is the cold
+  touch cost before the moov index), and the seek floor (frame and slice threads; the faster is the cold
   floor). The warm rows above are the warm ratios;
-* with ``--extras``: approximate mode, ``FrameCache`` (ten questions on one video), peak RSS of
+* with ``--extras``: ``FrameCache`` (ten questions on one video), peak RSS of
   one call at the largest N in a fresh process, and one full sequential decode.
 
 Every returned frame is checked: it must show the index it claims (``read_frame_index``), and
@@ -206,7 +206,7 @@ class PageCache:
 
 
 def sample_demux_index(path: Path, n: int) -> Any:
-    """sample_frames with the frame index built by the demux pass (the first touch before issue 21)."""
+    """sample_frames with the frame index built by the demux pass (the first touch before the moov index)."""
     keep = index._is_mp4
     index._is_mp4 = lambda container: False  # type: ignore[assignment]
     try:
@@ -308,7 +308,7 @@ def main() -> None:
     ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "naru_bench"))
     ap.add_argument("--no-decord", action="store_true")
     ap.add_argument("--no-torchcodec", action="store_true")
-    ap.add_argument("--extras", action="store_true", help="approximate mode, FrameCache, memory, full decode")
+    ap.add_argument("--extras", action="store_true", help="FrameCache, memory, full decode")
     ap.add_argument("--cold", action="store_true", help="also a file's first touch, page cache dropped")
     ap.add_argument("--json", help="also write the raw numbers here")
     ap.add_argument("--_mem-child", dest="mem_child", help=argparse.SUPPRESS)
@@ -385,9 +385,6 @@ def main() -> None:
         T("index", lambda: _index_once(path))
         T("index_demux", lambda: _index_once(path, tables=False))
         if args.extras:
-            a = T("approx", lambda: sample_frames(path, num_frames=n_big, approximate=True))
-            if rnd == 0 and shown(a.frames) != list(a.indices):
-                problems.append("approximate: frames do not show the indices reported")
             T("cache10", lambda: _ten_gets(path))
         print(f"round {rnd + 1}/{args.repeat} done", file=sys.stderr, flush=True)
 
@@ -456,7 +453,6 @@ def main() -> None:
             problems.append("full decode: wrong frames")
         mem = run_mem(f"sample_frames:{n_big}", path)
         print()
-        print(f"- approximate N={n_big}: {fmt_s(m('approx'))} (exact {fmt_s(m(f'sf{n_big}'))})")
         print(f"- FrameCache, ten gets of N=32 on one video: {fmt_s(m('cache10'))}")
         print(f"- full sequential decode: {fmt_s(m('full'))}")
         print(
