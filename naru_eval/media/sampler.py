@@ -134,6 +134,7 @@ def _sample(
             frames = run.frames()
             width, height = run.out_size
             streams = len(real_video_streams(container))
+            rate = (total - 1) / end_s if end_s > 0 else frame_rate(stream)  # read while the file is open
     except VideoError as e:
         if tables and index is not None and index.source == "moov" and e.reason.startswith("could not decode frame"):
             raise _TablesContradicted() from e
@@ -143,6 +144,5 @@ def _sample(
     assert index is not None  # set before anything that could decode
     indices = np.array(picked, dtype=np.int64)
     ts = (index.pts[indices] - first_pts) * tb if len(indices) else np.zeros(0)
-    rate = (total - 1) / end_s if end_s > 0 else frame_rate(stream)
     out_info = VideoInfo(str(p), duration, rate, total, width, height, True, index.stream, streams, run.colour)
     return SampledFrames(frames=frames, indices=indices, timestamps=np.asarray(ts, dtype=np.float64), info=out_info)

@@ -205,7 +205,7 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
     try:
         with av.open(str(p)) as container:
             stream = video_stream(p, container)
-            n_streams = len(real_video_streams(container))
+            chosen, n_streams = int(stream.index), len(real_video_streams(container))
             fps = frame_rate(stream)
             duration = claimed_duration(container, stream)
             frames = int(stream.frames or 0)
@@ -235,7 +235,7 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
         raise VideoError(p, f"cannot be opened or decoded ({type(e).__name__}: {e})") from None
     if fps <= 0 or duration <= 0:
         raise VideoError(p, f"container reports no usable duration/fps (duration={duration}, fps={fps})")
-    return VideoInfo(str(p), duration, fps, frames, width, height, exact, stream.index, n_streams, colour)
+    return VideoInfo(str(p), duration, fps, frames, width, height, exact, chosen, n_streams, colour)
 
 
 def stream_note(info: VideoInfo) -> str | None:

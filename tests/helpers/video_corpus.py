@@ -269,7 +269,8 @@ def ffmpeg_rgb(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
         ctx = c.streams.video[0].codec_context
         width, height = size or (ctx.width, ctx.height)
     vf = ["-vf", f"scale={width}:{height}"] if size else []
-    cmd = ["ffmpeg", "-v", "error", "-nostdin", "-i", str(path), *vf, "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
+    cmd = ["ffmpeg", "-v", "error", "-nostdin", "-i", str(path), *vf, "-fps_mode", "passthrough"]
+    cmd += ["-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
     out = subprocess.run(cmd, capture_output=True, check=True).stdout
     return np.frombuffer(out, np.uint8).reshape(-1, height, width, 3)
 
@@ -365,3 +366,57 @@ def decoded_by_pts(path: Path) -> dict[int, np.ndarray]:
         except av.error.FFmpegError:
             pass
     return out
+
+
+# --------------------------------------------------------------------------- damaged MP4 boxes
+
+#: boxes whose payload is boxes (the path to the sample tables, and udta)
+MP4_CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"udta"}
+#: a box: (type, payload bytes) or (type, [children])
+Box = tuple[bytes, "bytes | list[Box]"]
+
+
+def parse_boxes(data: bytes, containers: set[bytes] = MP4_CONTAINERS) -> list[Box]:
+    """The box tree of ``data`` (32-bit sizes only, as PyAV writes small files)."""
+    out: list[Box] = []
+    at = 0
+    while at + 8 <= len(data):
+        size, kind = struct.unpack_from(">I4s", data, at)
+        body = data[at + 8 : at + size]
+        out.append((kind, parse_boxes(body, containers) if kind in containers else body))
+        at += size
+    return out
+
+
+def write_boxes(boxes: list[Box]) -> bytes:
+    parts = []
+    for kind, body in boxes:
+        payload = write_boxes(body) if isinstance(body, list) else body
+        parts.append(struct.pack(">I4s", 8 + len(payload), kind) + payload)
+    return b"".join(parts)
+
+
+def with_moov(src: Path, dst: Path, edit: Callable[[list[Box]], list[Box]]) -> Path:
+    """``src`` (its moov after its mdat, as PyAV writes it) with its moov's children rewritten by
+    ``edit``: the chunk offsets still hold, as nothing before the moov moves."""
+    data = src.read_bytes()
+    top = parse_boxes(data, containers=set())
+    at = 0
+    for kind, body in top:
+        if kind == b"moov":
+            break
+        at += 8 + len(body)
+    else:
+        raise AssertionError("no moov box")
+    assert at + 8 + len(body) == len(data), "the moov must be the last box"
+    moov = parse_boxes(body)
+    dst.write_bytes(data[:at] + write_boxes([(b"moov", edit(moov))]))
+    return dst
+
+
+def find_box(boxes: list[Box], path: list[bytes]) -> list[Box]:
+    """The child list holding the box at ``path`` (e.g. [b"trak", b"mdia", b"minf", b"stbl"])."""
+    for kind, body in boxes:
+        if kind == path[0] and isinstance(body, list):
+            return body if len(path) == 1 else find_box(body, path[1:])
+    raise KeyError(path)
