@@ -22,6 +22,10 @@ Measured side by side in one process, on a synthetic H.264 video (libx264 ultraf
   (index from the moov box), ``sample_frames`` with the index by the demux pass (how the first
   touch cost before the moov index), and the seek floor (frame and slice threads; the faster is the cold
   floor). The warm rows above are the warm ratios;
+* with ``--baseline SRC``: ``sample_frames`` of another checkout's source tree (e.g. ``git archive
+  main | tar -x -C /tmp/main``), in a child process kept for the run and called in the same
+  interleaved rounds, so a change to the sampler is measured side by side with the code before it
+  (the child checks its frames too);
 * with ``--extras``: ``FrameCache`` (ten questions on one video), peak RSS of
   one call at the largest N in a fresh process, and one full sequential decode.
 
@@ -309,6 +313,7 @@ def main() -> None:
     ap.add_argument("--no-decord", action="store_true")
     ap.add_argument("--no-torchcodec", action="store_true")
     ap.add_argument("--extras", action="store_true", help="FrameCache, memory, full decode")
+    ap.add_argument("--baseline", help="also time sample_frames of this source tree (another checkout), side by side")
     ap.add_argument("--cold", action="store_true", help="also a file's first touch, page cache dropped")
     ap.add_argument("--json", help="also write the raw numbers here")
     ap.add_argument("--_mem-child", dest="mem_child", help=argparse.SUPPRESS)
@@ -342,8 +347,11 @@ def main() -> None:
     resident_after_evict: int | None = None
     loads = [os.getloadavg()[0]]
 
+    base = Baseline(args.baseline, path) if args.baseline else None
+
     def check(name: str, frames: Any, idx: list[int], want: list[int]) -> None:
-        if list(idx) != want or shown(frames) != want:
+        seen = frames if isinstance(frames, Seen) else shown(frames)  # the baseline sends what it saw
+        if list(idx) != want or seen != want:
             problems.append(f"{name}: indices/pixels do not match the segment centres")
 
     for rnd in range(args.repeat):
@@ -358,6 +366,8 @@ def main() -> None:
                              lambda want=want, th=th: (seek_floor(path, want, info.fps, out_size, th), want)))  # fmt: skip
                 jobs.append((f"sf{th}{n}", f"sample_frames {th} N={n}",
                              lambda n=n, th=th: _as_pair(sample_with_threads(path, n, th))))  # fmt: skip
+            if base is not None:
+                jobs.append((f"base{n}", f"baseline sample_frames N={n}", lambda n=n: base(n)))
             if dec_ver:
                 jobs.append((f"decord{n}", f"decord N={n}", lambda n=n: decord_batch(path, n)))
             if tc_ver:
@@ -388,6 +398,8 @@ def main() -> None:
             T("cache10", lambda: _ten_gets(path))
         print(f"round {rnd + 1}/{args.repeat} done", file=sys.stderr, flush=True)
 
+    if base is not None:
+        base.close()
     m = T.med
     print()
     print(
@@ -423,6 +435,17 @@ def main() -> None:
         if tc_ver:
             line += f" {fmt_s(m(f'tc{n}'))} | {m(f'tc{n}') / m(f'sf{n}'):.2f}x |"
         print(line + f" {'NO' if f'N={n}' in bad else 'yes'} |")
+    if base is not None:
+        print()
+        print(f"Side by side with the baseline ({args.baseline}), same rounds: sample_frames / baseline")
+        print()
+        print("| N | sample_frames | baseline | ratio (medians) | ratio (best runs) |")
+        print("|---:|---:|---:|---:|---:|")
+        for n in sizes:
+            print(
+                f"| {n} | {fmt_s(m(f'sf{n}'))} | {fmt_s(m(f'base{n}'))} | {m(f'sf{n}') / m(f'base{n}'):.2f}x |"
+                f" {T.best(f'sf{n}') / T.best(f'base{n}'):.2f}x |"
+            )
     if args.cold:
         res = "not checked (no fincore)" if resident_after_evict is None else f"{resident_after_evict} bytes"
         print()
@@ -469,6 +492,48 @@ def main() -> None:
 
 def _as_pair(s: Any) -> tuple[Any, list[int]]:
     return s.frames, list(s.indices)
+
+
+BASELINE_CHILD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from naru_eval.core.synthetic import read_frame_index
+from naru_eval.media.sampler import sample_frames
+assert sys.modules["naru_eval"].__file__.startswith(sys.argv[1]), "the baseline's naru_eval was not imported"
+sample_frames(sys.argv[2], num_frames=8)  # warm, as the parent: imports, page cache, the frame index
+print("ready", flush=True)
+for line in sys.stdin:
+    s = sample_frames(sys.argv[2], num_frames=int(line))
+    print(json.dumps({"indices": [int(i) for i in s.indices], "shown": [read_frame_index(f) for f in s.frames]}), flush=True)
+"""
+
+
+class Seen(list[int]):
+    """What the baseline's frames show (it checks them in its own process)."""
+
+
+class Baseline:
+    """``sample_frames`` of the checkout at ``src``, in a child process kept for the run."""
+
+    def __init__(self, src: str, path: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", BASELINE_CHILD, str(Path(src).resolve()), str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": ""},
+        )  # fmt: skip
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
+
+    def __call__(self, n: int) -> tuple[Seen, list[int]]:
+        """(what the frames show, the indices): the parent checks them as its own."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        out = json.loads(self.proc.stdout.readline())
+        return Seen(out["shown"]), out["indices"]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 def _index_once(path: Path, tables: bool = True) -> Any:

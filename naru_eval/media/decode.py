@@ -50,7 +50,8 @@ class Decoder:
     """One open file, one decoder run at a time, frames written into one preallocated array.
 
     ``size`` (height, width): every frame converted at its coded size, turned, then resized to
-    exactly that size by :func:`~naru_eval.media.pixels.reference_resize`; else converted and
+    exactly that size by :func:`~naru_eval.media.pixels.reference_resize` (in the arithmetic
+    ``resize`` names); else converted and
     scaled in one swscale pass to ``max_pixels`` of the displayed size.
     """
 
@@ -63,9 +64,10 @@ class Decoder:
         max_pixels: int | None,
         n: int,
         size: tuple[int, int] | None = None,
+        resize: str = "float",
     ) -> None:
         self.p, self.container, self.stream, self.index = p, container, stream, index
-        self.max_pixels, self.n, self.size = max_pixels, n, size
+        self.max_pixels, self.n, self.size, self.resize = max_pixels, n, size, resize
         self.by_bytes = seeks_by_bytes(container)
         self.sar = stream.codec_context.sample_aspect_ratio
         self.decoder: Any = None
@@ -101,7 +103,7 @@ class Decoder:
         if self.turns:
             rgb = np.rot90(rgb, self.turns)
         if self.size is not None:
-            rgb = reference_resize(rgb, self.size[0], self.size[1])
+            rgb = reference_resize(rgb, self.size[0], self.size[1], self.resize)
         self.out[self.kept] = rgb
         self.kept += 1
 

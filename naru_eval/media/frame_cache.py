@@ -57,6 +57,7 @@ class SamplingParams(TypedDict):
     max_frames: int | None
     max_pixels: int | None
     size: tuple[int, int] | None
+    resize: str | None
 
 
 def sampling_params(
@@ -65,16 +66,19 @@ def sampling_params(
     max_frames: int | None = None,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     size: tuple[int, int] | None = None,
+    resize: str | None = None,
 ) -> SamplingParams:
     """Every sampling parameter of :meth:`FrameCache.get`, as its key and ``sample_frames`` take
-    them. ``size`` (height, width): exactly that size, by the reference resize (then
-    ``max_pixels`` plays no part and is left out of the key)."""
+    them. ``size`` (height, width): exactly that size, by the reference resize in the arithmetic
+    ``resize`` names (then ``max_pixels`` plays no part and is left out of the key)."""
+    exact = size is not None
     return {
         "num_frames": num_frames,
         "fps": fps,
         "max_frames": max_frames,
-        "max_pixels": None if size is not None else max_pixels,
+        "max_pixels": None if exact else max_pixels,
         "size": (int(size[0]), int(size[1])) if size is not None else None,
+        "resize": (resize or "float") if exact else resize,
     }
 
 
@@ -156,8 +160,9 @@ class FrameCache:
         max_frames: int | None = None,
         max_pixels: int | None = DEFAULT_MAX_PIXELS,
         size: tuple[int, int] | None = None,
+        resize: str | None = None,
     ) -> SampledFrames:
-        params = sampling_params(num_frames, fps, max_frames, max_pixels, size)
+        params = sampling_params(num_frames, fps, max_frames, max_pixels, size, resize)
         ident = _identity(path, params)
         key = hashlib.sha256(ident.encode()).hexdigest()
         with self._lock:
@@ -264,7 +269,7 @@ class FrameCache:
         except OSError as e:
             self._unwritable = True
             assert self.disk_dir is not None
-            unwritable(self.disk_dir, e, "frame cache")
+            unwritable(self.disk_dir, e)
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
 

@@ -142,13 +142,18 @@ def _load_index(key: str, ident: dict[str, object], cache_dir: str | os.PathLike
 _UNWRITABLE: set[str] = set()
 
 
-def unwritable(directory: Path, err: OSError, what: str) -> None:
-    """One warning per directory that cannot be written; the run goes on without it."""
+def unwritable(directory: Path, err: OSError) -> None:
+    """One warning per frame-cache directory that cannot be written; the run goes on without it."""
     with _INDEX_LOCK:
         if str(directory) in _UNWRITABLE:
             return
         _UNWRITABLE.add(str(directory))
-    log.warning("%s: cannot write the %s there (%s); going on without keeping it", directory, what, err)
+    log.warning(
+        "frame cache %s: cannot write there (%s); going on without keeping frames or frame indexes "
+        "(they are decoded again next time)",
+        directory,
+        err,
+    )
 
 
 def _remember_index(
@@ -176,7 +181,7 @@ def _remember_index(
                  identity=np.array(json.dumps(ident)))  # fmt: skip
         os.replace(tmp, path)
     except OSError as e:  # a read-only cache directory costs a rebuild next time, nothing else
-        unwritable(path.parent.parent.parent, e, "frame index")
+        unwritable(path.parent.parent.parent, e)
 
 
 def _is_mp4(container: Any) -> bool:

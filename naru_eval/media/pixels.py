@@ -16,9 +16,17 @@ PyAV caches one swscale context per reformatter and colour settings persist on i
 never resets coefficients an earlier BT.709 frame set), so a converter keeps one reformatter per
 (matrix, range): a stream whose tags change mid-way cannot leak one frame's matrix into another's.
 
-**Resize.** :func:`reference_resize` is qwen-vl-utils' resize step itself: the native-size RGB
-frame through ``torchvision.transforms.functional.resize(..., BICUBIC, antialias=True)``
-(torchvision is imported on first use, only by samplings that ask for an exact ``size``).
+**Resize.** :func:`reference_resize` is the reference pipelines' own resize of a native-size RGB
+frame, bicubic with antialiasing, in one of the two arithmetics torchvision has for it:
+
+- ``"float"``: ``torchvision.transforms.functional.resize(..., BICUBIC, antialias=True)`` on the
+  uint8 tensor (torchvision computes in float32, then rounds and clamps): qwen-vl-utils'
+  ``fetch_video`` step, and (but for that rounding) Nemotron-Omni's video processor;
+- ``"uint8"``: ``torchvision.transforms.v2.functional.resize`` on the uint8 tensor, which on the
+  CPU runs torch's fixed-point uint8 kernel: what transformers' video processors (InternVL's)
+  do to the frames they are given.
+
+torchvision is imported on first use, only by samplings that ask for an exact ``size``.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ if TYPE_CHECKING:
 
 #: What the frame cache's key says about how pixels are made: a change here makes older entries misses.
 CONVERSION = "rgb24 frame-matrix frame-range swscale-bicubic; size: torchvision-bicubic-antialias"
+#: The arithmetics of :func:`reference_resize`
+RESIZES = ("float", "uint8")
 
 #: FFmpeg's AVColorSpace values and names (``av_color_space_name``), for the record
 _MATRIX = {
@@ -79,20 +89,24 @@ class RGBConverter:
             src_color_range=full,
             dst_color_range=2,  # RGB is full range (swscale ignores it for RGB output)
         )
-        return out.to_ndarray()  # type: ignore[no-any-return]
+        return out.to_ndarray()
 
 
-def reference_resize(rgb: np.ndarray, height: int, width: int) -> np.ndarray:
-    """One uint8 H x W x 3 frame resized as qwen-vl-utils resizes a native-size video: torchvision's
-    bicubic with antialiasing (rounded and clamped to uint8, as torchvision does for uint8 input)."""
+def reference_resize(rgb: np.ndarray, height: int, width: int, resize: str = "float") -> np.ndarray:
+    """One uint8 H x W x 3 frame resized by torchvision's antialiased bicubic, in the arithmetic
+    ``resize`` names (see the module docstring); uint8 out either way."""
     import numpy as np
 
+    if resize not in RESIZES:
+        raise ValueError(f"resize={resize!r}: one of {', '.join(RESIZES)}")
     if rgb.shape[:2] == (height, width):
         return rgb
     import torch
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms import functional as tvf
+    from torchvision.transforms.v2 import functional as tvf2
 
     x = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1).contiguous()[None]
-    y = tvf.resize(x, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True)
-    return y[0].permute(1, 2, 0).numpy()  # type: ignore[no-any-return]
+    fn = tvf.resize if resize == "float" else tvf2.resize
+    y = fn(x, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    return y[0].permute(1, 2, 0).numpy()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from naru_eval.media.decode import Decoder, choose_threads
 from naru_eval.media.index import FrameIndex, frame_index
+from naru_eval.media.pixels import RESIZES
 from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, uniform_indices
 from naru_eval.media.video import (
     VideoError,
@@ -50,6 +51,7 @@ def sample_frames(
     max_frames: int | None = None,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     size: tuple[int, int] | None = None,
+    resize: str | None = None,
     index_dir: str | os.PathLike[str] | None = None,
 ) -> SampledFrames:
     """Sample frames from ``path``: ``num_frames`` uniform, or ``fps`` (capped by ``max_frames``).
@@ -63,25 +65,38 @@ def sample_frames(
     turned as a player shows them (rotation, sample aspect ratio) and resized as they are taken,
     into one preallocated array: to ``max_pixels`` of the displayed size (swscale bicubic, in the
     same pass as the conversion), or, with ``size`` = (height, width), to exactly that size from
-    the native-size frame by torchvision's antialiased bicubic (qwen-vl-utils' resize step). The
-    frame index is kept in memory and, with ``index_dir`` (or ``NARU_FRAME_CACHE``), on disk.
+    the native-size frame by torchvision's antialiased bicubic, in the arithmetic ``resize`` names
+    (``"float"``, the default: qwen-vl-utils' step; ``"uint8"``: transformers' video processors';
+    :mod:`naru_eval.media.pixels`). The frame index is kept in memory and, with ``index_dir`` (or
+    ``NARU_FRAME_CACHE``), on disk.
     """
     if (num_frames is None) == (fps is None):
         raise ValueError("give exactly one of num_frames or fps")
     if size is not None and (len(size) != 2 or min(size) < 1):
         raise ValueError(f"size={size!r}: give (height, width), both at least 1")
+    if resize is not None and (size is None or resize not in RESIZES):
+        raise ValueError(f"resize={resize!r}: one of {', '.join(RESIZES)}, and only with size")
     asked = min(num_frames, max_frames) if num_frames is not None and max_frames else num_frames
     if asked is not None and asked > MAX_FRAMES:
         raise ValueError(f"num_frames={asked}: the sampler takes at most {MAX_FRAMES} frames per video")
     p = Path(path)
     check_file(p)
     exact_size = (int(size[0]), int(size[1])) if size is not None else None
+    out = _Output(max_pixels, exact_size, resize or "float")
     try:
-        return _sample(p, asked, fps, max_frames, max_pixels, exact_size, index_dir, tables=True)
+        return _sample(p, asked, fps, max_frames, out, index_dir, tables=True)
     except _TablesContradicted:
         # The sample tables' index disagrees with the packets in the middle (its head and tail were
         # checked when it was built): rebuild it by demuxing, and sample again.
-        return _sample(p, asked, fps, max_frames, max_pixels, exact_size, index_dir, tables=False)
+        return _sample(p, asked, fps, max_frames, out, index_dir, tables=False)
+
+
+class _Output(NamedTuple):
+    """The size frames are kept at: ``max_pixels`` of the displayed size, or exactly ``size``."""
+
+    max_pixels: int | None
+    size: tuple[int, int] | None
+    resize: str
 
 
 class _TablesContradicted(Exception):
@@ -93,8 +108,7 @@ def _sample(
     asked: int | None,
     fps: float | None,
     max_frames: int | None,
-    max_pixels: int | None,
-    size: tuple[int, int] | None,
+    out: _Output,
     index_dir: str | os.PathLike[str] | None,
     tables: bool,
 ) -> SampledFrames:
@@ -129,7 +143,7 @@ def _sample(
                         f"maximum of {MAX_FRAMES} per video: lower fps or set max_frames",
                     )
             targets = uniform_indices(total, n)
-            run = Decoder(p, container, stream, index, max_pixels, len(targets), size)
+            run = Decoder(p, container, stream, index, out.max_pixels, len(targets), out.size, out.resize)
             picked = [run.exact(k) for k in targets]
             frames = run.frames()
             width, height = run.out_size

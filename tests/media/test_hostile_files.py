@@ -209,22 +209,33 @@ def test_fuzzed_moov_boxes_never_crash_hang_overallocate_or_give_a_wrong_frame(g
 # --------------------------------------------------------------------------- caches
 
 
-def test_a_frame_cache_that_cannot_be_written_is_skipped_with_one_warning(good, tmp_path, monkeypatch, caplog):
-    """``NARU_FRAME_CACHE`` where nothing can be written (here: below a regular file, an OS error
-    like a read-only filesystem's) used to stop the run before its first question."""
-    blocker = tmp_path / "not_a_dir"
-    blocker.write_text("a file")
-    monkeypatch.setenv("NARU_FRAME_CACHE", str(blocker / "cache"))
-    index._INDEXES.clear()
-    index._UNWRITABLE.clear()
-    cache = FrameCache()
-    with caplog.at_level(logging.WARNING, logger="naru_eval.media.index"):
-        first = cache.get(good, num_frames=8)
-        cache.get(good, num_frames=4)
-        FrameCache().get(good, num_frames=6)
-    assert _shown(first) == uniform_indices(48, 8)
-    warned = [r.getMessage() for r in caplog.records if "cannot write" in r.getMessage()]
-    assert len(warned) == 1 and str(blocker / "cache") in warned[0]
+@pytest.mark.parametrize("where", ["read-only tmpfs", "below a regular file"])
+def test_a_frame_cache_that_cannot_be_written_is_skipped_with_one_warning(good, tmp_path, monkeypatch, caplog, where):
+    """``NARU_FRAME_CACHE`` on a read-only file system (a real one, tests/helpers/disk.py) or where
+    no folder can be made used to stop the run before its first question."""
+    import contextlib
+
+    from tests.helpers.disk import make_read_only, small_disk
+
+    with contextlib.ExitStack() as stack:
+        if where == "read-only tmpfs":
+            root = stack.enter_context(small_disk(tmp_path / "ro", "1m"))
+            make_read_only(root)
+            stack.callback(lambda: None)
+        else:
+            (tmp_path / "not_a_dir").write_text("a file")
+            root = tmp_path / "not_a_dir" / "cache"
+        monkeypatch.setenv("NARU_FRAME_CACHE", str(root))
+        index._INDEXES.clear()
+        index._UNWRITABLE.clear()
+        cache = FrameCache()
+        with caplog.at_level(logging.WARNING, logger="naru_eval.media.index"):
+            first = cache.get(good, num_frames=8)
+            cache.get(good, num_frames=4)
+            FrameCache().get(good, num_frames=6)
+        assert _shown(first) == uniform_indices(48, 8)
+        warned = [r.getMessage() for r in caplog.records if "cannot write" in r.getMessage()]
+        assert len(warned) == 1 and str(root) in warned[0], warned
 
 
 def test_another_videos_frames_under_this_key_are_a_miss(good, tmp_path):

@@ -204,3 +204,21 @@ def test_exact_size_is_a_cache_parameter(hd, tmp_path):
     assert np.array_equal(again.frames, a.frames)
     with pytest.raises(ValueError, match="size"):
         sample_frames(hd, num_frames=2, size=(0, 448))
+
+
+def test_exact_size_in_uint8_arithmetic_is_what_internvls_processor_makes_of_native_frames(hd):
+    """transformers' InternVL video processor resizes the frames it gets (uint8, torchvision v2's
+    fixed-point kernel on the CPU); given frames already at 448x448 it leaves them: the model then
+    sees exactly what it would from the native frames."""
+    from transformers import InternVLVideoProcessor
+
+    proc = InternVLVideoProcessor(size={"height": 448, "width": 448})
+
+    def pixels_of(frames):
+        return proc(videos=[frames], return_tensors="pt", do_sample_frames=False)["pixel_values_videos"].numpy()
+
+    native = sample_frames(hd, num_frames=3, max_pixels=None).frames
+    ours = sample_frames(hd, num_frames=3, size=(448, 448), resize="uint8").frames
+    assert np.array_equal(pixels_of(ours), pixels_of(native))
+    with pytest.raises(ValueError, match="resize"):
+        sample_frames(hd, num_frames=3, resize="uint8")
