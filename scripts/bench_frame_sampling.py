@@ -106,6 +106,35 @@ def seek_floor(path: Path, targets: list[int], fps: float, size: tuple[int, int]
     return out
 
 
+def conversion_cost(path: Path, size: tuple[int, int], frames: int = 24, rounds: int = 7) -> dict[str, float]:
+    """Milliseconds per frame to turn a decoded frame into RGB at the output size, interleaved:
+    PyAV's plain ``reformat`` (BT.601, bilinear: the sampler before it read the frame's tags) and
+    ``pixels.RGBConverter`` (the frame's matrix and range, bicubic); and, at native size then
+    ``reference_resize`` to ``size``, what ``size=`` costs."""
+    import av
+
+    from naru_eval.media.pixels import RGBConverter, reference_resize
+
+    with av.open(str(path)) as c:
+        decoded = [f for f, _ in zip(c.decode(video=0), range(frames), strict=False)]
+    w, h = size
+    tagged, native = RGBConverter(), RGBConverter()
+    contenders: dict[str, Callable[[Any], Any]] = {
+        "plain": lambda f: f.reformat(width=w, height=h, format="rgb24").to_ndarray(),
+        "tagged": lambda f: tagged(f, w, h),
+        "exact": lambda f: reference_resize(native(f, f.width, f.height), h, w),
+    }
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    for rnd in range(rounds):
+        keys = list(contenders)[rnd % 3 :] + list(contenders)[: rnd % 3]
+        for key in keys:
+            start = time.perf_counter()
+            for f in decoded:
+                contenders[key](f)
+            times[key].append((time.perf_counter() - start) / len(decoded) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def full_decode(path: Path, wanted: set[int], fps: float, size: tuple[int, int]) -> dict[int, np.ndarray]:
     """Decode every frame in order, keep the wanted ones (the naive approach)."""
     import av
@@ -478,6 +507,13 @@ def main() -> None:
         print()
         print(f"- FrameCache, ten gets of N=32 on one video: {fmt_s(m('cache10'))}")
         print(f"- full sequential decode: {fmt_s(m('full'))}")
+        conv = conversion_cost(path, out_size)
+        print(
+            f"- a decoded frame to RGB {out_size[0]}x{out_size[1]}, ms per frame (median of 7 interleaved rounds):"
+            f" plain reformat (BT.601, bilinear) {conv['plain']:.2f}, the frame's own matrix and range (bicubic)"
+            f" {conv['tagged']:.2f} ({conv['tagged'] / conv['plain']:.2f}x); native-size conversion then"
+            f" reference_resize (size=) {conv['exact']:.2f}"
+        )
         print(
             f"- peak RSS growth, sample_frames N={n_big}: {mem['growth_mib']:.0f} MiB (frames {mem['result_mib']:.0f} MiB)"
         )

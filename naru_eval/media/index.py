@@ -367,8 +367,8 @@ def _without_cut_picture(p: Path, container: Any, stream: Any, index: FrameIndex
     import numpy as np
 
     at = int(np.searchsorted(index.pts, last))
-    if at >= len(index.pts) or int(index.pts[at]) != last:
-        return index  # it did not decode at all: not in the index already
+    if at >= len(index.pts) or int(index.pts[at]) != last or len(index.pts) < 2:
+        return index  # it did not decode at all (not in the index already), or it is all there is
     j = int(np.searchsorted(index.key_pts, last, side="right")) - 1
     if j < 0:
         return index  # before the first keyframe: only ever decoded from the file's start

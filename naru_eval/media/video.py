@@ -25,8 +25,8 @@ class VideoError(RuntimeError):
 class VideoInfo(NamedTuple):
     """What the container says about a video (frame_count may be estimated: see ``exact``).
 
-    ``width`` x ``height`` is the displayed size: sample aspect ratio and rotation applied.
-    ``duration_s`` is :func:`claimed_duration` (one definition for the probe, ``validate-data``
+    ``width`` x ``height`` is the displayed size (sample aspect ratio and rotation applied) in the
+    probe's, the size of the frames returned in the sampler's. ``duration_s`` is :func:`claimed_duration` (one definition for the probe, ``validate-data``
     and the sampler). ``stream_index`` is the container's index of the video stream used (the one
     a player shows, :func:`video_stream`), ``video_streams`` how many real video streams the
     file has (attached pictures and thumbnails not counted). ``colour`` names the colour matrix
