@@ -34,6 +34,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if report.videos:
             hours = sum(v.duration_s for v in report.videos.values()) / 3600
             print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
+    for note in report.notes:
+        print(f"note: {note}")
     if report.ok:
         print("OK")
         return 0
