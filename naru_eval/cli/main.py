@@ -36,6 +36,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
         if report.audio:
             print(f"audio tracks readable: {len(report.audio)}")
+    for note in report.notes:
+        print(f"note: {note}")
     if report.ok:
         print("OK")
         return 0

@@ -13,18 +13,20 @@ from pathlib import Path
 
 from naru_eval.core.data import VIDEO_EXTENSIONS, DataError, Dataset, load_dataset_from_env, load_local
 from naru_eval.media.audio import AudioInfo, probe_audio
-from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video
+from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
 
 @dataclass
 class ValidationReport:
-    """Result of a preflight; ``ok`` is True when ``problems`` is empty."""
+    """Result of a preflight; ``ok`` is True when ``problems`` is empty. ``notes`` say what the
+    run will do with a file that is readable but unusual (several real video streams)."""
 
     dataset: Dataset | None
     problems: list[str] = field(default_factory=list)
     videos: dict[str, VideoInfo] = field(default_factory=dict)
     #: video_id -> its audio track (checked only when audio is asked for)
     audio: dict[str, AudioInfo] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -114,4 +116,5 @@ def validate(
         if audio:
             report.audio, audio_problems = check_audio(dataset, report.videos)
             report.problems += audio_problems
+        report.notes = [f"video {vid!r}: {note}" for vid, i in report.videos.items() if (note := stream_note(i))]
     return report
