@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypedDict, cast
 
-from naru_eval.settings import settings
+from naru_eval.settings import UserError, settings
 
 CATEGORIES: tuple[str, ...] = ("N.1", "N.2", "N.3", "N.4", "C.1", "C.2", "C.3", "C.4", "C.5")
 NARRATIVE: tuple[str, ...] = CATEGORIES[:4]
@@ -92,7 +92,7 @@ def relative_path_problem(video_path: str) -> str | None:
     return None
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """Invalid NARU data; ``problems`` lists every problem found, each naming its source."""
 
     def __init__(self, problems: Sequence[str], header: str = "NARU data is invalid") -> None:

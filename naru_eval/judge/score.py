@@ -7,6 +7,10 @@
 * A response whose judge output could not be used after bounded retries, or whose question has
   no facts, is **unscored**: never 0, never dropped. Metrics average over the scored responses,
   and ``n_scored``, ``n_unscored`` and ``unscored_rate`` say how many were left out.
+* A run whose judge could not be reached (transport failures after the retries, a judge error)
+  for more than :data:`MAX_UNREACHED_SHARE` of its responses has **no score**: every recall
+  metric is N/A (None), so nothing that looks like a score is written; the payloads of such
+  responses carry ``judge_unreached`` (:func:`unreached`).
 
 The lmms-eval payloads follow the MCQ convention (naru_eval.core.scoring): a per-item metric's
 payload carries ``score`` only when the response counts towards it; ``overall``, ``narrative``
@@ -33,6 +37,12 @@ from naru_eval.core.scoring import MACRO_KEY, MACRO_METRICS, aggregate_macro, sa
 from naru_eval.judge.config import RequestParams
 from naru_eval.judge.schemas import FactRecord, Tally, fact_records
 
+#: the largest share of a run's responses the judge may have failed to reach (after its retries)
+#: for the run to have a score; above it every recall metric is N/A and ``naru-eval judge score``
+#: exits 1 naming the endpoint and the model (docs/judge.md)
+MAX_UNREACHED_SHARE = 0.05
+_UNREACHED = re.compile(r"(?:no facts: )?judge (?:unavailable|error)\b")
+
 #: statuses that count (recall known); everything else is unscored
 SCORED_STATUSES = ("scored", "empty", "failed")
 STATUSES = (*SCORED_STATUSES, "unscored")
@@ -48,6 +58,8 @@ MEAN_METRICS: tuple[str, ...] = (
 )
 SUM_METRICS: tuple[str, ...] = ("n_scored", "n_unscored", "judge_cost_usd")
 OPEN_METRICS: tuple[str, ...] = (*MEAN_METRICS, *SUM_METRICS)
+#: the metrics that are counts, not scores: kept when the judge could not be reached
+_NOT_SCORES = frozenset({"unscored_rate", *SUM_METRICS})
 
 
 class JudgeInfo(TypedDict, total=False):
@@ -178,6 +190,7 @@ class OpenValue(TypedDict, total=False):
     score: float
     item_score: float
     cost_unknown: bool
+    judge_unreached: bool  # on a score metric's payload: the judge could not be reached for this response
 
 
 class OpenKeys(TypedDict):
@@ -254,12 +267,40 @@ def metric_value(metric: str, s: JudgedSample) -> float | None:
     raise KeyError(metric)
 
 
+def unreached(s: JudgedSample) -> bool:
+    """Whether the judge could not be reached for ``s`` (unscored by a transport failure after the
+    retries, or a judge error: for its facts or its verdicts)."""
+    return not s.scored and _UNREACHED.match(s.reason or "") is not None
+
+
+def _too_few_judged(items: Sequence[Mapping[str, Any]]) -> bool:
+    """More than :data:`MAX_UNREACHED_SHARE` of a score metric's payloads are of responses the
+    judge could not be reached for: the metric is no score."""
+    return bool(items) and sum(1 for x in items if x.get("judge_unreached")) > MAX_UNREACHED_SHARE * len(items)
+
+
+def unreached_problem(samples: Sequence[JudgedSample], judge: str) -> str | None:
+    """Why a run has no score (``judge``: "MODEL at URL"), or None."""
+    n, k = len(samples), sum(1 for x in samples if unreached(x))
+    if not n or k <= MAX_UNREACHED_SHARE * n:
+        return None
+    return (
+        f"the judge {judge} could not be reached for {k} of {n} responses ({k / n:.0%}, more than "
+        f"{MAX_UNREACHED_SHARE:.0%}), so the run has no score and none is written. Check the endpoint, the model "
+        "and the key (--base-url, NARU_JUDGE_BASE_URL / OPENAI_BASE_URL; --judge-model, NARU_JUDGE_MODEL) and "
+        "rerun: what was judged is cached and is not asked again"
+    )
+
+
 def open_payloads(s: JudgedSample) -> dict[str, OpenPayload]:
     """``process_results`` return value: the whole record under ``overall``, a slim one elsewhere."""
     slim = OpenKeys(question_id=s.question_id, video_id=s.video_id, category=s.category, level=s.level, status=s.status)
+    not_reached = unreached(s)
     out: dict[str, OpenPayload] = {}
     for metric in OPEN_METRICS:
         payload: OpenPayload = OverallPayload(**s.to_dict()) if metric == "overall" else SlimPayload(**slim)
+        if not_reached and metric not in _NOT_SCORES:
+            payload["judge_unreached"] = True
         value = metric_value(metric, s)
         if value is not None:
             if metric in MACRO_METRICS:
@@ -273,14 +314,21 @@ def open_payloads(s: JudgedSample) -> dict[str, OpenPayload]:
 
 
 def aggregate_mean(items: Iterable[Mapping[str, Any]]) -> float | None:
+    """The mean ``score``; None when no payload carries one, or the judge could not be reached
+    for too many responses (:data:`MAX_UNREACHED_SHARE`)."""
+    items = list(items)
+    if _too_few_judged(items):
+        return None
     scores = [float(x["score"]) for x in items if "score" in x]
     return sum(scores) / len(scores) if scores else None
 
 
 def aggregate_open_macro(items: Iterable[Mapping[str, Any]]) -> float | None:
     """``overall``/``narrative``/``cultural`` of naru_open: the mean of the category mean recalls
-    in scope (``overall`` over all nine categories, as the authors' table III)."""
-    return aggregate_macro(items, overall="categories")
+    in scope (``overall`` over all nine categories, as the authors' table III); None when the
+    judge could not be reached for too many responses."""
+    items = list(items)
+    return None if _too_few_judged(items) else aggregate_macro(items, overall="categories")
 
 
 def aggregate_sum(items: Iterable[Mapping[str, Any]]) -> float | None:

@@ -34,7 +34,7 @@ from naru_eval.core.scoring import aggregate_macro as _aggregate_macro
 from naru_eval.core.sharding import order_for_ranks, world_size_from_env
 from naru_eval.core.subset import select_subset
 from naru_eval.core.validate import ValidationReport, validate
-from naru_eval.settings import settings
+from naru_eval.settings import exit_on_user_error, settings
 
 if TYPE_CHECKING:
     from naru_eval.core.variants import CircularPayload
@@ -49,9 +49,12 @@ def _preflight(env_key: tuple[str | None, ...]) -> ValidationReport:
 
 
 def _preflight_report() -> ValidationReport:
-    s = settings()
-    report = _preflight((s.data_dir, s.hf_dataset, s.hf_split, s.video_dir, str(s.skip_video_check)))
-    report.raise_for_problems()
+    """The preflighted data; a bad setting or bad data stops lmms-eval with the message alone
+    (exit status 2), not a traceback retried five times into ``RetryError[...]``."""
+    with exit_on_user_error("naru preflight"):
+        s = settings()
+        report = _preflight((s.data_dir, s.hf_dataset, s.hf_split, s.video_dir, str(s.skip_video_check)))
+        report.raise_for_problems()
     assert report.dataset is not None
     return report
 

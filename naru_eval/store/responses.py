@@ -9,7 +9,8 @@ never served as answers, and retried on the next run.
 The run key hashes everything that changes an answer (model id, its arguments without
 secrets, generation settings, sampling) but not the task; the question key adds the prompt and
 the media (see ``NaruModel.request_key``), so one question asked by two tasks is one row.
-Secrets never reach the store.
+Secrets never reach the store: secret-named arguments are dropped, and every failure's text is
+redacted (:mod:`naru_eval.redaction`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from naru_eval.redaction import redact as redact_text
+from naru_eval.redaction import redact_data
 from naru_eval.store.db import StoreWriteError, cache_dir, open_db, open_readonly
 
 SCHEMA = """
@@ -151,7 +154,7 @@ class ResponseStore:
         with self._lock:
             self._conn.execute(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?)",
-                (key, json.dumps(redact(description), sort_keys=True, default=str), time.time()),
+                (key, redact_text(json.dumps(redact(description), sort_keys=True, default=str)), time.time()),
             )
             self._conn.commit()
 
@@ -210,7 +213,8 @@ class ResponseStore:
         self._put(key, question_id, "ok", response, None, dict(usage) if usage else None)
 
     def put_failed(self, key: str, question_id: str, error: str, usage: Mapping[str, Any] | None = None) -> None:
-        self._put(key, question_id, "failed", None, error, dict(usage) if usage else None)
+        """A failure, its text and usage redacted (naru_eval.redaction): an API's error may echo the key."""
+        self._put(key, question_id, "failed", None, redact_text(error), redact_data(dict(usage)) if usage else None)
 
     def close(self) -> None:
         with self._lock:

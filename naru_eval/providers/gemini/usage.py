@@ -25,6 +25,7 @@ from naru_eval.providers.gemini.batch import BatchStats
 from naru_eval.providers.gemini.caching import ContextCacheStats
 from naru_eval.providers.gemini.preflight import Calibration, PreflightReport
 from naru_eval.providers.gemini.pricing import cache_storage_cost
+from naru_eval.redaction import redact
 from naru_eval.store.gemini_jobs import CacheRecord
 from naru_eval.store.responses import usage_by_run
 
@@ -211,7 +212,7 @@ def write_summary(path: Path, summary: UsageSummary) -> bool:
     must never break a run."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+        path.write_text(redact(summary.model_dump_json(indent=2)), encoding="utf-8")  # failures quote the API
     except OSError as e:
         logger.warning(f"naru_gemini: could not write the usage summary to {path}: {e}")
         return False
