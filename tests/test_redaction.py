@@ -167,7 +167,12 @@ def test_naru_openai_compat_writes_no_echoed_key(data, tmp_path):
     args = "model=stub,num_frames=4,max_retries=1,retry_base_delay=0,max_concurrency=1"
     with OpenAIStub(statuses=ECHOED, echo_key=True) as stub:
         run = run_lmms_eval(
-            "naru_openai_compat", f"{args},base_url={stub.base_url}", ["naru_mcq"], tmp_path / "out", env=env, timeout=300
+            "naru_openai_compat",
+            f"{args},base_url={stub.base_url}",
+            ["naru_mcq"],
+            tmp_path / "out",
+            env=env,
+            timeout=300,
         )
         assert {r.status for r in stub.chat_requests()} >= {400, 401, 403, 429, 500, 200}
     assert run.ok, run.stderr[-4000:]
@@ -197,7 +202,9 @@ def test_naru_gemini_writes_no_echoed_key(data, tmp_path):
     env = _env(data, tmp_path, GOOGLE_API_KEY=GEMINI_KEY)
     with GeminiStub(api_key=GEMINI_KEY, statuses=ECHOED, echo_key=True, retry_delay="0s") as stub:
         args = f"model=gemini-2.5-flash,base_url={stub.base_url},poll_interval=0.05,max_retries=1,retry_base_delay=0"
-        run = run_lmms_eval("naru_gemini", f"{args},max_concurrency=1", ["naru_mcq"], tmp_path / "out", env=env, timeout=300)
+        run = run_lmms_eval(
+            "naru_gemini", f"{args},max_concurrency=1", ["naru_mcq"], tmp_path / "out", env=env, timeout=300
+        )
         assert {r.status for r in stub.generate_requests()} >= {400, 401, 403, 429, 500, 200}
     assert run.ok, run.stderr[-4000:]
     usage = list((tmp_path / "cache").glob("gemini_usage_*.json"))

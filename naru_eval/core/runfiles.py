@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from naru_eval.core.numbers import fmt_num
 from naru_eval.core.scoring import (
     METRICS,
     REQUIRED_FIELDS,
