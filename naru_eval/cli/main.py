@@ -40,8 +40,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if report.ok:
         print("OK")
         return 0
+    from naru_eval.core.data import shown_problems
+
     print(f"{len(report.problems)} problem(s):", file=sys.stderr)
-    for p in report.problems:
+    for p in shown_problems(report.problems):
         print(f"  - {p}", file=sys.stderr)
     return 1
 

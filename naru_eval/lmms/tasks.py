@@ -76,7 +76,7 @@ def _to_hf(
     rows: list[NaruDoc] = []
     for q in questions:
         path = dataset.video_file(q)
-        probed = report.videos.get(q.video_id)
+        probed = report.paths.get(str(path)) or report.videos.get(q.video_id)
         rows.append(
             to_doc(
                 q,
