@@ -173,7 +173,7 @@ def test_hf_video_paths_stay_in_the_video_folder(small_data, tmp_path, monkeypat
     monkeypatch.setenv("NARU_HF_DATASET", str(hub))
     monkeypatch.setenv("NARU_VIDEO_DIR", str(naru / "videos"))
     ds = load_dataset_from_env()
-    q0, q1 = ds.questions[0], ds.questions[1]
+    q0 = ds.questions[0]
     assert ds.video_file(q0) == naru / "videos" / "private" / "secret.mp4"  # relative to the video folder
     assert ds.roots() == [hub.resolve(), (naru / "videos").resolve()]
     report = validate()
