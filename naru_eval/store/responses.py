@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -27,7 +28,7 @@ from typing import Any, TypeVar
 
 from naru_eval.redaction import redact as redact_text
 from naru_eval.redaction import redact_data
-from naru_eval.store.db import StoreWriteError, cache_dir, open_db, open_readonly
+from naru_eval.store.db import DamagedRow, StoreWriteError, cache_dir, open_db, open_readonly, row_json
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -45,6 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT 
 """
 
 V = TypeVar("V")
+
+log = logging.getLogger("naru_eval.store")
 
 #: how the store's errors name it, and the setting that moves it
 WHAT, VARIABLE = "response store", "NARU_RESPONSE_STORE"
@@ -94,7 +97,7 @@ def runs(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
         rows = conn.execute("SELECT run_key, description FROM runs").fetchall()
     finally:
         conn.close()
-    return {key: json.loads(desc) for key, desc in rows}
+    return {key: row_json(desc, Path(path), WHAT, f"run {key}") for key, desc in rows}
 
 
 def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = None) -> dict[str, list[UsageRow]]:
@@ -103,7 +106,7 @@ def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = 
     keys = None if run_keys is None else list(run_keys)
     if keys is not None and not keys:
         return {}
-    sql = "SELECT run_key, status, usage FROM responses"
+    sql = "SELECT run_key, status, usage, question_id FROM responses"
     params: tuple[str, ...] = ()
     if keys is not None:
         sql += f" WHERE run_key IN ({','.join('?' * len(keys))})"
@@ -114,8 +117,9 @@ def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = 
     finally:
         conn.close()
     out: dict[str, list[UsageRow]] = {}
-    for rk, status, usage in rows:
-        out.setdefault(rk, []).append(UsageRow(status, json.loads(usage) if usage else None))
+    for rk, status, usage, qid in rows:
+        value = row_json(usage, Path(path), WHAT, f"question {qid.split(':')[0]} (run {rk})") if usage else None
+        out.setdefault(rk, []).append(UsageRow(status, value))
     return out
 
 
@@ -166,7 +170,12 @@ class ResponseStore:
             ).fetchone()
         if row is None:
             return None
-        return StoredResponse(row[0], row[1], row[2], json.loads(row[3]) if row[3] else None, row[4])
+        try:
+            usage = row_json(row[3], self.path, WHAT, f"question {question_id.split(':')[0]} (run {key})")
+        except DamagedRow as e:  # asked again; the new answer replaces the row
+            log.warning("%s", e)
+            return None
+        return StoredResponse(row[0], row[1], row[2], usage or None, row[4])
 
     def answered(self, key: str) -> dict[str, str]:
         """question_id -> response, for the successful answers of a run."""
