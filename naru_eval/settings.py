@@ -72,7 +72,7 @@ def _var(default: Any, text: str, default_doc: str | None = None, **limits: Any)
     """A field: its default, its description (one line of the docs table) and, where the default
     is applied by the reader (None here), the default the docs state; ``limits`` are pydantic's
     (``gt``, ``ge``, ``allow_inf_nan``)."""
-    extra = {"default_doc": default_doc} if default_doc else None
+    extra: dict[str, Any] | None = {"default_doc": default_doc} if default_doc else None
     return Field(default, description=text, json_schema_extra=extra, **limits)
 
 

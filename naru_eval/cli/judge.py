@@ -264,7 +264,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         reports[label] = doc
     usage = judge.ledger.summary()
     if args.json:
-        out = {"reports": {k: v.model_dump() for k, v in reports.items()}, "usage": usage.model_dump()}
+        out: dict[str, Any] = {"reports": {k: v.model_dump() for k, v in reports.items()}, "usage": usage.model_dump()}
         if unreached_logs:
             out["not_scored"] = unreached_logs
         print(json.dumps(out, indent=2, ensure_ascii=False))

@@ -562,14 +562,14 @@ def load_local(data_dir: str | os.PathLike[str], strict: bool = True) -> Dataset
     problem = control_problem("NARU_DATA_DIR", str(given))
     if problem:
         raise DataError([problem])
-    data_dir, why = resolved(given)
-    if data_dir is None or not data_dir.is_dir():
-        raise DataError([why or f"{data_dir}: data directory does not exist"])
-    path = find_annotations(data_dir)
+    folder, why = resolved(given)
+    if folder is None or not folder.is_dir():
+        raise DataError([why or f"{folder}: data directory does not exist"])
+    path = find_annotations(folder)
     rows, problems, lines = read_rows(path)
     questions, schema_problems = parse_rows(rows, str(path), lines=lines)
     problems += schema_problems
-    ds = Dataset(questions, str(path), data_dir=data_dir, video_root=configured_video_dir())
+    ds = Dataset(questions, str(path), data_dir=folder, video_root=configured_video_dir())
     problems += ds.path_problems()
     if not ds.questions and not problems:
         problems.append(f"{path}: no questions")

@@ -167,7 +167,7 @@ class JudgeStore:
         if row is None:
             return None
         try:
-            usage = row_json(row[3], self.path, WHAT, f"judge call {key[:16]}") or {}
+            usage: TokenUsage = row_json(row[3], self.path, WHAT, f"judge call {key[:16]}") or TokenUsage()
         except DamagedRow as e:  # asked again; the new output replaces the row
             log.warning("%s", e)
             return None
