@@ -9,8 +9,9 @@ again where it is kept (the response store, the Gemini usage file), with :func:`
   ``OPENAI_API_KEY``, ``NARU_JUDGE_API_KEY``, ``GOOGLE_API_KEY``, ``GEMINI_API_KEY``, ``HF_TOKEN``,
   and any other whose name ends in ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD`` or ``CREDENTIALS``)
   becomes ``[REDACTED <VARIABLE>]``. Secrets come from the environment only, so these are all
-  the keys a run holds. A value shorter than 4 characters is not a key and is left alone;
-  one shorter than 8 is replaced only as a whole word;
+  the keys a run holds. A known key shorter than 4 characters, or another variable's value
+  shorter than 8, is no key and is left alone; a key shorter than 8 is replaced only as a whole
+  word;
 * any text that looks like a key becomes ``[REDACTED]``: ``sk-…`` (OpenAI), ``AIza…`` (Google),
   ``hf_…`` (Hugging Face), ``Bearer …``, a ``key=``/``token=``/``signature=`` URL parameter and
   an ``api-key: …``/``x-goog-api-key: …``/``authorization: …`` header or field.
@@ -68,10 +69,15 @@ _WHOLE_WORD_BELOW = 8
 
 
 def secret_names(env: Mapping[str, str] | None = None) -> list[str]:
-    """The environment variables whose values are keys (set, non-empty)."""
+    """The environment variables whose values are keys: a known key variable with at least 4
+    characters, or another whose name says it holds a secret with at least 8 (``FOO_TOKEN=true``
+    is no key, and redacting every ``true`` would mangle the text)."""
     env = os.environ if env is None else env
     return sorted(
-        k for k, v in env.items() if (k in KEY_VARIABLES or _SECRET_NAME.search(k)) and len(v.strip()) >= _MIN_KEY
+        k
+        for k, v in env.items()
+        if (k in KEY_VARIABLES and len(v.strip()) >= _MIN_KEY)
+        or (_SECRET_NAME.search(k) and len(v.strip()) >= _WHOLE_WORD_BELOW)
     )
 
 

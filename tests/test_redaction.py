@@ -51,11 +51,12 @@ def test_configured_keys_and_key_shaped_text_are_redacted(monkeypatch):
     monkeypatch.setenv("NARU_JUDGE_API_KEY", JUDGE_KEY)
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-abcdefgh-1234")  # any variable named as a secret
     monkeypatch.setenv("SHORT_KEY", "ab")  # too short to be a key: left alone
+    monkeypatch.setenv("FEATURE_TOKEN", "true")  # a secret-like name, but no key: "true" stays
     text = (
         f"bad key {OPENAI_KEY}; judge {JUDGE_KEY}; svc tok-abcdefgh-1234; other sk-proj-AAAAAAAAAAAAAAAAAAAA; "
         "google AIzaSyA1234567890abcdefghijklmnopqrstu; hf hf_abcdefghijklmnopqrstuvwxyz; "
         "Authorization: Bearer some.jwt.token-value; https://h/x?alt=json&key=plainkeyvalue123&x=1; "
-        '{"x-goog-api-key": "zzzzzzzz"}; ab stays; a task-runner-label stays'
+        '{"x-goog-api-key": "zzzzzzzz"}; ab stays; a task-runner-label stays; {"ok": true}'
     )
     out = redact(text)
     for secret in (
@@ -72,9 +73,9 @@ def test_configured_keys_and_key_shaped_text_are_redacted(monkeypatch):
         assert secret not in out, (secret, out)
     assert "[REDACTED OPENAI_API_KEY]" in out and "[REDACTED NARU_JUDGE_API_KEY]" in out
     assert "Bearer [REDACTED]" in out and "key=[REDACTED]&x=1" in out
-    assert "ab stays" in out and "task-runner-label" in out
+    assert "ab stays" in out and "task-runner-label" in out and '{"ok": true}' in out
     assert {"OPENAI_API_KEY", "NARU_JUDGE_API_KEY", "MY_SERVICE_TOKEN"} <= set(secret_names())
-    assert "SHORT_KEY" not in secret_names()
+    assert "SHORT_KEY" not in secret_names() and "FEATURE_TOKEN" not in secret_names()
 
 
 class EchoError(Exception):
