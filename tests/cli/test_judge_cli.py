@@ -265,3 +265,24 @@ def test_bad_judge_options_are_one_message(tmp_path, capsys):
     assert "judge concurrency=0: Input should be greater than or equal to 1" in capsys.readouterr().err
     assert judge_main(["judge", "score", str(tmp_path / "run"), "--prices", "[1]"]) == 2
     assert "--prices: prices [1]: must be a JSON object" in capsys.readouterr().err
+
+
+def test_the_batch_and_backend_variables_reach_judge_score(tmp_path, stub, monkeypatch, capsys):
+    """NARU_JUDGE_BATCH=1 alone (no --batch) sends the verifications as a Batch API job, and
+    NARU_JUDGE_BACKEND=offline-lexical alone sends nothing: both were replaced by the defaults."""
+    from tests.helpers.judge import STUB_PRICE
+
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    monkeypatch.setenv("NARU_JUDGE_PRICES", STUB_PRICE)
+    monkeypatch.setenv("NARU_JUDGE_BATCH", "1")
+    stub.batch_polls = 0
+    write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF, "Guests bow twice."])
+    assert judge_main(["judge", "score", str(tmp_path / "run")]) == 0
+    assert "Batch API jobs: submitted ['batch_stub0001']" in capsys.readouterr().out
+    assert "CoverageReport" not in chat_schemas(stub) and stub.batches
+    monkeypatch.delenv("NARU_JUDGE_BATCH")
+    monkeypatch.setenv("NARU_JUDGE_BACKEND", "offline-lexical")
+    stub.reset()
+    assert judge_main(["judge", "score", str(tmp_path / "run"), "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)["reports"].values()
+    assert report["judge"]["backend"] == "offline-lexical" and stub.requests == []
