@@ -40,7 +40,7 @@ from model_adapters.args import AdapterArgs
 from naru_eval.api.retry import ConfigErrorBreaker
 from naru_eval.core import provenance
 from naru_eval.core.doc import NaruDoc
-from naru_eval.settings import parse_flag, settings
+from naru_eval.settings import exit_on_user_error, parse_flag, settings
 from naru_eval.store.responses import ResponseStore, redact, run_key
 
 if TYPE_CHECKING:
@@ -164,6 +164,12 @@ class NaruModel(lmms):
         #: stops the run when the first answered requests all fail with one client error
         #: (a wrong key, model name or setting) instead of storing a failure per question
         self.breaker = ConfigErrorBreaker(self.model_id)
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> Any:
+        """lmms-eval's constructor: a user's mistake (a setting, a file) is its message, exit 2."""
+        with exit_on_user_error(cls.model_id):
+            return super().create_from_arg_string(arg_string, additional_config)
 
     # -- what a family overrides ------------------------------------------------------------
     def respond(self, request: NaruRequest) -> str | Answer:  # pragma: no cover - abstract

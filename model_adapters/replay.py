@@ -17,27 +17,40 @@ from typing import Any, ClassVar
 
 from model_adapters.args import ReplayArgs, parse_model_args
 from model_adapters.base import NaruModel, NaruRequest, failed
+from naru_eval.settings import UserError
 
 
-class ReplayError(ValueError):
+class ReplayError(UserError):
     pass
 
 
 def load_predictions(path: str | Path) -> dict[str, str | None]:
-    """question_id -> response; bad lines and duplicate ids are reported together."""
+    """question_id -> response; bad lines (not UTF-8, not JSON, no id) and duplicate ids are
+    reported together, each with its file and line; a folder or unreadable file is named."""
     p = Path(path)
     if not p.exists():
         raise ReplayError(f"naru_replay: predictions file {p} does not exist")
+    if not p.is_file():
+        raise ReplayError(f"naru_replay: predictions {p} is a folder, not a JSONL file")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise ReplayError(f"naru_replay: cannot read the predictions file {p} ({e.strerror or e})") from None
     preds: dict[str, str | None] = {}
     problems = []
-    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problems.append(f"{p}:{lineno}: not valid UTF-8 (byte {e.start + 1} of the line); save the file as UTF-8")
+            continue
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
             qid = str(rec["question_id"])
             resp = rec.get("response")
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             problems.append(f"{p}:{lineno}: expected {{'question_id', 'response'}} ({type(e).__name__}: {e})")
             continue
         if resp is not None and not isinstance(resp, str):
@@ -48,7 +61,10 @@ def load_predictions(path: str | Path) -> dict[str, str | None]:
             continue
         preds[qid] = resp
     if problems:
-        raise ReplayError("naru_replay: invalid predictions file:\n  - " + "\n  - ".join(problems))
+        shown = problems[:50] + ([f"... and {len(problems) - 50} more"] if len(problems) > 50 else [])
+        raise ReplayError(
+            f"naru_replay: invalid predictions file ({len(problems)} problem(s)):\n  - " + "\n  - ".join(shown)
+        )
     return preds
 
 

@@ -4,7 +4,8 @@
   the SDK sends the strict JSON schema of the Pydantic model, and the raw completion is kept so
   that an unparseable output is cached and reported, not lost in an exception.
 * Any OpenAI-compatible ``base_url``; the key comes from ``NARU_JUDGE_API_KEY`` or
-  ``OPENAI_API_KEY`` only, and never enters a cache key, a log or a report.
+  ``OPENAI_API_KEY`` only, and never enters a cache key, a log or a report: an error a server
+  answers with is redacted (naru_eval.redaction) before any message is made of it.
 * The SDK's own retries are off; transport failures (408/409/429/5xx, timeouts, connection
   errors, a 200 whose body is not JSON) are retried by :mod:`naru_eval.api.retry`, honouring
   ``Retry-After``. Failing for good raises :class:`JudgeUnavailable` (the item is unscored),
@@ -42,6 +43,7 @@ from naru_eval.api.openai_client import make_openai_client, openai_errors, usage
 from naru_eval.api.retry import ConfigErrorBreaker, RetryError, is_retryable
 from naru_eval.judge.config import JudgeConfig, RequestParams, cost_usd
 from naru_eval.judge.schemas import response_format, schema_hash
+from naru_eval.redaction import redact
 from naru_eval.store.judge_cache import CallRecord, JudgeStore, TokenUsage
 
 #: the structured output a call was asked for
@@ -391,7 +393,7 @@ class JudgeClient:
         try:
             body = self.caller.call(attempt, purpose, on_failure=lambda e: self.ledger.add_failure(purpose)).value
         except RetryError as e:  # the caller's breaker raised ConfigurationError if the configuration is wrong
-            raise JudgeUnavailable(f"judge {self.config.model} at {self.config.base_url}: {e}") from e
+            raise JudgeUnavailable(redact(f"judge {self.config.model} at {self.config.base_url}: {e}")) from e
         record = self.record_of(body)
         self.store.put_call(key, purpose, self.config.model, record)
         result = self._result(purpose, key, record, cached=False)

@@ -27,14 +27,17 @@ LAYERS: dict[str, frozenset[str]] = {
 }
 #: the public API of naru_eval/__init__.py names modules of every layer, imported on first use
 LAYERS["root"] = frozenset(LAYERS) - {"root", "tasks"}
-#: naru_eval/settings.py (every NARU_* variable) sits below everything: it imports nothing of ours
-LAYERS = {name: allowed | {"settings"} for name, allowed in LAYERS.items()}
+#: naru_eval/settings.py (every NARU_* variable) sits below everything: it imports nothing of ours;
+#: naru_eval/redaction.py (keys out of every error text) beside it, for every layer too
+LAYERS = {name: allowed | {"settings", "redaction"} for name, allowed in LAYERS.items()}
 LAYERS["settings"] = frozenset()
+LAYERS["redaction"] = frozenset()
 
 _SDKS = frozenset({"lmms_eval", "openai", "google", "torch", "torchvision", "transformers", "qwen_vl_utils"})
 #: third-party top-level packages a layer never imports
 FORBIDDEN: dict[str, frozenset[str]] = {
     "settings": _SDKS,
+    "redaction": _SDKS,
     "core": _SDKS,
     "media": frozenset({"lmms_eval", "openai", "google", "transformers"}),
     "store": _SDKS,
