@@ -51,14 +51,14 @@ def build(work: Path) -> tuple[Path, list[Path]]:
 
 
 def adapter(ckpt: Path, frames: int, **args: Any) -> Any:
-    from model_adapters.qwen import Qwen2_5_VL
+    from model_adapters.qwen2_5_vl import Qwen2_5_VL
 
     kw = {"num_frames": frames, "device": "cpu", "store": "false", "dtype": "float32", **args}
     return Qwen2_5_VL(pretrained=str(ckpt), **{k: str(v) for k, v in kw.items()})
 
 
 def requests(video: Path, n: int) -> list[Any]:
-    from model_adapters.base import NaruRequest
+    from naru_eval.adapters.base import NaruRequest
 
     return [
         NaruRequest(

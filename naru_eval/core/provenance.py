@@ -3,23 +3,22 @@
 lmms-eval hands ``process_results`` the doc and the response, never the model, so the adapter
 records its input provenance here (one process, one model) when it starts answering, and the
 task hooks copy it into each payload. A run's input mode (``video``, ``images``,
-``server-sampled``, ``text``) and its position layout (``qwen-reference``, ...) then sit beside its
-numbers in the sample log, where the leaderboard and ``compare`` read them: runs that gave the
-model different inputs are never ranked or paired as if they were the same.
+``server-sampled``, ``video+audio``, ``text``: derived from its input plan,
+``naru_eval.core.inputs.InputPlan.mode``), its position layout (``qwen-reference``, ...), its
+sampling (the leaderboard's label, "128 Frames") and its variant (the answer-changing model args
+that differ from the adapter's defaults, ``k=v`` joined by ``,``; empty when none) then sit beside
+its numbers in the sample log, where the leaderboard and ``compare`` read them: runs that gave
+the model different inputs are never ranked or paired as if they were the same.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Literal, get_args
 
-#: how the frames reached the model: one video input (our frames, in order, with their timing),
-#: separate images, frames the server sampled itself from a URL, or no media (blind tasks)
-InputMode = Literal["video", "images", "server-sampled", "text"]
-INPUT_MODES: tuple[str, ...] = get_args(InputMode)
+from naru_eval.core.inputs import input_modes, is_input_mode
 
 #: the provenance fields a sample payload may carry (None when the adapter did not say)
-FIELDS: tuple[str, ...] = ("adapter", "input_mode", "positions")
+FIELDS: tuple[str, ...] = ("adapter", "input_mode", "positions", "sampling", "variant")
 
 _lock = threading.Lock()
 _current: dict[str, str] = {}
@@ -31,8 +30,8 @@ def record(**fields: str | None) -> None:
     if unknown:
         raise ValueError(f"unknown provenance field(s) {sorted(unknown)}; known: {list(FIELDS)}")
     mode = fields.get("input_mode")
-    if mode is not None and mode not in INPUT_MODES:
-        raise ValueError(f"input_mode {mode!r} is not one of {list(INPUT_MODES)}")
+    if mode is not None and not is_input_mode(mode):
+        raise ValueError(f"input_mode {mode!r} is not one of {input_modes()}")
     with _lock:
         _current.update({k: str(v) for k, v in fields.items() if v is not None})
 

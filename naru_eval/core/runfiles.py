@@ -74,16 +74,15 @@ def budget_of(model_args: Mapping[str, str]) -> tuple[int | None, float | None]:
     return None, None
 
 
-def sampling_label(frames: int | None, fps: float | None, adapter: str | None = None) -> str:
-    """How a run sampled its video, as the official table prints it ("128 Frames", "0.25 FPS"):
-    explicit ``num_frames=``/``fps=`` of the model_args win; else the adapter's default
-    (``naru_eval.core.budgets.default_sampling``); "default" when neither is known."""
-    from naru_eval.core.budgets import Sampling, default_sampling
+def sampling_label(frames: int | None, fps: float | None) -> str:
+    """How a run sampled its video, as the official table prints it ("128 Frames", "0.25 FPS");
+    "default" when neither is given. An adapter records the label of its resolved sampling (its
+    family's default included) in every payload (``naru_eval.core.provenance``, ``sampling``)."""
+    from naru_eval.core.budgets import Sampling
 
     if fps is not None or frames is not None:
         return Sampling(frames=None if fps is not None else frames, fps=fps).label
-    default = default_sampling(adapter) if adapter else None
-    return default.label if default is not None else "default"
+    return "default"
 
 
 class Labelled(Protocol):
@@ -110,7 +109,7 @@ class RunConfig:
 
     @property
     def sampling(self) -> str:
-        return sampling_label(*self.budget, self.adapter)
+        return sampling_label(*self.budget)
 
     def label(self, manifest: Labelled | None = None) -> str:
         """The model's name: the sweep's label, else a model-naming arg, else the adapter id."""

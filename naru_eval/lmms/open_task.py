@@ -139,7 +139,7 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, OpenPayload]:
     sample.data_fingerprint = doc.get("data_fingerprint") or None
     # what the model was given (naru_eval.core.provenance), as the MCQ payloads record it
     prov = provenance.current()
-    sample.adapter, sample.input_mode, sample.positions = (prov.get(k) for k in provenance.FIELDS)
+    sample.adapter, sample.input_mode, sample.positions = (prov.get(k) for k in ("adapter", "input_mode", "positions"))
     return open_payloads(sample)
 
 

@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypedDict
@@ -101,16 +101,9 @@ class JudgeBatchRecord:
         return replace(self, updated=time.time(), **changes)
 
 
-class TokenUsage(TypedDict, total=False):
-    """A judge call's tokens as the cache keeps them (the openai ``usage``, flattened by
-    ``naru_eval.api.openai_client.usage_of``); ``batch``: answered by a Batch API job."""
-
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    cached_tokens: int
-    reasoning_tokens: int
-    batch: bool
+#: a judge call's tokens as the cache keeps them (JSON: ``naru_eval.api.openai_client.TokenUsage``,
+#: the openai ``usage`` flattened by ``usage_of``; ``batch``: answered by a Batch API job)
+StoredUsage = Mapping[str, int | bool | None]
 
 
 class CallRecord(TypedDict):
@@ -119,7 +112,7 @@ class CallRecord(TypedDict):
     content: str | None
     refusal: str | None
     finish_reason: str | None
-    usage: TokenUsage
+    usage: StoredUsage
     system_fingerprint: str | None
     response_model: str | None
 

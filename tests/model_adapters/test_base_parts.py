@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_adapters.base import FAILED_MARKER, Answer, AnswerLog, HeldFailures, RequestFailed, RequestPlan
+from naru_eval.adapters.base import FAILED_MARKER, Answer, AnswerLog, HeldFailures, RequestFailed, RequestPlan
 from naru_eval.api.retry import ConfigErrorBreaker, ConfigurationError
 from naru_eval.store.responses import ResponseStore
 

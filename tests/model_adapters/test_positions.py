@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model_adapters.positions import QWEN_REFERENCE, MRopeGeometry, mrope_positions
-from model_adapters.qwen import qwen_video_plan
+from naru_eval.adapters.hf.positions import QWEN_REFERENCE, MRopeGeometry, mrope_positions
+from naru_eval.adapters.qwen_sampling import qwen_video_plan
 from tests.helpers.families import HF_FAMILIES, make
 
 CONFIGS = Path(__file__).resolve().parents[2] / "scripts" / "gpu_configs"

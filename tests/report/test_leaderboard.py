@@ -147,9 +147,10 @@ def test_committed_leaderboard_is_the_published_one():
 
 def test_sampling_labels():
     assert sampling_label(128, None) == "128 Frames" and sampling_label(None, 0.25) == "0.25 FPS"
-    assert sampling_label(16, None, "naru_gemini") == "16 Frames"  # explicit model_args win
-    assert sampling_label(None, None, "naru_gemini") == "0.25 FPS"  # else the adapter's default
-    assert sampling_label(None, None, "naru_replay") == "default"  # no fixed default
+    assert sampling_label(16, None) == "16 Frames"  # explicit model_args win
+    # neither given: the adapter's default, which its payloads record (provenance "sampling";
+    # naru_gemini's: tests/model_adapters/test_sampling.py)
+    assert sampling_label(None, None) == "default"
 
 
 def test_consistency_check_catches_an_inconsistent_row_and_counts():
