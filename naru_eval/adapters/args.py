@@ -152,17 +152,20 @@ def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | N
     try:
         parsed = model.model_validate({k: v for k, v in data.items() if k in model.model_fields})
     except ValidationError as e:
+        by_arg: dict[str, list[str]] = {}  # an arg's messages (one per branch of a union type)
         for err in e.errors():
-            loc = ".".join(str(p) for p in err["loc"])
             msg = str(err["msg"]).removeprefix("Value error, ")
-            if not loc:  # a check across args (a model validator): its message names them
+            name = str(err["loc"][0]) if err["loc"] else ""
+            if msg not in by_arg.setdefault(name, []):
+                by_arg[name].append(msg)
+        for name, msgs in by_arg.items():
+            msg = ", or ".join(msgs)
+            if not name:  # a check across args (a model validator): its message names them
                 problems.append(msg)
-                continue
-            name = loc.split(".")[0]
-            if name in data:
-                problems.append(f"{loc}={data[name]!r}: {msg}")
+            elif name in data:
+                problems.append(f"{name}={data[name]!r}: {msg}")
             else:  # not given (a required arg): the message alone when it names the arg
-                problems.append(msg if msg.startswith(name) else f"{loc}: {msg}")
+                problems.append(msg if msg.startswith(name) else f"{name}: {msg}")
         raise ValueError(f"{who}: " + "; ".join(problems)) from None
     if problems:
         raise ValueError(f"{who}: " + "; ".join(problems))

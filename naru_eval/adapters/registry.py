@@ -106,6 +106,15 @@ def registered(package: str = PACKAGE) -> dict[str, Registered]:
     return out
 
 
+def id_of(name: str, package: str = PACKAGE) -> str:
+    """The id the family module ``name`` (``replay``, ``qwen3_vl``) declares: for the code that
+    runs one adapter by its module (the demo, the benchmarks), so the id stays written once."""
+    ids = [r.id for r in registered(package).values() if r.name == name]
+    if len(ids) != 1:
+        raise KeyError(f"{package}.{name} declares {len(ids)} families")
+    return ids[0]
+
+
 def adapter_class(model_id: str, package: str = PACKAGE) -> type:
     """The adapter class of ``model_id`` (its module imported now), checked against its source."""
     families = registered(package)

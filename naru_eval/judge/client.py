@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from pydantic import BaseModel, Field
 from typing_extensions import Required
@@ -414,7 +414,7 @@ class JudgeClient:
         }
 
     def _result(self, purpose: str, key: str, rec: CallRecord, *, cached: bool) -> CallResult:
-        usage = TokenUsage(**(rec.get("usage") or {}))
+        usage = cast(TokenUsage, dict(rec.get("usage") or {}))  # the cache's JSON, as usage_of wrote it
         return CallResult(
             purpose=purpose,
             key=key,

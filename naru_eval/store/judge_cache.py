@@ -103,7 +103,7 @@ class JudgeBatchRecord:
 
 #: a judge call's tokens as the cache keeps them (JSON: ``naru_eval.api.openai_client.TokenUsage``,
 #: the openai ``usage`` flattened by ``usage_of``; ``batch``: answered by a Batch API job)
-StoredUsage = Mapping[str, int | bool | None]
+StoredUsage = Mapping[str, object]
 
 
 class CallRecord(TypedDict):

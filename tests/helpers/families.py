@@ -13,7 +13,7 @@ from naru_eval.adapters.registry import adapter_class, registered
 from naru_eval.media.plan import uniform_indices
 from naru_eval.media.sampler import sample_frames
 
-__all__ = ["ALL_FAMILIES", "HF_FAMILIES", "N", "Spy", "adapter_class", "expected", "make", "request"]
+__all__ = ["ALL_FAMILIES", "HF_FAMILIES", "N", "Spy", "adapter_class", "expected", "make", "model_type", "request"]
 
 
 def _transformers_families() -> tuple[list[str], list[str]]:
@@ -27,6 +27,14 @@ def _transformers_families() -> tuple[list[str], list[str]]:
 
 #: every registered transformers family, and those over a transformers-native class
 ALL_FAMILIES, HF_FAMILIES = _transformers_families()
+
+
+def model_type(model_id: str) -> str:
+    """The checkpoint ``model_type`` a family's tests are keyed by (its first declared one): a new
+    family over a known ``model_type`` runs through the same per-family checks with no edit."""
+    return next(iter(registered()[model_id].checkpoints))
+
+
 N = 5  # odd on purpose: Qwen pads to whole 2-frame temporal patches, the frames given stay 5
 
 
