@@ -1,4 +1,4 @@
-"""generate_until's named parts (model_adapters/base.py): which requests are asked
+"""generate_until's named parts (naru_eval/adapters/base.py): which requests are asked
 (RequestPlan), the one place answers are written (AnswerLog), and the failures held back while
 the configuration-error breaker is undecided (HeldFailures)."""
 
