@@ -8,7 +8,7 @@ Measured side by side in one run, on a synthetic data set with the paper's categ
 * ``preflight``: probing the 155 videos alone, in-process;
 * ``extract``: the extractor + metrics over the 1,481 answers, in-process.
 
-Target (issue #2): ``full`` under 60 s on the 2-core CI machine, nearly all of it start-up,
+Target: ``full`` under 60 s on the 2-core CI machine, nearly all of it start-up,
 i.e. ``full / floor`` close to 1.
 
     python scripts/bench_scoring.py [--repeat 3]

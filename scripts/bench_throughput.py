@@ -1,4 +1,4 @@
-"""Throughput of the open-weight path on CPU (issue 14): the shared video prefix and decode-ahead.
+"""Throughput of the open-weight path on CPU: the shared video prefix and decode-ahead.
 
 1. Shared prefix: 10 questions on one video at 32 and 128 frames, answered from one prefilled
    prefix (``shared_prefix=true``, the default) and per question (``shared_prefix=false``), on
@@ -9,7 +9,7 @@
    and whether the generated answers are identical.
 2. Decode-ahead: ``--videos`` videos x 10 questions through the adapter's own loop
    (``generate_until``), frames decoded inline (``decode_workers=0``) vs by worker processes
-   (``decode_workers=2``), the latter with the processor inline (before issue 17) and one video
+   (``decode_workers=2``), the latter with the processor inline (as it used to run) and one video
    ahead in its own thread (``processor_ahead``, the default), a fresh frame cache each: wall time
    against decode time + model time, and what the model waited for per video: frames (the frame
    cache's wait) and the processor (``prefill_stats["processor_wait_s"]``).

@@ -165,6 +165,9 @@ class NaruModel(lmms):
         #: (a wrong key, model name or setting) instead of storing a failure per question
         self.breaker = ConfigErrorBreaker(self.model_id)
         self.inputs = self.input_plan()
+        undeclared = sorted(set(self.inputs.kinds) - set(self.family.inputs))
+        if undeclared:
+            raise TypeError(f"{self.model_id}: its input plan gives {undeclared}, which its family does not declare")
 
     # -- what a family overrides ------------------------------------------------------------
     def respond(self, request: NaruRequest) -> str | Answer:  # pragma: no cover - abstract

@@ -1,4 +1,4 @@
-"""What a first live ``naru_gemini`` run meets (issue 12), through the real SDK against the stub.
+"""What a first live ``naru_gemini`` run meets, through the real SDK against the stub.
 
 Blind tasks answered as text, thinking settings checked per model family, the countTokens
 calibration from what the API returns, audio dropped by ``videoMetadata.contentLayers``, and

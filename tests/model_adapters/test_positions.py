@@ -1,4 +1,4 @@
-"""Qwen's reference M-RoPE positions (issue 17) at NARU's real geometry: 30-, 120- and 240-minute
+"""Qwen's reference M-RoPE positions at NARU's real geometry: 30-, 120- and 240-minute
 1080p videos, at 128 frames and at 0.25 fps (the frame count and size through qwen-vl-utils),
 with the real checkpoints' merge size and ``tokens_per_second`` (scripts/gpu_configs).
 

@@ -1,10 +1,10 @@
-"""The shared video prefix (issue 14): the questions of one video are answered from a copy of one
+"""The shared video prefix: the questions of one video are answered from a copy of one
 prefilled prefix, and the greedy tokens equal those of the per-question path on every family's
 tiny checkpoint (Qwen's M-RoPE deltas, Qwen3.5's linear-attention state, Nemotron's Mamba state
 and its video-token pruning included).
 
 Greedy ids of random weights cannot show a small numerical difference, so at long-video geometry
-(issue 17: a 20-minute video, the real ``tokens_per_second`` and merge sizes, a time axis far
+(a 20-minute video, the real ``tokens_per_second`` and merge sizes, a time axis far
 longer than the spatial grid) the two paths are compared by their first-step float32 logits, and
 the Qwen families by the position ids their language model receives."""
 
@@ -135,7 +135,7 @@ def test_shared_prefix_off_and_minicpm_never(tiny_checkpoint):
     assert make("naru_minicpm_o", "x").shared_prefix is False
 
 
-# ------------------------------------------------------------------ long-video geometry (issue 17)
+# ------------------------------------------------------------------ long-video geometry
 
 
 @pytest.fixture(scope="module")

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_NEW_TOKENS = 16
 
 
-class MediaPart(TypedDict):
+class ChatMediaPart(TypedDict):
     """Where a medium goes in a chat turn (``video``, ``image``, ...: the chat template writes
     the family's tokens for it)."""
 
@@ -72,7 +72,7 @@ class ChatMessage(TypedDict):
     """One chat turn as the processor's chat template takes it."""
 
     role: Literal["system", "user"]
-    content: list[MediaPart | TextPart]
+    content: list[ChatMediaPart | TextPart]
 
 
 class VideoMetadata(TypedDict):
@@ -231,7 +231,7 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
             return None
         return self.frames(request)
 
-    def chat_media(self, request: NaruRequest) -> list[MediaPart]:
+    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart]:
         """The chat's media parts, before the prompt: one video item (an omni family adds its
         audio here)."""
         return [{"type": "video"}]
@@ -241,7 +241,7 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         msgs: list[ChatMessage] = []
         if self.system_prompt:
             msgs.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
-        content: list[MediaPart | TextPart] = [*self.chat_media(request)] if with_video else []
+        content: list[ChatMediaPart | TextPart] = [*self.chat_media(request)] if with_video else []
         content.append({"type": "text", "text": request.prompt})
         msgs.append({"role": "user", "content": content})
         return msgs
