@@ -4,8 +4,9 @@ Scores predictions from any source through the same extractor and metrics. Every
 the run needs must be in the file: missing ids are one error, listing them all, raised before
 any answer is given. ``"response": null`` marks a failed request (scored invalid).
 
-Model args: :class:`model_adapters.args.ReplayArgs` (``predictions``, an optional ``pretrained``
-label, the base's sampling and store args); any other arg is refused.
+Model args: :class:`ReplayArgs` (``predictions``, an optional ``pretrained`` label, the base's
+sampling and store args: the sampling labels the run, e.g. a frame sweep's budget); any other arg
+is refused.
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from model_adapters.args import ReplayArgs, parse_model_args
-from model_adapters.base import NaruModel, NaruRequest, failed
+from pydantic import Field
+
+from naru_eval.adapters.args import SamplingArgs
+from naru_eval.adapters.base import NaruModel, NaruRequest, failed
+from naru_eval.adapters.family import Family
 from naru_eval.settings import UserError
 
 
 class ReplayError(UserError):
-    pass
+    """A predictions file that cannot be replayed (missing, malformed, or missing questions)."""
 
 
 def load_predictions(path: str | Path) -> dict[str, str | None]:
@@ -68,19 +72,25 @@ def load_predictions(path: str | Path) -> dict[str, str | None]:
     return preds
 
 
+class ReplayArgs(SamplingArgs):
+    """Args of ``naru_replay``."""
+
+    predictions: str = Field(description='a JSONL of {"question_id", "response"}')
+    pretrained: str | None = Field(None, description="the model that made the predictions (the leaderboard's label)")
+
+
 class NaruReplay(NaruModel):
-    model_id = "naru_replay"
-    needs_frames = False
+    """Answers made elsewhere, replayed from a JSONL."""
+
+    #: no inputs: the model that made the predictions was given whatever it was given elsewhere
+    family = Family(id="naru_replay", args=ReplayArgs, inputs=())
     uses_store = False  # the predictions file is the store
-    default_num_frames = None
-    Args: ClassVar[type[ReplayArgs]] = ReplayArgs
+    args: ReplayArgs
 
     def __init__(self, **model_args: Any) -> None:
-        args = parse_model_args(self.Args, model_args, self.model_id)
-        self.args = args
-        super().__init__(**args.base_kwargs())
-        self.predictions_path = args.predictions
-        self.predictions = load_predictions(args.predictions)
+        super().__init__(**model_args)
+        self.predictions_path = self.args.predictions
+        self.predictions = load_predictions(self.args.predictions)
 
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         missing = sorted({r.question_id for r in requests} - self.predictions.keys())

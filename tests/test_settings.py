@@ -138,7 +138,7 @@ def test_judge_config_reads_through_settings():
 
 
 def test_parse_model_args_types_defaults_and_unknown_args():
-    from model_adapters.args import HFArgs, parse_model_args
+    from naru_eval.adapters.args import HFArgs, parse_model_args
 
     a = parse_model_args(HFArgs, {"pretrained": "a/b", "num_frames": "8", "trust_remote_code": "YES", "dtype": "none"})
     assert (a.num_frames, a.trust_remote_code, a.dtype, a.fps) == (8, True, "auto", None)
@@ -153,7 +153,7 @@ def test_parse_model_args_types_defaults_and_unknown_args():
 
 def test_an_hf_family_refuses_an_unknown_arg_listing_its_own_too():
     """A typo (``num_frame``) used to vanish into the run key while the default sampling ran."""
-    from model_adapters.qwen import Qwen2_5_VL
+    from model_adapters.qwen2_5_vl import Qwen2_5_VL
 
     with pytest.raises(ValueError) as e:
         Qwen2_5_VL(pretrained="Qwen/Qwen2.5-VL-7B-Instruct", num_frame="8")
@@ -175,7 +175,7 @@ def test_replay_args(tmp_path):
 
 def test_a_family_flag_is_parsed_the_same_way():
     """``enable_thinking=maybe`` used to mean false."""
-    from model_adapters.qwen import Qwen3_5
+    from model_adapters.qwen3_5 import Qwen3_5
 
     with pytest.raises(ValueError, match="must be one of 1/true/yes/on"):
         Qwen3_5(pretrained="Qwen/Qwen3.5-9B", enable_thinking="maybe")

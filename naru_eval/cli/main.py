@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import diagnose, gemini, judge, results, store
+from naru_eval.cli import adapters, diagnose, gemini, judge, results, store
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge, store):
+    for module in (results, diagnose, gemini, judge, store, adapters):
         module.register(sub)
     return parser
 

@@ -248,7 +248,7 @@ class JudgeBatchRunner:
             message = err.get("message") if isinstance(err, dict) else str(err)
             return key, redact(f"{where}: HTTP {status}: {message or 'no answer'}")  # a server may echo the key
         record = self.client.record_of(body)
-        record["usage"]["batch"] = True  # usage_of made this record's usage: it is its own
+        record["usage"] = {**record["usage"], "batch": True}
         return key, record
 
     def _download(self, file_id: str) -> str:

@@ -16,12 +16,13 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import TypedDict
 
+from naru_eval.api.openai_client import is_reasoning_family
 from naru_eval.api.retry import RetryArgs
+from naru_eval.api.urls import check_endpoint
 from naru_eval.settings import Settings, UserError, settings
 
 DEFAULT_MODEL = "gpt-5.5"
@@ -30,13 +31,7 @@ BACKENDS = ("openai", "offline", "offline-minilm", "offline-lexical")
 #: The gpt-5 / o-series reasoning effort when none is set (``high`` for ``-pro`` models).
 DEFAULT_REASONING_EFFORT = "medium"
 
-_REASONING_FAMILY = re.compile(r"^(?:[\w.-]+/)?(?:gpt-5|gpt-[6-9]|o\d)(?:[.\-_]|$)", re.I)
 _GPT_VERSION = re.compile(r"^(?:[\w.-]+/)?gpt-(\d+)(?:\.(\d+))?", re.I)
-
-
-def is_reasoning_family(model: str) -> bool:
-    """gpt-5* (and later) and o-series models: they reject a non-default ``temperature``."""
-    return bool(_REASONING_FAMILY.match(model.strip()))
 
 
 def sdk_reasoning_efforts() -> tuple[str, ...]:
@@ -256,12 +251,7 @@ class JudgeConfig(RetryArgs):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        parts = urlsplit(v)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"judge base_url must be an http(s) URL, got {v!r}")
-        if parts.username or parts.password:
-            raise ValueError("judge base_url must not carry credentials; set NARU_JUDGE_API_KEY / OPENAI_API_KEY")
-        return v.rstrip("/")
+        return check_endpoint(v, what="judge base_url", key_env=("NARU_JUDGE_API_KEY", "OPENAI_API_KEY")).rstrip("/")
 
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:

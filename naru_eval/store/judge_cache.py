@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypedDict
@@ -106,16 +106,9 @@ class JudgeBatchRecord:
         return replace(self, updated=time.time(), **changes)
 
 
-class TokenUsage(TypedDict, total=False):
-    """A judge call's tokens as the cache keeps them (the openai ``usage``, flattened by
-    ``naru_eval.api.openai_client.usage_of``); ``batch``: answered by a Batch API job."""
-
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    cached_tokens: int
-    reasoning_tokens: int
-    batch: bool
+#: a judge call's tokens as the cache keeps them (JSON: ``naru_eval.api.openai_client.TokenUsage``,
+#: the openai ``usage`` flattened by ``usage_of``; ``batch``: answered by a Batch API job)
+StoredUsage = Mapping[str, object]
 
 
 class CallRecord(TypedDict):
@@ -124,7 +117,7 @@ class CallRecord(TypedDict):
     content: str | None
     refusal: str | None
     finish_reason: str | None
-    usage: TokenUsage
+    usage: StoredUsage
     system_fingerprint: str | None
     response_model: str | None
 
@@ -167,7 +160,7 @@ class JudgeStore:
         if row is None:
             return None
         try:
-            usage: TokenUsage = row_json(row[3], self.path, WHAT, f"judge call {key[:16]}") or TokenUsage()
+            usage: StoredUsage = row_json(row[3], self.path, WHAT, f"judge call {key[:16]}") or {}
         except DamagedRow as e:  # asked again; the new output replaces the row
             log.warning("%s", e)
             return None
