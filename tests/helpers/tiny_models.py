@@ -779,6 +779,8 @@ BY_MODEL_TYPE: dict[str, Callable[[str | Path], Path]] = {
     "internvl": build_internvl,
     "minicpmo": build_minicpm_o_stub,
     "nemotron_h_omni": build_nemotron_omni,
+    "qwen2_5_omni_thinker": build_qwen2_5_omni,
+    "qwen3_omni_moe_thinker": build_qwen3_omni,
 }
 
 

@@ -1,7 +1,7 @@
 """TMRoPE (Qwen2.5-Omni, Qwen3-Omni) at NARU's real geometry: 30-, 120- and 240-minute videos at
 128 frames of 448x448 px with their whole soundtrack (25 or 13 audio tokens a second).
 
-``model_adapters.tmrope`` is checked against :func:`reference`, a separate transcription of the
+``naru_eval.adapters.hf.tmrope`` is checked against :func:`reference`, a separate transcription of the
 reference layout (transformers 5.24: the processors' ``replace_video_with_audio_token`` and the
 models' ``get_rope_index``, with ``get_chunked_index``'s pairing of the i-th video chunk with the
 i-th audio chunk), in numpy, for one unpadded sequence; and, on small geometry, against the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model_adapters.tmrope import (
+from naru_eval.adapters.hf.tmrope import (
     OmniGeometry,
     audio_time_positions,
     chunk_order,
@@ -305,7 +305,7 @@ def processor_inputs(processor, frames, wave, fps):
 def test_installed_processor_and_model_agree_with_ours(thinkers, layout):
     """Dense geometry on the installed transformers: the processor's tokens are our block's, and the
     model's own ``get_rope_index`` gives our positions, token for token."""
-    from model_adapters.tmrope import geometry_of
+    from naru_eval.adapters.hf.tmrope import geometry_of
 
     processor, model = thinkers[layout]
     geo = geometry_of(model.config, layout)
@@ -342,7 +342,7 @@ def test_processor_and_config_must_agree_on_positions_per_second(tmp_path):
     import torch
     from transformers import AutoConfig, AutoProcessor, Qwen3OmniMoeThinkerForConditionalGeneration
 
-    from model_adapters.tmrope import check_position_rate, geometry_of
+    from naru_eval.adapters.hf.tmrope import check_position_rate, geometry_of
     from tests.helpers.tiny_models import build_qwen3_omni
 
     d = build_qwen3_omni(tmp_path / "q3", position_id_per_seconds=25)

@@ -1,7 +1,7 @@
 """TMRoPE: the time-aligned multimodal positions of Qwen2.5-Omni and Qwen3-Omni, computed here.
 
 Both thinkers give every token three positions (time, height, width), like Qwen's M-RoPE
-(:mod:`model_adapters.positions`), with audio on the time axis: one position per audio token,
+(:mod:`naru_eval.adapters.hf.positions`), with audio on the time axis: one position per audio token,
 ``position_id_per_seconds`` (25 for Qwen2.5-Omni, 13 for Qwen3-Omni) per second of video. The
 reference (transformers 5.24 ``Qwen2_5OmniPreTrainedModelForConditionalGeneration.get_rope_index``,
 ``Qwen3OmniMoePreTrainedModelForConditionalGeneration.get_rope_index``, and their processors'
