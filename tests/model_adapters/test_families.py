@@ -48,6 +48,12 @@ def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, in
         # temporal position spacing from the real sampling rate: 2 frames / (N / 6 s)
         assert float(out["second_per_grid_ts"][0]) == pytest.approx(2 / (N / 6.0))
         assert kw["cap_pixels_per_frame"] is True
+    elif model_type(model_id) in ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"):
+        # the Qwen-Omni processors take the spacing from videos_kwargs' fps alone: the real rate
+        # (video_metadata alone would leave their 2.0 / 1.0 fps default, 1 s or 2 s per patch)
+        assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
+        assert kw["videos_kwargs"]["fps"] == pytest.approx(N / 6.0)
+        assert float(out["video_second_per_grid"][0]) == pytest.approx(2 / (N / 6.0))
     elif model_type(model_id) in ("qwen3_vl", "qwen3_5"):
         assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
         decoded = a.processor.tokenizer.decode(out["input_ids"][0])

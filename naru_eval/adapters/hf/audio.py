@@ -51,7 +51,9 @@ class AudioArgs(HFArgs):
 
     audio: Flag = Field(True, description="give the model the video's soundtrack", json_schema_extra=ANSWERS)
     video: Flag = Field(
-        True, description="give the model the frames (video=false with audio=true: audio only)", json_schema_extra=ANSWERS
+        True,
+        description="give the model the frames (video=false with audio=true: audio only)",
+        json_schema_extra=ANSWERS,
     )
     audio_source: Literal["own", "other"] = Field(
         "own",
@@ -59,7 +61,10 @@ class AudioArgs(HFArgs):
         json_schema_extra=ANSWERS,
     )
     audio_window_s: float | None = Field(
-        None, gt=0, description="seconds of audio around each frame (else the longest that fits)", json_schema_extra=ANSWERS
+        None,
+        gt=0,
+        description="seconds of audio around each frame (else the longest that fits)",
+        json_schema_extra=ANSWERS,
     )
     audio_stream: int | None = Field(
         None, ge=0, description="the container's audio stream (else the one a player plays)", json_schema_extra=ANSWERS
@@ -83,7 +88,9 @@ class AudioOffArgs(AudioArgs):
     """An omni family with an official NARU row, which ran frames only: audio is off by default."""
 
     audio: Flag = Field(
-        False, description="give the model the video's soundtrack (off: the official row's setting)", json_schema_extra=ANSWERS
+        False,
+        description="give the model the video's soundtrack (off: the official row's setting)",
+        json_schema_extra=ANSWERS,
     )
 
 
@@ -274,5 +281,3 @@ class AudioMixin:
         if self.args.audio_source == "other":
             record["from_video"] = audio.path
         return {"audio": record}
-
-

@@ -228,7 +228,11 @@ class SharedPrefixMixin:
             ids = torch.full((1, cached), int(pad), dtype=ids.dtype, device=ids.device)
         extra = {}
         for k, v in batch.items():
-            if k in ("input_ids", "attention_mask", "position_ids") or k.startswith("pixel_values") or k in ENCODER_INPUTS:
+            if (
+                k in ("input_ids", "attention_mask", "position_ids")
+                or k.startswith("pixel_values")
+                or k in ENCODER_INPUTS
+            ):
                 continue  # the encoders' inputs are in the cache now
             if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape == (1, n):
                 if cached != n:
@@ -272,7 +276,9 @@ class SharedPrefixMixin:
         kw[self._cache_kwarg()] = copy.deepcopy(p.cache)
         n_in = int(ids.shape[1])
         with torch.inference_mode():
-            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **self.model_inputs(kw), **gen)
+            out = self.model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), **self.model_inputs(kw), **gen
+            )
         new = out[0, n_in:]
         self.prefill_stats["questions"] += 1
         self.prefill_stats["prefill_tokens"] += int(suffix.shape[1])

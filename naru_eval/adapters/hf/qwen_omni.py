@@ -133,14 +133,14 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
 
     def frame_tokens_of(self, sampled: SampledFrames) -> int:
         n, h, w = sampled.frames.shape[:3]
-        got = self.processor._get_num_multimodal_tokens(video_sizes=[(n, h, w)], videos_kwargs=self.video_kwargs(sampled))
+        kw = {**self.processor_kwargs(), **self.video_kwargs(sampled)}
+        got = self.processor._get_num_multimodal_tokens(video_sizes=[(n, h, w)], videos_kwargs=kw)
         return int(got.num_video_tokens[0])
 
     def video_kwargs(self, sampled: SampledFrames) -> dict[str, Any]:
-        """The video processor's settings: the frames as given, at their true rate (N / duration)."""
-        kw = {k: v for k, v in self.processor_kwargs().items()}
-        kw["fps"] = len(sampled.frames) / float(sampled.info.duration_s)
-        return kw
+        """The video's rate as the Qwen-Omni processors read it: only ``videos_kwargs["fps"]`` sets
+        their ``second_per_grid`` (``video_metadata`` alone leaves their 2.0 / 1.0 fps default)."""
+        return {"fps": len(sampled.frames) / float(sampled.info.duration_s)}
 
     def run_processor(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
         import torch
@@ -149,7 +149,12 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
         geo = self.geometry()
         if self.gives_frames:
             inputs = proc(
-                text=[text], videos=[self.video_input(sampled)], videos_kwargs=self.video_kwargs(sampled), return_tensors="pt"
+                text=[text],
+                videos=[self.video_input(sampled)],
+                video_metadata=[self.video_metadata(sampled)],
+                videos_kwargs=self.video_kwargs(sampled),
+                return_tensors="pt",
+                **self.processor_kwargs(),
             )
             inputs = dict(inputs)
             t, h, w = (int(x) for x in inputs["video_grid_thw"][0])
