@@ -100,7 +100,6 @@ class AudioMixin:
 
     #: the family's audio front end (token count per clip, block length)
     encoder: ClassVar[AudioEncoder]
-    args: AudioArgs
     inputs: InputPlan
     model: Any
     model_id: ClassVar[str]
@@ -112,7 +111,7 @@ class AudioMixin:
     def __init__(self, **model_args: Any) -> None:
         self._audio_from = {}
         self._audio_plans = {}
-        super().__init__(**model_args)  # type: ignore[call-arg]
+        super().__init__(**model_args)
 
     def to_naru_requests(self, requests: Sequence[Any]) -> list[NaruRequest]:
         reqs: list[NaruRequest] = super().to_naru_requests(requests)  # type: ignore[misc]
@@ -123,15 +122,22 @@ class AudioMixin:
         self.check_audio(requests)
         super().prepare(requests)  # type: ignore[misc]
 
+    @property
+    def audio_args(self) -> AudioArgs:
+        """The adapter's args (an omni family's are :class:`AudioArgs`)."""
+        args = self.args  # type: ignore[attr-defined]
+        assert isinstance(args, AudioArgs)
+        return args
+
     def audio_input(self) -> AudioInput | None:
-        a = self.args
+        a = self.audio_args
         if not a.audio:
             return None
         return AudioInput(delivery="samples", source=a.audio_source, window_s=a.audio_window_s, stream=a.audio_stream)
 
     def input_plan(self) -> InputPlan:
         """The frames unless ``video=false``, the soundtrack when ``audio=true`` (one of the two)."""
-        a = self.args
+        a = self.audio_args
         if not a.video and not a.audio:
             raise ValueError(f"{self.model_id}: video=false and audio=false leave the model nothing of the video")
         frames = FramesInput(self.sampling, delivery="video") if a.video else None  # type: ignore[attr-defined]
@@ -154,7 +160,7 @@ class AudioMixin:
         from naru_eval.media.video import probe_video
 
         self._audio_from = {}
-        if not self.gives_audio or self.args.audio_source != "other":
+        if not self.gives_audio or self.audio_args.audio_source != "other":
             return
         durations: dict[str, float] = {}
         for r in requests:
@@ -175,7 +181,7 @@ class AudioMixin:
         problems = []
         for v in videos:
             try:
-                probe_audio(v, self.args.audio_stream)
+                probe_audio(v, self.audio_args.audio_stream)
             except VideoError as e:
                 problems.append(str(e))
         if problems:
@@ -190,11 +196,11 @@ class AudioMixin:
         """The language model's context (its config's ``max_position_embeddings``)."""
         config = self.model.config
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        return int(getattr(text, "max_position_embeddings"))
+        return int(text.max_position_embeddings)
 
     def audio_reserve(self) -> int:
         """Tokens kept free for the prompt and the answer (a reasoning family adds its budget)."""
-        return int(self.args.audio_reserve_tokens) + int(getattr(self, "reasoning_max_new_tokens", None) or 0)
+        return int(self.audio_args.audio_reserve_tokens) + int(getattr(self, "reasoning_max_new_tokens", None) or 0)
 
     def audio_plan(self, sampled: SampledFrames, video_tokens: int) -> AudioPlan:
         """The plan of the video ``sampled`` is from, beside ``video_tokens`` of frames (0 for audio
@@ -216,7 +222,7 @@ class AudioMixin:
                 [float(t) for t in sampled.timestamps],
                 budget,
                 video=video,
-                window_s=self.args.audio_window_s,
+                window_s=self.audio_args.audio_window_s,
             )
         except AudioPlanError as e:
             raise RequestFailed(f"audio: {e}") from None
@@ -229,7 +235,7 @@ class AudioMixin:
 
     def audio_path(self, video: str) -> str:
         """Whose soundtrack ``video`` gets: its own, or the control's other video."""
-        if self.args.audio_source == "other":
+        if self.audio_args.audio_source == "other":
             other = self._audio_from.get(video)
             if other is None:
                 raise RequestFailed(f"audio_source=other: {video} was not among the run's videos")
@@ -244,7 +250,7 @@ class AudioMixin:
         plan = self.audio_plan(sampled, video_tokens)
         try:
             audio = default_audio_cache().get(
-                self.audio_path(sampled.info.path), plan.windows, stream=self.args.audio_stream
+                self.audio_path(sampled.info.path), plan.windows, stream=self.audio_args.audio_stream
             )
         except VideoError as e:
             raise RequestFailed(f"audio: {e}") from None
@@ -257,7 +263,7 @@ class AudioMixin:
         from naru_eval.media.audio import CONVERSION, SAMPLE_RATE
         from naru_eval.media.audio_plan import derangement_key
 
-        a = self.args
+        a = self.audio_args
         if not a.audio:
             return {"audio": False, "video": a.video}
         return {
@@ -278,6 +284,6 @@ class AudioMixin:
         """What one answer heard (kept with it in the response store)."""
         record: dict[str, Any] = dict(plan.record())
         record["covered_s"] = round(float(sum(audio.covered_s)), 3)
-        if self.args.audio_source == "other":
+        if self.audio_args.audio_source == "other":
             record["from_video"] = audio.path
         return {"audio": record}

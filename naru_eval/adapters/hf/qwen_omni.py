@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from naru_eval.adapters.base import NaruRequest, RequestFailed
-from naru_eval.adapters.hf.audio import AudioMixin
+from naru_eval.adapters.hf.audio import AudioArgs, AudioMixin
 from naru_eval.adapters.hf.base import HFVideoModel, MediaPart
 from naru_eval.adapters.hf.tmrope import (
     Layout,
@@ -60,6 +60,7 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
     #: ``config.model_type`` of the published full checkpoints, whose thinker alone is loaded
     full_checkpoints: ClassVar[tuple[str, ...]] = ()
     adapter_keys: ClassVar[tuple[str, ...]] = (GRID_T, AUDIO_T)
+    args: AudioArgs
 
     _geometry: OmniGeometry | None = None
 
