@@ -82,6 +82,7 @@ NEMOTRON_TEMPLATE = (
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for content in message['content'] %}"
     "{% if content['type'] == 'image' %}<image>\n{% elif content['type'] == 'video' %}<video>\n"
+    "{% elif content['type'] == 'audio' %}<so_embedding>\n"
     "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
     "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% else %}<think>\n{% endif %}"

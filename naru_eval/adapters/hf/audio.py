@@ -111,7 +111,19 @@ class AudioMixin:
     def __init__(self, **model_args: Any) -> None:
         self._audio_from = {}
         self._audio_plans = {}
+        #: video -> what its answers heard (the processor may run ahead, in another thread)
+        self._audio_records: dict[str, dict[str, Any]] = {}
         super().__init__(**model_args)
+
+    def respond(self, request: NaruRequest) -> Any:
+        """The answer, with what it heard in its usage (the response store keeps it)."""
+        ans = super().respond(request)  # type: ignore[misc]
+        if ans.usage is None:
+            return ans
+        usage = {**ans.usage, **self._audio_records.get(request.video or "", {})}
+        if not self.gives_frames:
+            usage["frames"] = 0  # sampled for their times only
+        return ans._replace(usage=usage)
 
     def to_naru_requests(self, requests: Sequence[Any]) -> list[NaruRequest]:
         reqs: list[NaruRequest] = super().to_naru_requests(requests)  # type: ignore[misc]

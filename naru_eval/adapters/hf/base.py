@@ -235,9 +235,9 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
             return None
         return self.frames(request)
 
-    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart]:
+    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart | TextPart]:
         """The chat's media parts, before the prompt: one video item (an omni family adds its
-        audio here)."""
+        audio here, and the labels it gives them)."""
         return [{"type": "video"}]
 
     def messages(self, request: NaruRequest, with_video: bool = True) -> list[ChatMessage]:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from naru_eval.adapters.base import NaruRequest, RequestFailed
 from naru_eval.adapters.hf.audio import AudioArgs, AudioMixin
+from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.hf.base import HFVideoModel, MediaPart
 from naru_eval.adapters.hf.tmrope import (
     Layout,
@@ -63,21 +64,6 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
     args: AudioArgs
 
     _geometry: OmniGeometry | None = None
-
-    def __init__(self, **model_args: Any) -> None:
-        #: video -> what its answers heard (run_processor may run ahead, in another thread)
-        self._audio_records: dict[str, dict[str, Any]] = {}
-        super().__init__(**model_args)
-
-    def respond(self, request: NaruRequest) -> Any:
-        """The answer, with what it heard in its usage (the response store keeps it)."""
-        ans = super().respond(request)
-        if ans.usage is None:
-            return ans
-        usage = {**ans.usage, **self._audio_records.get(request.video or "", {})}
-        if not self.gives_frames:
-            usage["frames"] = 0  # sampled for their times only
-        return ans._replace(usage=usage)
 
     # -- loading ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -128,7 +114,7 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
             return None
         return self.frames(request)
 
-    def chat_media(self, request: NaruRequest) -> list[MediaPart]:
+    def chat_media(self, request: NaruRequest) -> list[MediaPart | TextPart]:
         """One video (its audio goes inside it), or, audio only, one audio part."""
         return [{"type": "video"}] if self.gives_frames else [{"type": "audio"}]
 
