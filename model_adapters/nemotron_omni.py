@@ -37,9 +37,9 @@ from pydantic import Field, field_validator
 
 from naru_eval.adapters.args import ANSWERS, Flag
 from naru_eval.adapters.base import NaruRequest, RequestFailed
+from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.family import Family, Official
 from naru_eval.adapters.hf.audio import AudioMixin, AudioOffArgs
-from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.hf.base import HFVideoModel, MediaPart, VideoMetadata
 from naru_eval.adapters.hf.positions import NO_ROPE
 from naru_eval.core.budgets import FrameBudget, Sampling
@@ -149,7 +149,9 @@ class NemotronOmni(AudioMixin, HFVideoModel):
         stamps = [round(float(t) * LABEL_CLOCK_HZ) for t in sampled.timestamps]
         meta["fps"] = float(LABEL_CLOCK_HZ)
         meta["frames_indices"] = stamps
-        meta["total_num_frames"] = max(stamps[-1] + 1 if stamps else 1, round(float(sampled.info.duration_s) * LABEL_CLOCK_HZ))
+        meta["total_num_frames"] = max(
+            stamps[-1] + 1 if stamps else 1, round(float(sampled.info.duration_s) * LABEL_CLOCK_HZ)
+        )
         return meta
 
     def sampled(self, request: NaruRequest) -> SampledFrames | None:

@@ -723,23 +723,36 @@ class MiniCPMOStub(PreTrainedModel):
         pass
 
     def chat(self, image=None, msgs=None, tokenizer=None, processor=None, max_new_tokens=2048,
-             sampling=True, max_slice_nums=None, use_image_id=None, **kwargs):
-        assert self.config.init_vision and not self.config.init_audio and not self.config.init_tts
+             sampling=True, max_slice_nums=None, use_image_id=None, omni_input=False, **kwargs):
+        assert self.config.init_vision and not self.config.init_tts
         assert tokenizer is not None and msgs and msgs[-1]["role"] == "user"
         content = msgs[-1]["content"]
         frames = [c for c in content if isinstance(c, Image.Image)]
-        texts = [c for c in content if isinstance(c, str)]
-        assert content[: len(frames)] == frames and len(texts) == 1, "frames first, then the prompt"
+        clips = [c for c in content if isinstance(c, np.ndarray)]
+        texts = [c for c in content if isinstance(c, str) and c != "<unit>"]
+        units = sum(1 for c in content if isinstance(c, str) and c == "<unit>")
+        assert len(texts) == 1 and content[-1] == texts[0], "the media first, then the prompt"
+        if clips:  # audio reaches chat() only with the audio encoder loaded, as 16 kHz mono floats
+            assert self.config.init_audio and all(c.dtype == np.float32 and c.ndim == 1 for c in clips)
+        if omni_input:  # the card's omni mode: <unit>, a frame, its audio, ...
+            assert clips and units == len(frames) and content[0] == "<unit>"
+            for i, c in enumerate(content[:-1]):
+                if isinstance(c, str):
+                    assert isinstance(content[i + 1], Image.Image), "each <unit> opens with its frame"
+        else:
+            assert units == 0 and content[: len(frames)] == frames, "frames first, then the prompt"
+        audio_s = sum(len(c) for c in clips) / 16000
+        self.calls.append({"frames": [(f.size, f.mode) for f in frames], "prompt": texts[0],
+                           "sampling": sampling, "max_new_tokens": max_new_tokens, "omni_input": omni_input,
+                           "audio_s": audio_s, "units": units,
+                           "max_slice_nums": max_slice_nums, "use_image_id": use_image_id, **kwargs})
+        if not frames:  # text-only or audio-only chat, as the real model allows
+            return f"0 frames text {len(texts[0])} audio {audio_s:.2f}s"
         # what the real model computes on: pixels through a layer
-        if not frames:  # text-only chat, as the real model allows
-            return f"0 frames text {len(texts[0])}"
         pix = torch.stack([torch.from_numpy(np.asarray(f, dtype=np.float32)).mean((0, 1)) for f in frames])
         score = self.proj(pix / 255.0).sum().item()
-        self.calls.append({"frames": [(f.size, f.mode) for f in frames], "prompt": texts[0],
-                           "sampling": sampling, "max_new_tokens": max_new_tokens,
-                           "max_slice_nums": max_slice_nums, "use_image_id": use_image_id, **kwargs})
         w, h = frames[0].size
-        return f"{len(frames)} frames {w}x{h} score {score:.3f}"
+        return f"{len(frames)} frames {w}x{h} score {score:.3f}" + (f" audio {audio_s:.2f}s" if clips else "")
 '''
 
 
@@ -760,6 +773,7 @@ def build_minicpm_o_stub(out: str | Path) -> Path:
             "AutoModel": "modeling_minicpmo_stub.MiniCPMOStub",
         },
         "hidden_size": 8,
+        "max_position_embeddings": 32768,
         "init_vision": True,
         "init_audio": True,
         "init_tts": True,

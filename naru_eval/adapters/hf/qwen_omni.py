@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from naru_eval.adapters.base import NaruRequest, RequestFailed
-from naru_eval.adapters.hf.audio import AudioArgs, AudioMixin
 from naru_eval.adapters.chat import TextPart
+from naru_eval.adapters.hf.audio import AudioArgs, AudioMixin
 from naru_eval.adapters.hf.base import HFVideoModel, MediaPart
 from naru_eval.adapters.hf.tmrope import (
     Layout,
