@@ -27,11 +27,11 @@ into its adapter and names its audio front end (``encoder``: a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from naru_eval.adapters.args import ANSWERS, Flag, HFArgs
+from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, HFArgs
 from naru_eval.adapters.base import NaruRequest, RequestFailed
 from naru_eval.core.inputs import AudioInput, FramesInput, InputPlan
 
@@ -40,48 +40,9 @@ if TYPE_CHECKING:
     from naru_eval.media.audio_plan import AudioEncoder, AudioPlan
     from naru_eval.media.sampler import SampledFrames
 
-#: the tokens a plan keeps free beside the video and the audio: the system turn, the question
-#: with its options, and the answer (a reasoning family adds its budget)
-AUDIO_RESERVE_TOKENS = 2048
 
-
-class AudioArgs(HFArgs):
-    """Args of an omni family: its soundtrack (``audio``), the frames (``video``), the ablation's
-    control (``audio_source``) and the plan's knobs."""
-
-    audio: Flag = Field(True, description="give the model the video's soundtrack", json_schema_extra=ANSWERS)
-    video: Flag = Field(
-        True,
-        description="give the model the frames (video=false with audio=true: audio only)",
-        json_schema_extra=ANSWERS,
-    )
-    audio_source: Literal["own", "other"] = Field(
-        "own",
-        description="own: the video's soundtrack; other: another video's, of about its length (the control)",
-        json_schema_extra=ANSWERS,
-    )
-    audio_window_s: float | None = Field(
-        None,
-        gt=0,
-        description="seconds of audio around each frame (else the longest that fits)",
-        json_schema_extra=ANSWERS,
-    )
-    audio_stream: int | None = Field(
-        None, ge=0, description="the container's audio stream (else the one a player plays)", json_schema_extra=ANSWERS
-    )
-    audio_reserve_tokens: int = Field(
-        AUDIO_RESERVE_TOKENS,
-        ge=0,
-        description="tokens the audio plan leaves for the prompt and the answer",
-        json_schema_extra=ANSWERS,
-    )
-
-    @field_validator("audio_window_s")
-    @classmethod
-    def _window(cls, v: float | None) -> float | None:
-        if v is not None and abs(round(v * 100) - v * 100) > 1e-6:
-            raise ValueError("must be a whole number of hundredths of a second (the 10-ms grid)")
-        return v
+class AudioArgs(HFArgs, AudioFields):
+    """Args of an omni family: the transformers families' and the soundtrack's."""
 
 
 class AudioOffArgs(AudioArgs):
@@ -117,7 +78,10 @@ class AudioMixin:
 
     def respond(self, request: NaruRequest) -> Any:
         """The answer, with what it heard in its usage (the response store keeps it)."""
-        ans = super().respond(request)  # type: ignore[misc]
+        return self.with_audio_usage(request, super().respond(request))  # type: ignore[misc]
+
+    def with_audio_usage(self, request: NaruRequest, ans: Any) -> Any:
+        """``ans`` with what its video's soundtrack gave in its usage."""
         if ans.usage is None:
             return ans
         usage = {**ans.usage, **self._audio_records.get(request.video or "", {})}
@@ -134,11 +98,15 @@ class AudioMixin:
         self.check_audio(requests)
         super().prepare(requests)  # type: ignore[misc]
 
+    def audio_encoder(self) -> AudioEncoder:
+        """The family's audio front end (an adapter whose model is the user's chooses it per run)."""
+        return self.encoder
+
     @property
-    def audio_args(self) -> AudioArgs:
-        """The adapter's args (an omni family's are :class:`AudioArgs`)."""
+    def audio_args(self) -> AudioFields:
+        """The adapter's args (with the soundtrack's fields, :class:`AudioFields`)."""
         args = self.args  # type: ignore[attr-defined]
-        assert isinstance(args, AudioArgs)
+        assert isinstance(args, AudioFields)
         return args
 
     def audio_input(self) -> AudioInput | None:
@@ -229,7 +197,7 @@ class AudioMixin:
             budget -= self.frame_tokens_of(sampled)
         try:
             plan = plan_audio(
-                self.encoder,
+                self.audio_encoder(),
                 float(sampled.info.duration_s),
                 [float(t) for t in sampled.timestamps],
                 budget,
@@ -283,8 +251,8 @@ class AudioMixin:
             "video": a.video,
             "audio_sampler": {"rate": SAMPLE_RATE, "conversion": CONVERSION, "stream": a.audio_stream},
             "audio_plan": {
-                "encoder": self.encoder.name,
-                "block_s": self.encoder.block_s,
+                "encoder": self.audio_encoder().name,
+                "block_s": self.audio_encoder().block_s,
                 "window_s": a.audio_window_s,
                 "reserve_tokens": self.audio_reserve(),
             },
