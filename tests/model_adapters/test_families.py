@@ -36,8 +36,12 @@ def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, in
     assert np.array_equal(video, frames)
     assert [read_frame_index(f) for f in video] == want
     (meta,) = kw["video_metadata"]
-    assert meta["frames_indices"] == want and meta["total_num_frames"] == 60
-    assert meta["fps"] == pytest.approx(10.0) and meta["duration"] == pytest.approx(6.0)
+    if model_type(model_id) == "nemotron_h_omni":  # its labels' millisecond clock (docs/adapters.md)
+        assert meta["frames_indices"] == [k * 100 for k in want] and meta["fps"] == 1000.0
+    else:
+        assert meta["frames_indices"] == want and meta["total_num_frames"] == 60
+        assert meta["fps"] == pytest.approx(10.0)
+    assert meta["duration"] == pytest.approx(6.0)
     assert kw["do_sample_frames"] is False  # the processor never re-samples
     (text,) = kw["text"]
     assert "Answer with the option's letter." in text
@@ -207,7 +211,13 @@ HF_KEY += ["cap_pixels_per_frame", "positions"]
         ("naru_qwen2_5_vl", {}, []),
         ("naru_qwen3_vl", {"fps": "0.25", "num_frames": "none"}, ["qwen_vl_utils_sizing"]),
         ("naru_internvl3_5", {}, []),
-        ("naru_nemotron_omni", {}, ["video_pruning_rate", "reasoning_budget"]),
+        ("naru_nemotron_omni", {}, ["video_pruning_rate", "reasoning_budget", "frame_labels"]),
+        (
+            "naru_nemotron_omni",
+            {"audio": "true"},
+            ["video_pruning_rate", "reasoning_budget", "frame_labels", "audio", "video", "audio_sampler",
+             "audio_plan", "audio_source", "derangement"],
+        ),  # fmt: skip
         ("naru_minicpm_o", {}, ["max_slice_nums", "use_image_id", "native_decoding"]),
     ],
 )

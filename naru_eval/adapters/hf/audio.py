@@ -245,7 +245,7 @@ class AudioMixin:
 
         a = self.audio_args
         if not a.audio:
-            return {"audio": False, "video": a.video}
+            return {}  # frames only: the run key of a family's frames-only runs, as before audio existed
         return {
             "audio": True,
             "video": a.video,
