@@ -133,3 +133,34 @@ def test_audio_needs_a_known_front_end_and_our_frames():
     m = OpenAICompat(model="Qwen/Qwen3-Omni-30B-A3B-Instruct", base_url="http://127.0.0.1:1/v1", audio="true")
     assert m.audio_encoder().tokens_per_second == 13.0
     assert m.describe()["audio"]["encoder"].startswith("Qwen3-Omni")
+
+
+def test_the_audio_recipe_holds_what_the_adapter_sends():
+    """docs/openai_compat.md's audio recipe: its audio limit holds the parts of a 240-minute video's
+    plan at 128 frames (one per window; the windows' count at most 128), its max-model-len the
+    frames, the audio and the reserve, and its model args make an adapter with the soundtrack on."""
+    import json
+    import re
+    import shlex
+
+    from naru_eval.media.audio_plan import QWEN2_5_OMNI, plan_audio
+    from naru_eval.providers.openai_compat.served import media_tokens
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "openai_compat.md").read_text()
+    section = doc.split("## Audio (omni models)", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```bash\n(.*?)```", section, re.S)
+    serve, evaluate = (shlex.split(c) for c in re.sub(r"\\\n", " ", block).strip().splitlines())
+    limits = json.loads(serve[serve.index("--limit-mm-per-prompt") + 1])
+    max_len = int(serve[serve.index("--max-model-len") + 1])
+    args = dict(kv.split("=", 1) for kv in evaluate[evaluate.index("--model_args") + 1].split(","))
+    m = OpenAICompat(**args)
+    assert m.gives_audio and m.inputs.mode == "video+audio" and m.audio_encoder() is QWEN2_5_OMNI
+    seconds = 240 * 60.0
+    frames = media_tokens(args["model"], "video", 128, 336, 596)
+    times = (np.arange(128) + 0.5) * seconds / 128
+    plan = plan_audio(QWEN2_5_OMNI, seconds, times.tolist(), max_len - frames - m.audio_reserve())
+    assert not plan.full and plan.window_s == 4.0
+    parts = sum(int(np.ceil((e - s) / 30.0)) for s, e in plan.windows)
+    assert parts <= limits["audio"] and limits["video"] == 1
+    assert frames + plan.tokens + m.audio_reserve() <= max_len
+    assert "--enable-prefix-caching" in serve and '"num_frames": -1' in block
