@@ -33,9 +33,9 @@ from typing import Any, TypedDict
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, Flag
+from naru_eval.adapters.audio import AudioMixin, AudioOffArgs
 from naru_eval.adapters.base import Answer, NaruRequest
 from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.hf.audio import AudioMixin, AudioOffArgs
 from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.positions import SEQUENTIAL
 from naru_eval.core.budgets import FrameBudget, Sampling

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from naru_eval.adapters.args import ANSWERS, Flag
+from naru_eval.adapters.audio import AudioMixin, AudioOffArgs
 from naru_eval.adapters.base import NaruRequest, RequestFailed
 from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.hf.audio import AudioMixin, AudioOffArgs
 from naru_eval.adapters.hf.base import HFVideoModel, MediaPart, VideoMetadata
 from naru_eval.adapters.hf.positions import NO_ROPE
 from naru_eval.core.budgets import FrameBudget, Sampling

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from naru_eval.adapters.audio import AudioArgs
 from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.hf.audio import AudioArgs
 from naru_eval.adapters.hf.qwen_omni import QwenOmniModel
 from naru_eval.adapters.hf.tmrope import TMROPE_TRUE_TIME
 from naru_eval.core.budgets import FrameBudget, Sampling

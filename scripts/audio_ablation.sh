@@ -2,18 +2,16 @@
 # What audio is worth: one model on naru_mcq_500 with frames only, frames + audio, audio only and
 # the control (frames + another video's audio), then the paired comparisons per category.
 #
-#   scripts/audio_ablation.sh --model naru_qwen2_5_omni --model_args pretrained=Qwen/Qwen2.5-Omni-7B \
-#       --out results/audio/qwen2_5_omni
-#   scripts/audio_ablation.sh --model naru_gemini --model_args model=gemini-2.5-flash --out results/audio/gemini
-#   scripts/audio_ablation.sh --model naru_openai_compat \
-#       --model_args model=Qwen/Qwen2.5-Omni-7B,base_url=http://127.0.0.1:8000/v1,num_frames=128 --out ...
+#   scripts/audio_ablation.sh --model ADAPTER --model_args pretrained=Qwen/Qwen2.5-Omni-7B --out results/audio/q
+#   (the commands for each omni adapter, Gemini and a vLLM server: docs/adapters.md, "The soundtrack")
 #
 # Each arm goes to OUT/<arm>/ (lmms-eval's output directory), with the arm's model args appended:
 #   frames        audio=false                           input mode video
 #   frames_audio  audio=true                            input mode video+audio
 #   audio         audio=true,video=false                input mode audio (the frames' own windows)
 #   control       audio=true,audio_source=other         input mode video+audio, variant audio_source=other
-# (naru_gemini: frames and frames_audio only; its soundtrack is the API's own.) The runs share one
+# (An adapter whose provider takes the soundtrack natively with the video, Gemini: frames and
+# frames_audio only; which arms an adapter has is read from its args.) The runs share one
 # response store (OUT/responses.sqlite): the arms are different requests, and a rerun asks only
 # what is not answered yet; an arm whose run is complete (naru-eval verify-run) is skipped.
 # Then OUT/compare/*.json: naru-eval compare, paired per question and per category with
@@ -25,12 +23,13 @@ usage() {
   cat <<'EOF'
 Usage: scripts/audio_ablation.sh --model MODEL [--model_args ARGS] --out OUT [options] [-- LMMS_EVAL_ARGS...]
 
-  --model M        lmms-eval --model: an omni adapter (naru_qwen2_5_omni, naru_qwen3_omni,
-                   naru_nemotron_omni, naru_minicpm_o), naru_openai_compat serving one, or naru_gemini
+  --model M        lmms-eval --model: an adapter with an `audio` arg (`naru-eval adapters` lists
+                   each adapter's inputs)
   --model_args A   lmms-eval --model_args, without audio=/video=/audio_source= (the arms set them)
   --out OUT        output root (required)
-  --arms LIST      comma-separated arms (default: frames,frames_audio,audio,control; naru_gemini:
-                   frames,frames_audio)
+  --arms LIST      comma-separated arms (default: every arm the adapter's args allow: frames,
+                   frames_audio, audio and control; frames and frames_audio where the provider
+                   takes the soundtrack natively)
   --tasks LIST     lmms-eval tasks (default: naru_mcq_500)
   --label NAME     the model's name on the leaderboard (default: pretrained=/model= of the args)
   --launcher CMD   how lmms-eval is started (default: lmms-eval)
@@ -45,7 +44,7 @@ Exit status: 0 when every arm is complete and compared, 1 on a failure, 2 on a u
 EOF
 }
 
-die() { echo "audio_ablation: error: $*" >&2; exit "${2:-1}"; }
+die() { echo "audio_ablation: error: $1" >&2; exit "${2:-1}"; }
 
 MODEL="" MODEL_ARGS="" OUT="" ARMS="" TASKS="naru_mcq_500" LABEL="" LAUNCHER="" PY="${PYTHON:-}" DRY=0
 EXTRA=()
@@ -70,9 +69,23 @@ done
 if [[ "$MODEL_ARGS" =~ (^|,)(audio|video|audio_source)= ]]; then
   die "--model_args sets ${BASH_REMATCH[2]}=; the arms set audio=, video= and audio_source= themselves" 2
 fi
-if [[ -z "$ARMS" ]]; then
-  if [[ "$MODEL" == naru_gemini ]]; then ARMS="frames,frames_audio"; else ARMS="frames,frames_audio,audio,control"; fi
+if [[ -z "$PY" ]]; then
+  LMMS="$(command -v lmms-eval || true)"
+  if [[ -n "$LMMS" && -x "$(dirname "$LMMS")/python" ]]; then PY="$(dirname "$LMMS")/python"; else PY=python3; fi
 fi
+# the arms the adapter's args allow: audio= (frames, frames_audio), and video= and audio_source=
+# when naru-eval decodes the soundtrack itself (audio, control)
+ALLOWED="$("$PY" - "$MODEL" <<'PYEOF'
+import sys
+from naru_eval.adapters.registry import adapter_class
+fields = adapter_class(sys.argv[1]).Args.model_fields
+arms = ["frames", "frames_audio"] if "audio" in fields else []
+arms += ["audio", "control"] if {"video", "audio_source"} <= set(fields) else []
+print(",".join(arms))
+PYEOF
+)" || die "cannot read the arguments of $MODEL (is naru-eval installed for $PY?)"
+[[ -n "$ALLOWED" ]] || die "$MODEL has no audio= argument: it cannot hear the video" 2
+[[ -n "$ARMS" ]] || ARMS="$ALLOWED"
 arm_args() {
   case "$1" in
     frames) echo "audio=false" ;;
@@ -85,15 +98,8 @@ arm_args() {
 IFS=, read -r -a ARM_LIST <<<"$ARMS"
 for arm in "${ARM_LIST[@]}"; do
   arm_args "$arm" >/dev/null
-  if [[ "$MODEL" == naru_gemini && ( "$arm" == audio || "$arm" == control ) ]]; then
-    die "naru_gemini takes the soundtrack natively with its video: arms frames and frames_audio only" 2
-  fi
+  [[ ",$ALLOWED," == *",$arm,"* ]] || die "$MODEL has no arm $arm (its args allow: $ALLOWED)" 2
 done
-
-if [[ -z "$PY" ]]; then
-  LMMS="$(command -v lmms-eval || true)"
-  if [[ -n "$LMMS" && -x "$(dirname "$LMMS")/python" ]]; then PY="$(dirname "$LMMS")/python"; else PY=python3; fi
-fi
 NARU=("$PY" -m naru_eval.cli)
 [[ -n "$LAUNCHER" ]] || LAUNCHER="lmms-eval"
 [[ -n "${NARU_DATA_DIR:-}${NARU_HF_DATASET:-}" ]] || die "set NARU_DATA_DIR (or NARU_HF_DATASET)" 2

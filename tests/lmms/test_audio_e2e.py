@@ -36,7 +36,8 @@ ARMS = {
 def ablation(tmp_path_factory):
     root = tmp_path_factory.mktemp("audio_ablation")
     data = make_dataset(
-        root / "data", SyntheticSpec(counts={c: 2 for c in CATEGORIES}, n_videos=3, seconds=8.0, audio=True, subset_flags=True)
+        root / "data",
+        SyntheticSpec(counts={c: 2 for c in CATEGORIES}, n_videos=3, seconds=8.0, audio=True, subset_flags=True),
     )
     ckpt = build_qwen2_5_omni(root / "ckpt")
     out = root / "out"
@@ -72,7 +73,9 @@ def test_every_arm_is_complete_and_its_own_entry(ablation):
     proc, out = ablation
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-8000:]
     for arm in ARMS:
-        check = subprocess.run([sys.executable, "-m", "naru_eval.cli", "verify-run", str(out / arm)], capture_output=True, text=True)
+        check = subprocess.run(
+            [sys.executable, "-m", "naru_eval.cli", "verify-run", str(out / arm)], capture_output=True, text=True
+        )
         assert check.returncode == 0, check.stdout + check.stderr
     board = json.loads((out / "leaderboard.json").read_text())
     rows = [e for e in board["entries"] if e["task"] == "naru_mcq_500" and not e["published"]]

@@ -215,8 +215,17 @@ HF_KEY += ["cap_pixels_per_frame", "positions"]
         (
             "naru_nemotron_omni",
             {"audio": "true"},
-            ["video_pruning_rate", "reasoning_budget", "frame_labels", "audio", "video", "audio_sampler",
-             "audio_plan", "audio_source", "derangement"],
+            [
+                "video_pruning_rate",
+                "reasoning_budget",
+                "frame_labels",
+                "audio",
+                "video",
+                "audio_sampler",
+                "audio_plan",
+                "audio_source",
+                "derangement",
+            ],
         ),  # fmt: skip
         ("naru_minicpm_o", {}, ["max_slice_nums", "use_image_id", "native_decoding"]),
     ],

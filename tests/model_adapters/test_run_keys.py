@@ -2,7 +2,9 @@
 one module per family: ``data/describe_main.json`` holds ``describe()`` (the JSON the response
 store's run key hashes), the run key, the provenance and the sampling parameters handed to the
 frame cache for 92 argument sets over every adapter, captured from the code before the
-restructure. Stored answers keep matching only while these stay byte for byte the same."""
+restructure. Stored answers keep matching only while these stay byte for byte the same. One
+deliberate change since: Nemotron-Omni's frame labels are the frames' true times
+(docs/adapters.md), so its run keys carry ``frame_labels`` and were captured again."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Per request:
 2. the processor takes the frames as one video with an explicit ``fps`` (N / duration:
    ``video_metadata`` alone leaves the processors at their 2.0 / 1.0 fps default, 8 frames over an
    hour then 1-2 s apart) and the text, giving the pixels, the grid and the video's tokens;
-3. the audio plan (:mod:`naru_eval.adapters.hf.audio`) and its samples give one Whisper clip
+3. the audio plan (:mod:`naru_eval.adapters.audio`) and its samples give one Whisper clip
    per window, through the checkpoint's own feature extractor with truncation off (Qwen2.5-Omni's
    processor otherwise cuts audio at 300 s without a word); each clip's tokens are checked against
    the plan;
@@ -30,9 +30,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from naru_eval.adapters.audio import AudioArgs, AudioMixin
 from naru_eval.adapters.base import NaruRequest, RequestFailed
 from naru_eval.adapters.chat import TextPart
-from naru_eval.adapters.hf.audio import AudioArgs, AudioMixin
 from naru_eval.adapters.hf.base import HFVideoModel, MediaPart
 from naru_eval.adapters.hf.tmrope import (
     Layout,
