@@ -33,6 +33,7 @@ from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, HFArgs
 from naru_eval.adapters.base import NaruRequest, RequestFailed
+from naru_eval.core import provenance
 from naru_eval.core.inputs import AudioInput, FramesInput, InputPlan
 
 if TYPE_CHECKING:
@@ -84,15 +85,36 @@ class AudioMixin:
         """``ans`` with what its video's soundtrack gave in its usage."""
         if ans.usage is None:
             return ans
-        usage = {**ans.usage, **self._audio_records.get(request.video or "", {})}
+        record = self._audio_records.get(request.video or "", {})
+        usage = {**ans.usage, **record}
         if not self.gives_frames:
             usage["frames"] = 0  # sampled for their times only
+        video_id = request.doc.get("video_id")
+        if record and video_id:  # every payload of the video's questions says what they heard
+            provenance.record_video(str(video_id), audio=provenance.audio_summary(record["audio"]))
         return ans._replace(usage=usage)
 
     def to_naru_requests(self, requests: Sequence[Any]) -> list[NaruRequest]:
         reqs: list[NaruRequest] = super().to_naru_requests(requests)  # type: ignore[misc]
         self.derange(reqs)
+        self.recall_audio(reqs)
         return reqs
+
+    def recall_audio(self, requests: Sequence[NaruRequest]) -> None:
+        """What the answers already in the response store heard, for their payloads' ``audio``
+        (an answer reused is not asked again, so its record comes from the store)."""
+        store = getattr(self, "store", None)
+        if store is None or not self.gives_audio:
+            return
+        done: set[str] = set()
+        for r in requests:
+            video_id = str(r.doc.get("video_id") or "")
+            if not r.video or not video_id or video_id in done:
+                continue
+            hit = store.get(*self.request_key(r))  # type: ignore[attr-defined]
+            if hit is not None and hit.status == "ok" and isinstance((hit.usage or {}).get("audio"), dict):
+                provenance.record_video(video_id, audio=provenance.audio_summary(hit.usage["audio"]))
+                done.add(video_id)
 
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         self.check_audio(requests)

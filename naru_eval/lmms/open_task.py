@@ -138,7 +138,9 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
             reason=f"judge error: {type(e).__name__}: {e}",
         )
     # the data the question came from and what the model was given, as the MCQ payloads record them
-    return open_payloads(sample.with_provenance(doc.get("data_fingerprint") or None, provenance.current()))
+    return open_payloads(
+        sample.with_provenance(doc.get("data_fingerprint") or None, provenance.current(doc.get("video_id")))
+    )
 
 
 def log_run_summary(items: Sequence[Mapping[str, Any]]) -> None:

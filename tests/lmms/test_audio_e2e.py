@@ -102,3 +102,18 @@ def test_each_answer_records_what_it_heard(ablation):
     assert heard and all(a["tokens"] > 0 and 0 < a["coverage"] <= 1 for a in heard)
     assert any("from_video" in a for a in heard)  # the control's answers heard another video
     assert any("audio" not in u and u["frames"] == 4 for u in usages)  # the frames-only arm
+
+
+def test_each_payload_says_what_its_question_heard(ablation):
+    _, out = ablation
+    for arm, (mode, _) in ARMS.items():
+        (log,) = (out / arm).rglob("*_samples_naru_mcq_500.jsonl")
+        payloads = [json.loads(line)["overall"] for line in log.read_text().splitlines() if line.strip()]
+        assert payloads and all(p["input_mode"] == mode for p in payloads)
+        heard = [p.get("audio") for p in payloads]
+        if arm == "frames":
+            assert all(h is None for h in heard)
+        else:
+            assert all(h and h.startswith(("full:", "windows of")) and "% of the video" in h for h in heard), heard
+        if arm == "control":
+            assert all(", from " in h for h in heard)
