@@ -18,7 +18,6 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -87,29 +86,22 @@ class AudioCacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
     decodes: int = 0
-    #: entries decoded ahead (:meth:`AudioCache.ahead`) and taken from there
-    prefetched: int = 0
-    #: seconds ``get`` waited for audio not yet in memory (decoding inline or ahead): the model's wait
+    #: seconds ``get`` waited for audio not yet in memory (decoding it, or another thread's decode
+    #: of it): in the model's thread, what the model waited for audio
     wait_s: float = 0.0
 
 
 class AudioCache:
     """``get(path, windows)`` returns what ``sample_audio`` returns, decoding once."""
 
-    def __init__(
-        self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None, ahead_workers: int = 1
-    ) -> None:
+    def __init__(self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None) -> None:
         self.max_bytes = max_bytes
-        #: threads decoding ahead (:meth:`ahead`)
-        self.ahead_workers = max(1, ahead_workers)
         env_dir = settings().frame_cache
         self.disk_dir = Path(disk_dir) if disk_dir else (Path(env_dir) / "audio" if env_dir else None)
         self._items: OrderedDict[str, SampledAudio] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
-        self._pending: dict[str, Future[SampledAudio]] = {}
-        self._pool: ThreadPoolExecutor | None = None
         self.stats = AudioCacheStats()
 
     def key(self, path: str | os.PathLike[str], params: AudioParams) -> str:
@@ -131,48 +123,11 @@ class AudioCache:
                 self._items.move_to_end(key)
                 self.stats.memory_hits += 1
                 return self._items[key]
-            pending = self._pending.pop(key, None)
         start = time.perf_counter()
         try:
-            if pending is not None:
-                try:
-                    sampled = pending.result()
-                    self.stats.prefetched += 1
-                    return sampled
-                except Exception:  # decode inline: the same error as without decoding ahead
-                    pass
             return self._fetch(key, params, path)
         finally:
             self.stats.wait_s += time.perf_counter() - start
-
-    def ahead(
-        self,
-        path: str | os.PathLike[str],
-        windows: Sequence[tuple[float, float]],
-        rate: int = SAMPLE_RATE,
-        stream: int | None = None,
-    ) -> None:
-        """Start decoding (video, windows) in a background thread, unless it is held or under way:
-        the next :meth:`get` of it takes the result (the adapters call this for the next videos
-        while the model answers; PyAV decodes with the GIL released)."""
-        params = audio_params(windows, rate, stream)
-        key = self.key(path, params)
-        with self._lock:
-            if key in self._items or key in self._pending:
-                return
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.ahead_workers, thread_name_prefix="naru-audio-ahead")
-            self._pending[key] = self._pool.submit(self._fetch, key, params, path)
-
-    def close(self) -> None:
-        """Stop decoding ahead (what is under way finishes; what was not started is dropped)."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-            for future in self._pending.values():
-                future.cancel()
-            self._pending.clear()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
 
     def _fetch(self, key: str, params: AudioParams, path: str | os.PathLike[str]) -> SampledAudio:
         """From memory, disk or one decode (one per key, however many threads ask)."""

@@ -191,17 +191,3 @@ def test_wav_bytes_are_the_samples_bit_for_bit():
     x = np.random.default_rng(0).normal(0, 0.3, 16_001).astype(np.float32)
     rate, y = wavfile.read(io.BytesIO(wav_bytes(x)))
     assert rate == SAMPLE_RATE and y.dtype == np.float32 and np.array_equal(x, y)
-
-
-def test_decoding_ahead_hands_over_the_same_samples(files, tmp_path):
-    path = files["late_mp4"]
-    cache = AudioCache(disk_dir=None)
-    cache.ahead(path, [(5.0, 6.0)])
-    cache.ahead(path, [(5.0, 6.0)])  # asked twice: one decode
-    got = cache.get(path, [(5.0, 6.0)])
-    assert cache.stats.prefetched == 1 and cache.stats.decodes == 1
-    assert np.array_equal(got.samples, sample_audio(path, [(5.0, 6.0)]).samples)
-    cache.ahead(files["silent"], [(0.0, 1.0)])  # a failure ahead is the same error inline
-    with pytest.raises(VideoError, match="no audio stream"):
-        cache.get(files["silent"], [(0.0, 1.0)])
-    cache.close()
