@@ -43,7 +43,7 @@ from naru_eval.adapters.audio import AudioMixin, AudioOffArgs
 from naru_eval.adapters.base import NaruRequest, RequestFailed
 from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.hf.base import HFVideoModel, MediaPart, VideoMetadata
+from naru_eval.adapters.hf.base import ChatMediaPart, HFVideoModel, VideoMetadata
 from naru_eval.adapters.hf.positions import NO_ROPE
 from naru_eval.core.budgets import FrameBudget, Sampling
 from naru_eval.media.audio_plan import NEMOTRON_OMNI
@@ -167,11 +167,11 @@ class NemotronOmni(AudioMixin, HFVideoModel):
             return None
         return self.frames(request)
 
-    def chat_media(self, request: NaruRequest) -> list[MediaPart | TextPart]:
+    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart | TextPart]:
         """The video, then (with audio) one audio part per clip, each after a label with its times
         on the frames' clock ("Audio from 26.00 to 30.00 seconds:"), as the processor labels each
         frame pair with its times."""
-        parts: list[MediaPart | TextPart] = [{"type": "video"}] if self.gives_frames else []
+        parts: list[ChatMediaPart | TextPart] = [{"type": "video"}] if self.gives_frames else []
         if self.gives_audio and request.video is not None:
             for start, end in self.clips_of(self.frames(request)):
                 parts.append({"type": "text", "text": f"Audio from {start:.2f} to {end:.2f} seconds:\n"})

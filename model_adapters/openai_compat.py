@@ -72,6 +72,7 @@ from naru_eval.providers.openai_compat.wire import (
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.sampler import SampledFrames
 
 #: video_mode -> how the frames reach the model (the input plan's delivery, its input mode)
 DELIVERY: dict[str, FrameDelivery] = {"video": "video", "frames": "images", "video_url": "server-sampled"}

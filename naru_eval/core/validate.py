@@ -118,17 +118,17 @@ def check_audio(
         if path is not None and str(path) in paths:
             users.setdefault(str(path), []).append((q.video_id, q.question_id))
 
-    def probe(path: str) -> tuple[str, AudioInfo | str]:
+    def probe(where: str) -> tuple[str, AudioInfo | str]:
         try:
-            return path, probe_audio(path)
+            return where, probe_audio(where)
         except VideoError as e:
-            return path, str(e)
+            return where, str(e)
 
     tracks: dict[str, AudioInfo] = {}
     problems: list[str] = []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for path, result in pool.map(probe, sorted(users)):
-            who = users[path]
+        for where, result in pool.map(probe, sorted(users)):
+            who = users[where]
             if isinstance(result, AudioInfo):
                 for vid, _ in who:
                     tracks.setdefault(vid, result)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from naru_eval.adapters.audio import AudioArgs, AudioMixin
 from naru_eval.adapters.base import NaruRequest, RequestFailed
 from naru_eval.adapters.chat import TextPart
-from naru_eval.adapters.hf.base import HFVideoModel, MediaPart
+from naru_eval.adapters.hf.base import ChatMediaPart, HFVideoModel
 from naru_eval.adapters.hf.tmrope import (
     Layout,
     OmniGeometry,
@@ -114,7 +114,7 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
             return None
         return self.frames(request)
 
-    def chat_media(self, request: NaruRequest) -> list[MediaPart | TextPart]:
+    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart | TextPart]:
         """One video (its audio goes inside it), or, audio only, one audio part."""
         return [{"type": "video"}] if self.gives_frames else [{"type": "audio"}]
 
