@@ -137,9 +137,9 @@ for task in "${TASK_LIST[@]}"; do
   if has audio && has frames_audio; then compare audio frames_audio audio_vs_frames_audio --across-inputs; fi
 done
 lb=("${NARU[@]}" leaderboard)
-for arm in "${ARM_LIST[@]}"; do
-  lb+=("$OUT/$arm")
-  if [[ -n "$LABEL" ]]; then lb+=(--label "$OUT/$arm=$LABEL"); fi
-done
+for arm in "${ARM_LIST[@]}"; do lb+=("$OUT/$arm"); done
+if [[ -n "$LABEL" ]]; then
+  for arm in "${ARM_LIST[@]}"; do lb+=(--label "$OUT/$arm=$LABEL"); done
+fi
 run "${lb[@]}" -o "$OUT/leaderboard.json" --no-plots
 echo "audio_ablation: done; comparisons in $OUT/compare/, leaderboard $OUT/leaderboard.json" >&2
