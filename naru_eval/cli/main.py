@@ -2,7 +2,7 @@
 
 Subcommands: ``validate-data``, ``demo``, ``score``, ``verify-run``, ``make-synthetic``, ``tasks-path``,
 ``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``,
-``store …``: one
+``store …``, ``transcribe``: one
 parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
 """
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import diagnose, gemini, judge, results, store
+from naru_eval.cli import diagnose, gemini, judge, results, store, transcribe
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge, store):
+    for module in (results, diagnose, gemini, judge, store, transcribe):
         module.register(sub)
     return parser
 

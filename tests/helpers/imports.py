@@ -19,10 +19,14 @@ LAYERS: dict[str, frozenset[str]] = {
     "api": frozenset({"core", "store"}),
     "providers": frozenset({"core", "media", "store", "api"}),
     "judge": frozenset({"core", "store", "api"}),
+    # naru-eval transcribe's Whisper: below the CLI only, so no evaluation run loads it
+    "asr": frozenset({"core", "media"}),
     "model_adapters": frozenset({"core", "media", "store", "api", "providers", "judge"}),
     "lmms": frozenset({"core", "media", "store", "api", "judge"}),
     "report": frozenset({"core", "media", "store", "api", "judge"}),
-    "cli": frozenset({"core", "media", "store", "api", "providers", "judge", "lmms", "report", "model_adapters"}),
+    "cli": frozenset(
+        {"core", "media", "store", "api", "providers", "judge", "lmms", "report", "model_adapters", "asr"}
+    ),
     "tasks": frozenset({"lmms"}),
 }
 #: the public API of naru_eval/__init__.py names modules of every layer, imported on first use
@@ -41,6 +45,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "api": frozenset({"lmms_eval", "torch", "transformers"}),
     "judge": frozenset({"lmms_eval", "torch", "transformers", "google"}),
     "report": frozenset({"openai", "google", "torch", "transformers"}),
+    "asr": frozenset({"lmms_eval", "openai", "google"}),
 }
 
 
