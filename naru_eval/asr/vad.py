@@ -56,7 +56,9 @@ def silero_model() -> Any:
         import silero_vad
 
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)  # torch.jit.load's deprecation notice
+            # torch.jit.load's and importlib.resources.path's deprecation notices, not ours to fix
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
             _model = silero_vad.load_silero_vad()
     return _model
 

@@ -55,6 +55,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             dtype=resolve_dtype(args.dtype, device),
             vad=args.vad,
             window_s=args.window_s,
+            max_new_tokens=args.max_new_tokens,
         )
     except ValueError as e:
         print(f"naru-eval transcribe: {e}", file=sys.stderr)
@@ -114,6 +115,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="windows per generate call (default 8)")
     p.add_argument("--vad", choices=["silero", "none"], default=d.vad, help="voice-activity detection (default silero)")
     p.add_argument("--window-s", type=float, default=d.window_s, help="longest window, seconds (default 30)")
+    p.add_argument(
+        "--max-new-tokens", type=int, default=d.max_new_tokens, help=f"tokens per window at most (default {d.max_new_tokens})"
+    )
     p.add_argument("--cache", help="the transcript cache (default $NARU_TRANSCRIPT_CACHE)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_transcribe)

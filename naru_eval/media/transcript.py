@@ -66,7 +66,7 @@ class Transcript:
     def fingerprint(self) -> str:
         """16 hex digits of the cues' canonical JSON (times at millisecond precision): equal
         fingerprints, equal text given to the model. The source is not part of it."""
-        rows = [[round(c.start, 3), round(c.end, 3), c.text] for c in self.cues]
+        rows = [[round(float(c.start), 3), round(float(c.end), 3), c.text] for c in self.cues]
         blob = json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -76,12 +76,15 @@ class Transcript:
         return max((c.end for c in self.cues), default=0.0)
 
     def to_json(self) -> str:
-        rows = [[round(c.start, 3), round(c.end, 3), c.text] for c in self.cues]
-        return json.dumps(
-            {"format": TRANSCRIPT_FORMAT, "source": self.source, "fingerprint": self.fingerprint, "cues": rows},
+        """JSON with one cue per line (a diff of two transcripts reads line by line)."""
+        head = json.dumps(
+            {"format": TRANSCRIPT_FORMAT, "source": self.source, "fingerprint": self.fingerprint},
             ensure_ascii=False,
-            indent=0,
         )
+        rows = ",\n".join(
+            json.dumps([round(float(c.start), 3), round(float(c.end), 3), c.text], ensure_ascii=False) for c in self.cues
+        )
+        return head[:-1] + ', "cues": [\n' + rows + ("\n" if rows else "") + "]}\n"
 
     @classmethod
     def from_json(cls, text: str, path: str | os.PathLike[str] = "<transcript>") -> Transcript:
