@@ -30,13 +30,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if data_dir is None and not settings().hf_dataset:
         print("naru-eval validate-data: give DIR or set NARU_DATA_DIR / NARU_HF_DATASET", file=sys.stderr)
         return 2
-    report = validate(data_dir, videos=not args.no_videos)
+    from naru_eval.core.transcripts import TranscriptSource
+
+    try:
+        source = TranscriptSource.parse(args.transcript)
+    except ValueError as e:
+        print(f"naru-eval validate-data: {e}", file=sys.stderr)
+        return 2
+    report = validate(data_dir, videos=not args.no_videos, transcript=source, asr_model=args.asr_model)
     if report.dataset is not None:
         ds = report.dataset
         print(f"{ds.source}: {len(ds.questions)} questions, {len({q.video_id for q in ds.questions})} videos")
         if report.videos:
             hours = sum(v.duration_s for v in report.videos.values()) / 3600
             print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
+        if source.enabled:
+            cues = sum(report.transcripts.values())
+            print(f"transcripts ({source.label}): {len(report.transcripts)} video(s), {cues} cue(s)")
     if report.ok:
         print("OK")
         return 0
@@ -125,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate-data", help="check annotations and that every video opens; all problems at once")
     p.add_argument("data_dir", nargs="?", help="NARU data directory (default: $NARU_DATA_DIR)")
     p.add_argument("--no-videos", action="store_true", help="check the schema only")
+    p.add_argument(
+        "--transcript",
+        default="none",
+        help="also check every video has a transcript: asr, embedded or a directory of <video_id>.srt/.vtt/.ass",
+    )
+    p.add_argument("--asr-model", help="with --transcript asr: the ASR model (default kotoba-whisper-v2.0)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("demo", help="build a synthetic NARU sample and score it through the real lmms-eval")

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from naru_eval.core.data import VIDEO_EXTENSIONS, DataError, Dataset, load_dataset_from_env, load_local
+from naru_eval.core.transcripts import TranscriptSource, load_transcript
+from naru_eval.media.transcript import TranscriptError
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video
 
 
@@ -22,6 +24,8 @@ class ValidationReport:
     dataset: Dataset | None
     problems: list[str] = field(default_factory=list)
     videos: dict[str, VideoInfo] = field(default_factory=dict)
+    #: video id -> its transcript's cue count, for the videos that have one (``transcript=``)
+    transcripts: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -66,8 +70,53 @@ def check_videos(dataset: Dataset, workers: int = 8) -> tuple[dict[str, VideoInf
     return infos, problems
 
 
-def validate(data_dir: str | os.PathLike[str] | None = None, videos: bool = True) -> ValidationReport:
-    """Load the data (``data_dir`` or the environment) and check schema and videos."""
+def check_transcripts(
+    dataset: Dataset, source: TranscriptSource, asr_model: str | None = None, workers: int = 4
+) -> tuple[dict[str, int], list[str]]:
+    """Each distinct video's transcript from ``source``: (video id -> cue count, one problem per
+    video that lacks one or whose transcript does not parse)."""
+    from naru_eval.media import asr_cache
+
+    videos: dict[str, tuple[Path | None, list[str]]] = {}
+    for q in dataset.questions:
+        path, qids = videos.setdefault(q.video_id, (dataset.video_file(q), []))
+        qids.append(q.question_id)
+
+    def one(item: tuple[str, tuple[Path | None, list[str]]]) -> tuple[str, int | str]:
+        vid, (path, _) = item
+        try:
+            t = load_transcript(source, vid, path, lambda v: asr_cache.find(v, asr_model))
+        except (TranscriptError, ValueError) as e:
+            return vid, str(e)
+        if t is None:
+            where = {
+                "dir": f"no {vid}.{{srt,vtt,ass,ssa}} in {source.directory}",
+                "asr": f"no ASR transcript of {asr_model or asr_cache.DEFAULT_ASR_MODEL} in {asr_cache.cache_root()} "
+                "(run `naru-eval transcribe`)",
+            }.get(source.kind, "no transcript")
+            return vid, f"lacks a transcript: {where}"
+        return vid, len(t.cues)
+
+    counts: dict[str, int] = {}
+    problems: list[str] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for vid, result in pool.map(one, sorted(videos.items())):
+            if isinstance(result, int):
+                counts[vid] = result
+            else:
+                qids = videos[vid][1]
+                problems.append(f"video {vid!r} ({len(qids)} question(s), e.g. {qids[0]!r}): {result}")
+    return counts, problems
+
+
+def validate(
+    data_dir: str | os.PathLike[str] | None = None,
+    videos: bool = True,
+    transcript: TranscriptSource | None = None,
+    asr_model: str | None = None,
+) -> ValidationReport:
+    """Load the data (``data_dir`` or the environment) and check schema and videos (and, with
+    ``transcript``, that every video has a transcript from that source)."""
     try:
         dataset = load_local(data_dir, strict=False) if data_dir is not None else load_dataset_from_env(strict=False)
     except DataError as e:  # no readable annotation file at all
@@ -76,4 +125,7 @@ def validate(data_dir: str | os.PathLike[str] | None = None, videos: bool = True
     if videos:
         report.videos, video_problems = check_videos(dataset)
         report.problems += video_problems
+    if transcript is not None and transcript.enabled:
+        report.transcripts, transcript_problems = check_transcripts(dataset, transcript, asr_model)
+        report.problems += transcript_problems
     return report
