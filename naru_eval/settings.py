@@ -96,7 +96,8 @@ class Settings(BaseModel):
     )
     frame_cache: str | None = _var(None, "directory of the on-disk frame cache and frame indexes", "in memory only")
     transcript_cache: str | None = _var(
-        None, "directory of the ASR transcripts `naru-eval transcribe` writes (and their checkpoints)",
+        None,
+        "directory of the ASR transcripts `naru-eval transcribe` writes (and their checkpoints)",
         "NARU_CACHE_DIR/transcripts",
     )
     # -- API runs

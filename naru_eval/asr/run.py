@@ -117,7 +117,7 @@ def transcribe_video(
         transcribe = transcribe or engine()
         segments = transcribe([clip(audio, plan[i]) for i in batch])
         rows: list[dict[str, object]] = []
-        for i, segs in zip(batch, segments):
+        for i, segs in zip(batch, segments, strict=True):
             w = plan[i]
             cues = [Cue(w.start + a, w.start + b, text) for a, b, text in segs]
             done[i] = cues

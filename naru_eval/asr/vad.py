@@ -82,9 +82,7 @@ def speech_probs(audio: np.ndarray, rows: int = 256, min_row_s: float = 60.0, wa
     # the track, padded so that frame f sits at sample (warm + f) * FRAME
     track = np.zeros((warm + rows * per_row) * FRAME, np.float32)
     track[warm * FRAME : warm * FRAME + len(audio)] = audio
-    x = torch.from_numpy(
-        np.stack([track[r * per_row * FRAME : (r * per_row + width) * FRAME] for r in range(rows)])
-    )
+    x = torch.from_numpy(np.stack([track[r * per_row * FRAME : (r * per_row + width) * FRAME] for r in range(rows)]))
     model = silero_model()
     model.reset_states()  # the first call then sizes the state to the batch
     out = np.empty((rows, width), np.float32)

@@ -50,8 +50,8 @@ class WhisperEngine:
         self.dtype = getattr(torch, s.dtype)
         kw: dict[str, Any] = {"revision": s.revision} if s.revision else {}
         self.processor = AutoProcessor.from_pretrained(s.model, **kw)
-        self.model = WhisperForConditionalGeneration.from_pretrained(s.model, dtype=self.dtype, **kw)
-        self.model.to(device).eval()
+        model: Any = WhisperForConditionalGeneration.from_pretrained(s.model, dtype=self.dtype, **kw)
+        self.model = model.to(device).eval()
 
     def transcribe(self, clips: Sequence[np.ndarray]) -> list[list[tuple[float, float, str]]]:
         """Per clip (16-kHz samples, at most 30 s), its segments ``(start, end, text)`` in seconds
@@ -78,7 +78,7 @@ class WhisperEngine:
             )
         tok = self.processor.tokenizer
         result: list[list[tuple[float, float, str]]] = []
-        for clip, segments in zip(clips, out["segments"]):
+        for clip, segments in zip(clips, out["segments"], strict=True):
             length = len(clip) / SAMPLE_RATE
             rows: list[tuple[float, float, str]] = []
             for seg in segments:

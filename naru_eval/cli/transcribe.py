@@ -111,12 +111,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--revision", help="the checkpoint's revision (part of the cache key)")
     p.add_argument("--language", default=d.language, help=f"spoken language (default {d.language})")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:1, …")
-    p.add_argument("--dtype", default="auto", help="auto (float16 on a GPU, float32 on CPU), float16, bfloat16, float32")
+    p.add_argument(
+        "--dtype", default="auto", help="auto (float16 on a GPU, float32 on CPU), float16, bfloat16, float32"
+    )
     p.add_argument("--batch-size", type=int, default=8, help="windows per generate call (default 8)")
     p.add_argument("--vad", choices=["silero", "none"], default=d.vad, help="voice-activity detection (default silero)")
     p.add_argument("--window-s", type=float, default=d.window_s, help="longest window, seconds (default 30)")
     p.add_argument(
-        "--max-new-tokens", type=int, default=d.max_new_tokens, help=f"tokens per window at most (default {d.max_new_tokens})"
+        "--max-new-tokens",
+        type=int,
+        default=d.max_new_tokens,
+        help=f"tokens per window at most (default {d.max_new_tokens})",
     )
     p.add_argument("--cache", help="the transcript cache (default $NARU_TRANSCRIPT_CACHE)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

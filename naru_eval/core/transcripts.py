@@ -117,7 +117,7 @@ def place(cues: Sequence[Cue], anchors: Sequence[float]) -> list[tuple[Cue, ...]
     slot 0 comes before the first piece, slot ``i + 1`` right after piece ``i``. A cue goes to the
     slot after the last piece at or before its start; none is dropped. ``len(anchors) + 1`` slots."""
     times = list(anchors)
-    if any(b < a for a, b in zip(times, times[1:])):
+    if any(b < a for a, b in zip(times, times[1:], strict=False)):
         raise ValueError("anchors must be ascending")
     slots: list[list[Cue]] = [[] for _ in range(len(times) + 1)]
     for c in sorted(cues):

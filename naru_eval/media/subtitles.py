@@ -67,7 +67,9 @@ def decode_subtitle_bytes(data: bytes, path: str | os.PathLike[str]) -> tuple[st
             try:
                 text, encoding = data.decode(enc), enc
             except UnicodeDecodeError as e:
-                raise TranscriptError(path, f"starts with a {enc} byte-order mark but does not decode as {enc}: {e}")
+                raise TranscriptError(
+                    path, f"starts with a {enc} byte-order mark but does not decode as {enc}: {e}"
+                ) from None
             break
     if text is None:
         try:
@@ -168,9 +170,9 @@ def parse_subtitles(text: str, fmt: str, path: str | os.PathLike[str], source: s
     except Exception as e:  # pysubs2 raises several types on broken files
         raise TranscriptError(path, f"cannot be parsed as {fmt} ({type(e).__name__}: {e})") from None
     events = list(subs.events)
-    line_of = lines if len(lines) == len(events) else [None] * len(events)
+    line_of: list[int | None] = list(lines) if len(lines) == len(events) else [None] * len(events)
     cues: list[Cue] = []
-    for event, line in zip(events, line_of):
+    for event, line in zip(events, line_of, strict=True):
         if event.is_comment or event.is_drawing:
             continue
         if event.end < event.start:
@@ -275,6 +277,8 @@ def read_embedded(path: str | os.PathLike[str], stream: int | None = None) -> Tr
             s = container.streams.subtitles[index]
             origin = video_start_s(container)
             tb = s.time_base
+            if tb is None:
+                raise TranscriptError(p, f"subtitle stream {index} has no time base")
             for packet in container.demux(s):
                 if packet.size == 0 or packet.pts is None:
                     continue

@@ -82,7 +82,8 @@ class Transcript:
             ensure_ascii=False,
         )
         rows = ",\n".join(
-            json.dumps([round(float(c.start), 3), round(float(c.end), 3), c.text], ensure_ascii=False) for c in self.cues
+            json.dumps([round(float(c.start), 3), round(float(c.end), 3), c.text], ensure_ascii=False)
+            for c in self.cues
         )
         return head[:-1] + ', "cues": [\n' + rows + ("\n" if rows else "") + "]}\n"
 

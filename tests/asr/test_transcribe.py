@@ -93,7 +93,9 @@ def test_a_run_killed_halfway_resumes_to_the_same_transcript(tmp_path, tiny_whis
             break
         time.sleep(0.05)
     proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, f"not killed halfway (done={done}): {proc.stderr.read().decode()[-2000:]}"
+    assert proc.returncode == -signal.SIGKILL, (
+        f"not killed halfway (done={done}): {proc.stderr.read().decode()[-2000:]}"
+    )
     plan, finished = read_checkpoint(e)
     assert plan is not None and 3 <= len(finished) < len(plan) and not e.done
 

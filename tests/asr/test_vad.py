@@ -69,4 +69,4 @@ def test_clip_silences_what_is_not_speech():
     w = windows([(1.0, 2.0), (3.0, 4.0)], 30.0)[0]
     c = clip(audio, w)
     assert len(c) == 3 * SAMPLE_RATE
-    assert c[: SAMPLE_RATE].all() and not c[SAMPLE_RATE : 2 * SAMPLE_RATE].any() and c[2 * SAMPLE_RATE :].all()
+    assert c[:SAMPLE_RATE].all() and not c[SAMPLE_RATE : 2 * SAMPLE_RATE].any() and c[2 * SAMPLE_RATE :].all()

@@ -48,7 +48,9 @@ def music(seconds: float, sr: int = SR) -> np.ndarray:
     return (0.1 * chord * (0.8 + 0.2 * np.sin(2 * np.pi * 0.5 * t))).astype(np.float32)
 
 
-def soundtrack(seconds: float, speech: Sequence[tuple[float, float]], music_at: Sequence[tuple[float, float]] = ()) -> np.ndarray:
+def soundtrack(
+    seconds: float, speech: Sequence[tuple[float, float]], music_at: Sequence[tuple[float, float]] = ()
+) -> np.ndarray:
     """``seconds`` of silence with speech at each ``(start, end)`` and music at each of ``music_at``."""
     out = np.zeros(int(seconds * SR), np.float32)
     for i, (a, b) in enumerate(speech):

@@ -99,7 +99,9 @@ def test_an_ass_event_with_a_bad_time_is_named(tmp_path):
 
 
 def test_a_cue_ending_before_it_starts_is_named(tmp_path):
-    p = write(tmp_path, "v1.srt", SRT.replace("00:00:02,000 --> 00:00:04,000", "00:00:05,000 --> 00:00:04,000").encode())
+    p = write(
+        tmp_path, "v1.srt", SRT.replace("00:00:02,000 --> 00:00:04,000", "00:00:05,000 --> 00:00:04,000").encode()
+    )
     with pytest.raises(TranscriptError) as e:
         read_subtitle_file(p)
     assert e.value.line == 6 and "before it starts" in str(e.value)
@@ -132,7 +134,10 @@ def test_embedded_text_subtitle_streams(tmp_path, plain_video, suffix, codec, su
     cues = "1\n00:00:00,500 --> 00:00:02,000\n<i>最初</i>の台詞\n\n2\n00:00:04,000 --> 00:00:05,500\n間の後\n"
     src = tmp_path / f"subs{sub}"
     if sub == ".ass":
-        ass = ASS.split("[Events]")[0] + "[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+        ass = (
+            ASS.split("[Events]")[0]
+            + "[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+        )
         ass += "Dialogue: 0,0:00:00.50,0:00:02.00,Default,,0,0,0,,{\\b1}最初{\\b0}の台詞\n"
         ass += "Dialogue: 0,0:00:04.00,0:00:05.50,Default,,0,0,0,,{\\pos(1,1)}間の後\n"
         src.write_text(ass, encoding="utf-8")
