@@ -29,9 +29,10 @@ import bisect
 import hashlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 from naru_eval.media.plan import uniform_indices
 from naru_eval.media.transcript import Cue, Transcript, TranscriptError
@@ -99,6 +100,71 @@ def load_transcript(
     return Transcript.read(found) if found is not None else None
 
 
+@dataclass(frozen=True)
+class TranscriptInput:
+    """The transcript part of a request's inputs: where the transcripts come from, how they are
+    laid out, what the budget cuts first, and whether this is the control run (each video given
+    another video's transcript, :func:`derangement`). Its ``mode`` part is ``transcript``."""
+
+    source: TranscriptSource
+    layout: TranscriptLayout = "interleaved"
+    fit: FitPolicy = "cues"
+    control: bool = False
+    #: with ``source`` asr: whose transcripts (``naru_eval.media.asr_cache.find``; None: the default model)
+    asr_model: str | None = None
+    MODES: ClassVar[tuple[str, ...]] = ("transcript",)
+
+    @property
+    def mode(self) -> str:
+        return "transcript"
+
+    def describe(self) -> dict[str, str | bool | None]:
+        """The run key's and the variant's record of it (each video's fingerprint is the request's)."""
+        return {
+            "source": self.source.label,
+            "layout": self.layout,
+            "fit": self.fit,
+            "control": self.control,
+            "asr_model": self.asr_model,
+        }
+
+
+@dataclass
+class TranscriptBook:
+    """The transcripts of a run's videos, each loaded once (``videos``: video id -> file).
+
+    In the control run, video ``v`` is given the transcript of ``derangement(videos)[v]``: the
+    map is over every video the run asks about, so it does not depend on which answers are
+    already stored. A video without a transcript gets None; :meth:`missing` lists them."""
+
+    spec: TranscriptInput
+    videos: Mapping[str, str | None]
+    _loaded: dict[str, Transcript | None] = field(default_factory=dict)
+
+    def donor(self, video_id: str) -> str:
+        """Whose transcript ``video_id`` is given (itself, except in the control run)."""
+        if not self.spec.control:
+            return video_id
+        return derangement(list(self.videos))[video_id]
+
+    def get(self, video_id: str) -> Transcript | None:
+        """The transcript given with ``video_id``'s questions (a bad file raises TranscriptError)."""
+        vid = self.donor(video_id)
+        if vid not in self._loaded:
+            from naru_eval.media import asr_cache
+
+            model = self.spec.asr_model
+            t = load_transcript(self.spec.source, vid, self.videos.get(vid), lambda v: asr_cache.find(v, model))
+            if t is not None and vid != video_id:
+                t = Transcript(t.cues, f"control:{vid}:{t.source}")
+            self._loaded[vid] = t
+        return self._loaded[vid]
+
+    def missing(self) -> list[str]:
+        """The videos with no transcript (each loaded now)."""
+        return [v for v in sorted(self.videos) if self.get(v) is None]
+
+
 # --------------------------------------------------------------------------- layout
 
 
@@ -123,6 +189,32 @@ def place(cues: Sequence[Cue], anchors: Sequence[float]) -> list[tuple[Cue, ...]
     for c in sorted(cues):
         slots[bisect.bisect_right(times, c.start)].append(c)
     return [tuple(s) for s in slots]
+
+
+def interleave_plan(cues: Sequence[Cue], frame_times: Sequence[float], group: int = 1) -> list[str | range]:
+    """The interleaved sequence of one video: texts and ranges of frame positions, in order.
+
+    The frames are taken ``group`` at a time (a family whose video tokens cover ``group``
+    frames together, e.g. a temporal patch of 2, cannot take text inside a group); each group's
+    time is its first frame's. Cues go between groups by :func:`place`, and consecutive groups
+    with no text between them stay one range (one video piece): a transcript with one cue in the
+    middle gives ``[range(0, k), text, range(k, n)]``, none gives ``[range(0, n)]``."""
+    n = len(frame_times)
+    g = max(1, int(group))
+    starts = list(range(0, n, g))
+    texts = interleaved_texts(cues, [float(frame_times[i]) for i in starts])
+    out: list[str | range] = []
+    if texts[0]:
+        out.append(texts[0])
+    for k, a in enumerate(starts):
+        b = min(n, a + g)
+        if out and isinstance(out[-1], range):
+            out[-1] = range(out[-1].start, b)
+        else:
+            out.append(range(a, b))
+        if texts[k + 1]:
+            out.append(texts[k + 1])
+    return out
 
 
 def slot_text(cues: Sequence[Cue]) -> str:

@@ -145,3 +145,43 @@ def test_load_transcript_from_a_directory(tmp_path):
     assert t is not None and list(t.cues) == [Cue(1.0, 2.0, "はい")]
     assert load_transcript(src, "v2", None) is None
     assert load_transcript(TranscriptSource("none"), "v1", Path("x")) is None
+
+
+def test_interleave_plan_keeps_groups_whole_and_merges_runs_without_text(sampled):
+    from naru_eval.core.transcripts import interleave_plan
+
+    ts = [float(t) for t in sampled.timestamps]  # 8 frames
+    assert interleave_plan([], ts, group=2) == [range(0, 8)]
+    inside_first_patch = Cue((ts[0] + ts[1]) / 2, ts[1] + 1, "a")  # between frames 0 and 1: after patch 0
+    before = Cue(0.0, 1.0, "b")
+    after = Cue(ts[7] + 0.1, ts[7] + 1, "c")
+    plan = interleave_plan([inside_first_patch, before, after], ts, group=2)
+    assert plan == [cue_line(before), range(0, 2), cue_line(inside_first_patch), range(2, 8), cue_line(after)]
+    assert interleave_plan([inside_first_patch], ts, group=1) == [
+        range(0, 1),
+        cue_line(inside_first_patch),
+        range(1, 8),
+    ]
+    # every frame once, in order
+    flat = [i for p in plan if isinstance(p, range) for i in p]
+    assert flat == list(range(8))
+
+
+def test_transcript_book_control_gives_another_videos_transcript(tmp_path):
+    from naru_eval.core.transcripts import TranscriptBook, TranscriptInput
+
+    for v in ("a", "b", "c"):
+        (tmp_path / f"{v}.srt").write_text(f"1\n00:00:01,000 --> 00:00:02,000\n{v}の台詞\n", encoding="utf-8")
+    src = TranscriptSource.parse(str(tmp_path))
+    videos = {"a": None, "b": None, "c": None, "d": None}
+    own = TranscriptBook(TranscriptInput(src), videos)
+    assert own.get("a").cues[0].text == "aの台詞" and own.missing() == ["d"]
+    control = TranscriptBook(TranscriptInput(src, control=True), videos)
+    mapping = derangement(list(videos))
+    for v in "abc":
+        t = control.get(v)
+        donor = mapping[v]
+        if donor == "d":
+            assert t is None
+        else:
+            assert t.cues[0].text == f"{donor}の台詞" and t.source.startswith(f"control:{donor}:")
