@@ -35,7 +35,7 @@ def _videos(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
-    from naru_eval.asr.run import Transcriber, transcribe_video
+    from naru_eval.asr.run import Transcriber, transcribe_all
     from naru_eval.asr.whisper import WhisperEngine, resolve_device, resolve_dtype
     from naru_eval.media.asr_cache import AsrSettings, cache_root
     from naru_eval.media.transcript import TranscriptError
@@ -73,16 +73,14 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     counts = {"cached": 0, "transcribed": 0, "resumed": 0}
     audio_s = 0.0
-    for v in videos:
-        try:
-            r = transcribe_video(v, asr, engine, root, batch_size=args.batch_size, progress=not args.quiet)
-        except TranscriptError as e:
-            problems.append(str(e))
+    for r in transcribe_all(videos, asr, engine, root, batch_size=args.batch_size, progress=not args.quiet):
+        if isinstance(r, TranscriptError):
+            problems.append(str(r))
             continue
         counts[r.status] += 1
         audio_s += r.audio_s
         done = f"{r.windows_run} of {r.windows} window(s) run" if r.status != "cached" else "from the cache"
-        print(f"{r.status}: {v} -> {r.path} ({r.cues} cue(s); {done}; {r.wall_s:.1f} s)")
+        print(f"{r.status}: {r.video} -> {r.path} ({r.cues} cue(s); {done}; {r.wall_s:.1f} s)")
     wall = time.monotonic() - t0
     rate = f", {audio_s / wall:.1f}x real time" if audio_s and wall else ""
     print(
