@@ -50,8 +50,9 @@ BITMAP_CODECS = frozenset({"hdmv_pgs_subtitle", "dvd_subtitle", "dvb_subtitle", 
 _TS = r"(?:\d+:)?\d{1,2}:\d{1,2}[.,]\d{1,3}"
 #: a complete SRT/WebVTT timing line (WebVTT may add cue settings after the end time)
 _TIMING = re.compile(rf"^\s*{_TS}\s*-->\s*{_TS}(?:\s+.*)?$")
-#: anything a person meant as a timing line: digits, a colon, an arrow
-_TIMING_LIKE = re.compile(r"\d:\d.*-+>|-+>.*\d:\d")
+#: what a person meant as a timing line: it starts with digits and colons, then an arrow (a cue's
+#: text that merely mentions "10:30 -> 11:00" does not start so)
+_TIMING_LIKE = re.compile(r"^\s*\d[\d:.,]*\s*-+>")
 #: an ASS timestamp (pysubs2 reads h:mm:ss.cc)
 _ASS_TS = re.compile(r"^\s*\d+:\d{1,2}:\d{1,2}[.,]\d{1,3}\s*$")
 _SPACES = re.compile(r"\s+")
