@@ -28,8 +28,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
-from collections.abc import Callable, Sequence
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, get_args
