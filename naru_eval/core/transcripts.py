@@ -50,13 +50,20 @@ class TranscriptSource:
 
     kind: TranscriptKind = "none"
     directory: str | None = None
+    #: ``embedded:N``: the N-th subtitle stream (else the first Japanese text stream)
+    stream: int | None = None
 
     @classmethod
     def parse(cls, value: str | None) -> TranscriptSource:
-        """``none`` / ``asr`` / ``embedded`` / a directory (which must exist)."""
+        """``none`` / ``asr`` / ``embedded`` / ``embedded:N`` / a directory (which must exist)."""
         v = (value or "none").strip()
         if v in ("none", "asr", "embedded"):
             return cls(v)  # type: ignore[arg-type]
+        if v.startswith("embedded:"):
+            n = v.removeprefix("embedded:")
+            if not n.isdigit():
+                raise ValueError(f"transcript={v!r}: embedded:N takes a subtitle stream number (0, 1, ...)")
+            return cls("embedded", stream=int(n))
         p = Path(v).expanduser()
         if not p.is_dir():
             raise ValueError(f"transcript={v!r}: not none, asr, embedded or an existing directory of subtitle files")
@@ -69,7 +76,9 @@ class TranscriptSource:
     @property
     def label(self) -> str:
         """The source as the run key and the provenance record it."""
-        return f"dir:{self.directory}" if self.kind == "dir" else self.kind
+        if self.kind == "dir":
+            return f"dir:{self.directory}"
+        return f"embedded:{self.stream}" if self.stream is not None else self.kind
 
 
 def load_transcript(
@@ -92,7 +101,7 @@ def load_transcript(
     if video_path is None:
         raise TranscriptError(video_id, f"transcript={source.kind} needs the video file, and it has none")
     if source.kind == "embedded":
-        return read_embedded(video_path)
+        return read_embedded(video_path, source.stream)
     if asr_path is None:
         raise ValueError("transcript=asr needs the ASR cache's lookup (asr_path)")
     found = asr_path(str(video_path))

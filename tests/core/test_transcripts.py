@@ -134,6 +134,10 @@ def test_source_parse(tmp_path):
     assert TranscriptSource.parse("asr").label == "asr"
     src = TranscriptSource.parse(str(tmp_path))
     assert src.kind == "dir" and src.directory == str(tmp_path.resolve()) and src.enabled
+    assert TranscriptSource.parse("embedded:1") == TranscriptSource("embedded", stream=1)
+    assert TranscriptSource.parse("embedded:1").label == "embedded:1"
+    with pytest.raises(ValueError, match="stream number"):
+        TranscriptSource.parse("embedded:x")
     with pytest.raises(ValueError, match="not none, asr, embedded"):
         TranscriptSource.parse(str(tmp_path / "missing"))
 
