@@ -14,16 +14,18 @@ from pathlib import Path
 from naru_eval.core.data import VIDEO_EXTENSIONS, DataError, Dataset, load_dataset_from_env, load_local
 from naru_eval.core.transcripts import TranscriptSource, load_transcript
 from naru_eval.media.transcript import TranscriptError
-from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video
+from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
 
 @dataclass
 class ValidationReport:
-    """Result of a preflight; ``ok`` is True when ``problems`` is empty."""
+    """Result of a preflight; ``ok`` is True when ``problems`` is empty. ``notes`` say what the
+    run will do with a file that is readable but unusual (several real video streams)."""
 
     dataset: Dataset | None
     problems: list[str] = field(default_factory=list)
     videos: dict[str, VideoInfo] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     #: video id -> its transcript's cue count, for the videos that have one (``transcript=``)
     transcripts: dict[str, int] = field(default_factory=dict)
 
@@ -125,6 +127,7 @@ def validate(
     if videos:
         report.videos, video_problems = check_videos(dataset)
         report.problems += video_problems
+        report.notes = [f"video {vid!r}: {note}" for vid, i in report.videos.items() if (note := stream_note(i))]
     if transcript is not None and transcript.enabled:
         report.transcripts, transcript_problems = check_transcripts(dataset, transcript, asr_model)
         report.problems += transcript_problems

@@ -121,12 +121,16 @@ class Transcript:
 
 
 def video_start_s(container: Any) -> float:
-    """Seconds of the video stream's first timestamp in ``container`` (an open PyAV container):
-    the origin of the frame sampler's timestamps, so subtitle packets and audio samples are
-    shifted by it onto the frames' clock (0 when the file has no video stream or no start)."""
-    if not container.streams.video:
+    """Seconds of the first timestamp of the video stream a player shows (the sampler's stream,
+    :func:`naru_eval.media.video.video_stream`) in ``container`` (an open PyAV container): the
+    origin of the frame sampler's timestamps, so subtitle packets and audio samples are shifted by
+    it onto the frames' clock (0 when the file has no video stream or no start)."""
+    from naru_eval.media.video import VideoError, video_stream
+
+    try:
+        v = video_stream(Path(getattr(container, "name", "") or "<video>"), container)
+    except VideoError:
         return 0.0
-    v = container.streams.video[0]
     if v.start_time is None or v.time_base is None:
         return 0.0
     return float(v.start_time * v.time_base)
