@@ -150,6 +150,11 @@ class Settings(BaseModel):
         None, "the write-through response store (SQLite file)", "NARU_CACHE_DIR/responses.sqlite"
     )
     frame_cache: str | None = _var(None, "directory of the on-disk frame cache and frame indexes", "in memory only")
+    transcript_cache: str | None = _var(
+        None,
+        "directory of the ASR transcripts `naru-eval transcribe` writes (and their checkpoints)",
+        "NARU_CACHE_DIR/transcripts",
+    )
     # -- API runs
     config_error_after: int | None = _var(
         None,

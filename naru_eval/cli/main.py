@@ -2,7 +2,7 @@
 
 Subcommands: ``validate-data``, ``demo``, ``score``, ``verify-run``, ``make-synthetic``, ``tasks-path``,
 ``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``,
-``store …``: one
+``store …``, ``transcribe``: one
 parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
 """
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import adapters, diagnose, gemini, judge, results, store
+from naru_eval.cli import adapters, diagnose, gemini, judge, results, store, transcribe
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -27,13 +27,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if data_dir is None and not settings().hf_dataset:
         print("naru-eval validate-data: give DIR or set NARU_DATA_DIR / NARU_HF_DATASET", file=sys.stderr)
         return 2
-    report = validate(data_dir, videos=not args.no_videos)
+    from naru_eval.core.transcripts import TranscriptSource
+
+    try:
+        source = TranscriptSource.parse(args.transcript)
+    except ValueError as e:
+        print(f"naru-eval validate-data: {e}", file=sys.stderr)
+        return 2
+    report = validate(data_dir, videos=not args.no_videos, transcript=source, asr_model=args.asr_model)
     if report.dataset is not None:
         ds = report.dataset
         print(f"{ds.source}: {len(ds.questions)} questions, {len({q.video_id for q in ds.questions})} videos")
         if report.videos:
             hours = sum(v.duration_s for v in report.videos.values()) / 3600
             print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
+        if source.enabled:
+            cues = sum(report.transcripts.values())
+            print(f"transcripts ({source.label}): {len(report.transcripts)} video(s), {cues} cue(s)")
     for note in report.notes:
         print(f"note: {note}")
     if report.ok:
@@ -128,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate-data", help="check annotations and that every video opens; all problems at once")
     p.add_argument("data_dir", nargs="?", help="NARU data directory (default: $NARU_DATA_DIR)")
     p.add_argument("--no-videos", action="store_true", help="check the schema only")
+    p.add_argument(
+        "--transcript",
+        default="none",
+        help="also check every video has a transcript: asr, embedded or a directory of <video_id>.srt/.vtt/.ass",
+    )
+    p.add_argument("--asr-model", help="with --transcript asr: the ASR model (default kotoba-whisper-v2.0)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("demo", help="build a synthetic NARU sample and score it through the real lmms-eval")
@@ -164,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge, store, adapters):
+    for module in (results, diagnose, gemini, judge, store, adapters, transcribe):
         module.register(sub)
     return parser
 
