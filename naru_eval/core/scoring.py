@@ -62,6 +62,7 @@ class ScoredSample:
     adapter: str | None = None
     input_mode: str | None = None  # video | images | server-sampled | text
     positions: str | None = None  # the position layout of the model's input (e.g. qwen-reference)
+    world_size: int | None = None  # the processes the run was sharded over (lmms-eval's WORLD_SIZE)
 
     def record(self) -> McqRecord:
         """The fields as JSON, in their order: what every payload of the question carries."""
@@ -85,6 +86,7 @@ class McqRecord(TypedDict):
     adapter: str | None
     input_mode: str | None
     positions: str | None
+    world_size: int | None
 
 
 class McqPayload(McqRecord, total=False):
@@ -103,9 +105,11 @@ def score_response(
     data_fingerprint: str | None = None,
     fallback: Fallback | None = None,
     provenance: Mapping[str, str] | None = None,
+    world_size: int | None = None,
 ) -> ScoredSample:
     """Extract the letter from ``response`` and compare it with the gold answer. ``fallback``
-    (none by default) gets a second look at an invalid answer; scoring itself reads no setting."""
+    (none by default) gets a second look at an invalid answer; scoring itself reads no setting
+    (``world_size``: the run's process count, as the lmms-eval bridge reads it)."""
     ext = extract_answer(response, question.options)
     if not ext.valid and fallback is not None:
         ext = fallback(ext, question, response)
@@ -124,6 +128,7 @@ def score_response(
         adapter=(provenance or {}).get("adapter"),
         input_mode=(provenance or {}).get("input_mode"),
         positions=(provenance or {}).get("positions"),
+        world_size=world_size,
     )
 
 

@@ -107,6 +107,7 @@ class JudgedSample:
     adapter: str | None = None
     input_mode: str | None = None
     positions: str | None = None
+    world_size: int | None = None  # the processes the run was sharded over, as MCQ records it
 
     @classmethod
     def unscored(cls, item: Any, response: str | None, **fields: Any) -> JudgedSample:
@@ -168,6 +169,7 @@ class OpenRecord(TypedDict):
     adapter: str | None
     input_mode: str | None
     positions: str | None
+    world_size: int | None
 
 
 class OpenValue(TypedDict, total=False):

@@ -30,6 +30,7 @@ from typing import Any
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core import provenance
 from naru_eval.core.doc import NaruDoc, question_of
+from naru_eval.core.sharding import world_size_from_env
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem, open_prompt_question
 from naru_eval.judge.pipeline import Judge
@@ -140,6 +141,7 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, OpenPayload]:
     # what the model was given (naru_eval.core.provenance), as the MCQ payloads record it
     prov = provenance.current()
     sample.adapter, sample.input_mode, sample.positions = (prov.get(k) for k in provenance.FIELDS)
+    sample.world_size = world_size_from_env()
     return open_payloads(sample)
 
 
