@@ -10,8 +10,8 @@ nothing and never picks between two answers:
 * two ok answers that agree are one row; two ok answers that *differ* are a conflict: the merge
   refuses, lists every conflict with the stores that hold each answer, and writes nothing;
 * two failures: the later one is kept;
-* the runs table (run key -> what it hashes) is the union; one key with two descriptions is a
-  conflict too.
+* the runs table (run key -> what it hashes, and the store that registered it) is the union; a
+  key already there keeps its description.
 
 The target's own rows take part like any source's (merging into an existing store adds to it).
 Sources are opened read-only and checked with SQLite's integrity check first; the target is
@@ -20,7 +20,6 @@ written in one transaction, so an interrupted merge leaves it as it was.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ Key = tuple[str, str]  # (run key, question key)
 
 
 class MergeConflict(StoreError):
-    """Two stores hold different ok answers for one request (or two descriptions of one run key)."""
+    """Two stores hold different ok answers for one request."""
 
 
 @dataclass
@@ -105,9 +104,7 @@ def merge_stores(sources: Sequence[str | os.PathLike[str]], target: str | os.Pat
         rows, src_runs = _read(src)
         report.read[str(src)] = len(rows)
         for rk, desc in src_runs.items():
-            if rk in runs and json.loads(runs[rk][0]) != json.loads(desc[0]):
-                conflicts.append(f"run key {rk}: described differently in {src} and an earlier store")
-            runs.setdefault(rk, desc)
+            runs.setdefault(rk, desc)  # a key is the hash of what it describes; the first description is kept
         for key, row in rows.items():
             old = merged.get(key)
             if old is None:

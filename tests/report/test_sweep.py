@@ -55,6 +55,14 @@ def invocations(out: Path) -> dict[str, int]:
     return counts
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def results_file(d: Path) -> Path:
     found = sorted(d.rglob("*_results.json"))
     assert len(found) == 1, found
@@ -367,8 +375,10 @@ def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_p
     assert not list((out / "f16").rglob("*_results.json"))  # killed before it finished
     assert json.loads((out / "f16" / "manifest.json").read_text())["status"] == "running"
 
-    # resume under accelerate launch (2 CPU processes): the launcher is not part of the run's identity
-    accelerate = ["--launcher", f"{BIN / 'accelerate'} launch --cpu --num_processes 2 -m lmms_eval"]
+    # resume under accelerate launch (2 CPU processes, sharing the sweep's store): the launcher is
+    # not part of the run's identity
+    launcher = f"{BIN / 'accelerate'} launch --multi_gpu --num_processes 2 --main_process_port {free_port()} -m lmms_eval"
+    accelerate = ["--launcher", launcher]
     p = subprocess.run(["bash", str(SWEEP), *args, *accelerate], env=env, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-4000:]
     # finished budgets are not redone, the unfinished one is run again, once
@@ -399,7 +409,10 @@ def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_p
         assert man["env"]["NARU_RESPONSE_STORE"] == str(out / "responses.sqlite")
         # summed by the one usage sum (UsageTotals): 27 answers, none failed
         assert (man["usage"]["requests"], man["usage"]["ok"], man["usage"]["failed"]) == (27, 27, 0)
-        assert man["launcher"].endswith("accelerate launch --cpu --num_processes 2 -m lmms_eval") == (f == 16)
+        assert (man["launcher"] == launcher) == (f == 16)
+        world = subprocess.run([sys.executable, "-m", "naru_eval.cli", "verify-run", str(out / f"f{f}")],
+                               env=env, capture_output=True, text=True)  # fmt: skip
+        assert world.stdout.strip().endswith("complete (2 processes)" if f == 16 else "complete (1 process)"), world
     # a third run does nothing
     p = subprocess.run(["bash", str(SWEEP), *args], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and invocations(out) == {"f=8": 1, "f=16": 2}
