@@ -34,7 +34,7 @@ task's, else 16), ``system_prompt``, ``trust_remote_code``, ``revision``, plus t
 ``num_frames`` / ``fps`` / ``max_frames`` / ``max_pixels`` (their default: the model's official
 setting, ``naru_eval.core.budgets.default_sampling``) the throughput args ``shared_prefix`` (true), ``decode_workers`` (0: decode inline) and
 ``decode_budget_mb`` (4096), and a family's own args. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
-on ``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
+on ``cuda:{LOCAL_RANK}`` (``device=cpu``: on the CPU; data parallel) and ``device_map`` is ignored.
 """
 
 from __future__ import annotations

@@ -208,7 +208,9 @@ def store_usage(store: str | Path, adapter: str, num_frames: int | None) -> Usag
 
     # a per-rank store (``{rank}`` in its name): every rank's file
     pattern = Path(store)
-    files = sorted(pattern.parent.glob(pattern.name.replace(RANK_FIELD, "*"))) if RANK_FIELD in str(store) else [pattern]
+    files = (
+        sorted(pattern.parent.glob(pattern.name.replace(RANK_FIELD, "*"))) if RANK_FIELD in str(store) else [pattern]
+    )
     totals: list[UsageTotals] = []
     for p in files:
         if not p.is_file():

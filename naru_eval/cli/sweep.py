@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from naru_eval.settings import settings
+from naru_eval.settings import Settings, settings
 
 #: the sweep's default budgets and task (scripts/frame_sweep.sh's defaults, the paper's Fig. 3)
 DEFAULT_BUDGETS = "8,16,32,64,128"
@@ -253,7 +253,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
             return 0
         if shutil.which("sbatch") is None:
             raise SubmitError("sbatch is not on PATH: submit from a SLURM login node (or use --dry-run)")
-        env = {**os.environ, "NARU_EVAL_REPO": str(find_repo(args.repo))}  # the template finds the sweep by it
+        env = dict(os.environ)
+        env[Settings.variable("eval_repo")] = str(find_repo(args.repo))  # the template finds the sweep by it
         jobs: list[str] = []
         record: dict[str, Any] = {"time": time.time(), "root": str(p.root), "models": []}
         for spec, cmd in p.arrays:
@@ -325,14 +326,24 @@ def register(subparsers: Any) -> None:
     g.add_argument("--gpus", type=int, default=0, help="GPUs per budget (--gres=gpu:N); open-weight models need 1+")
     g.add_argument("--cpus", type=int, help="CPUs per budget (--cpus-per-task)")
     g.add_argument("--mem", help="memory per budget, e.g. 64G")
-    g.add_argument("--sbatch-arg", action="append", default=[], help="any other sbatch option (repeatable; e.g. --sbatch-arg=--exclusive)")
+    g.add_argument(
+        "--sbatch-arg",
+        action="append",
+        default=[],
+        help="any other sbatch option (repeatable; e.g. --sbatch-arg=--exclusive)",
+    )
     s.add_argument("--no-leaderboard", action="store_true", help="submit the array jobs only")
     s.add_argument(
-        "--leaderboard-arg", action="append", default=[], help="passed to naru-eval leaderboard (repeatable; e.g. --leaderboard-arg=--no-plots)"
+        "--leaderboard-arg",
+        action="append",
+        default=[],
+        help="passed to naru-eval leaderboard (repeatable; e.g. --leaderboard-arg=--no-plots)",
     )
     s.add_argument("--dry-run", action="store_true", help="print the sbatch commands; submit nothing")
     s.add_argument("lmms_eval_args", nargs=argparse.REMAINDER, help="after --: passed to lmms-eval")
     s.set_defaults(func=cmd_submit)
-    c = sub.add_parser("check-launcher", help="(scripts/frame_sweep.sh) refuse a launcher that starts too few processes")
+    c = sub.add_parser(
+        "check-launcher", help="(scripts/frame_sweep.sh) refuse a launcher that starts too few processes"
+    )
     c.add_argument("launcher", nargs=argparse.REMAINDER)
     c.set_defaults(func=cmd_check_launcher)

@@ -63,7 +63,9 @@ def _read(path: Path) -> tuple[dict[Key, Row], dict[str, tuple[str, float]]]:
         rows = conn.execute(
             "SELECT run_key, question_id, status, response, error, usage, attempts, updated FROM responses"
         ).fetchall()
-        runs = {k: (d, float(c)) for k, d, c in conn.execute("SELECT run_key, description, created FROM runs").fetchall()}
+        runs = {
+            k: (d, float(c)) for k, d, c in conn.execute("SELECT run_key, description, created FROM runs").fetchall()
+        }
     finally:
         conn.close()
     return {(r[0], r[1]): (r[2], r[3], r[4], r[5], int(r[6]), float(r[7])) for r in rows}, runs

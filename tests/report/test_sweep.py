@@ -377,7 +377,9 @@ def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_p
 
     # resume under accelerate launch (2 CPU processes, sharing the sweep's store): the launcher is
     # not part of the run's identity
-    launcher = f"{BIN / 'accelerate'} launch --multi_gpu --num_processes 2 --main_process_port {free_port()} -m lmms_eval"
+    launcher = (
+        f"{BIN / 'accelerate'} launch --multi_gpu --num_processes 2 --main_process_port {free_port()} -m lmms_eval"
+    )
     accelerate = ["--launcher", launcher]
     p = subprocess.run(["bash", str(SWEEP), *args, *accelerate], env=env, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-4000:]
