@@ -1,4 +1,4 @@
-"""Benchmark: exact frame sampling against the seek floor, decord and torchcodec (issues #3, #11).
+"""Benchmark: exact frame sampling against the seek floor, decord and torchcodec.
 
 Measured side by side in one process, on a synthetic H.264 video (libx264 ultrafast, crf 18,
 2 B-frames, ``--gop-seconds`` GOPs) whose frames show their own index, encoded once into
@@ -20,9 +20,13 @@ Measured side by side in one process, on a synthetic H.264 video (libx264 ultraf
   cache (``posix_fadvise(DONTNEED)``, checked with ``fincore`` where installed), the in-memory
   frame index dropped and no disk index or frame cache used. Measured cold: ``sample_frames``
   (index from the moov box), ``sample_frames`` with the index by the demux pass (how the first
-  touch cost before issue 21), and the seek floor (frame and slice threads; the faster is the cold
+  touch cost before the moov index), and the seek floor (frame and slice threads; the faster is the cold
   floor). The warm rows above are the warm ratios;
-* with ``--extras``: approximate mode, ``FrameCache`` (ten questions on one video), peak RSS of
+* with ``--baseline SRC``: ``sample_frames`` of another checkout's source tree (e.g. ``git archive
+  main | tar -x -C /tmp/main``), in a child process kept for the run and called in the same
+  interleaved rounds, so a change to the sampler is measured side by side with the code before it
+  (the child checks its frames too);
+* with ``--extras``: ``FrameCache`` (ten questions on one video), peak RSS of
   one call at the largest N in a fresh process, and one full sequential decode.
 
 Every returned frame is checked: it must show the index it claims (``read_frame_index``), and
@@ -100,6 +104,35 @@ def seek_floor(path: Path, targets: list[int], fps: float, size: tuple[int, int]
                     out.append(f.reformat(width=w, height=h, format="rgb24").to_ndarray())
                     break
     return out
+
+
+def conversion_cost(path: Path, size: tuple[int, int], frames: int = 24, rounds: int = 7) -> dict[str, float]:
+    """Milliseconds per frame to turn a decoded frame into RGB at the output size, interleaved:
+    PyAV's plain ``reformat`` (BT.601, bilinear: the sampler before it read the frame's tags) and
+    ``pixels.RGBConverter`` (the frame's matrix and range, bicubic); and, at native size then
+    ``reference_resize`` to ``size``, what ``size=`` costs."""
+    import av
+
+    from naru_eval.media.pixels import RGBConverter, reference_resize
+
+    with av.open(str(path)) as c:
+        decoded = [f for f, _ in zip(c.decode(video=0), range(frames), strict=False)]
+    w, h = size
+    tagged, native = RGBConverter(), RGBConverter()
+    contenders: dict[str, Callable[[Any], Any]] = {
+        "plain": lambda f: f.reformat(width=w, height=h, format="rgb24").to_ndarray(),
+        "tagged": lambda f: tagged(f, w, h),
+        "exact": lambda f: reference_resize(native(f, f.width, f.height), h, w),
+    }
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    for rnd in range(rounds):
+        keys = list(contenders)[rnd % 3 :] + list(contenders)[: rnd % 3]
+        for key in keys:
+            start = time.perf_counter()
+            for f in decoded:
+                contenders[key](f)
+            times[key].append((time.perf_counter() - start) / len(decoded) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def full_decode(path: Path, wanted: set[int], fps: float, size: tuple[int, int]) -> dict[int, np.ndarray]:
@@ -206,7 +239,7 @@ class PageCache:
 
 
 def sample_demux_index(path: Path, n: int) -> Any:
-    """sample_frames with the frame index built by the demux pass (the first touch before issue 21)."""
+    """sample_frames with the frame index built by the demux pass (the first touch before the moov index)."""
     keep = index._is_mp4
     index._is_mp4 = lambda container: False  # type: ignore[assignment]
     try:
@@ -308,7 +341,8 @@ def main() -> None:
     ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "naru_bench"))
     ap.add_argument("--no-decord", action="store_true")
     ap.add_argument("--no-torchcodec", action="store_true")
-    ap.add_argument("--extras", action="store_true", help="approximate mode, FrameCache, memory, full decode")
+    ap.add_argument("--extras", action="store_true", help="FrameCache, memory, full decode")
+    ap.add_argument("--baseline", help="also time sample_frames of this source tree (another checkout), side by side")
     ap.add_argument("--cold", action="store_true", help="also a file's first touch, page cache dropped")
     ap.add_argument("--json", help="also write the raw numbers here")
     ap.add_argument("--_mem-child", dest="mem_child", help=argparse.SUPPRESS)
@@ -342,8 +376,11 @@ def main() -> None:
     resident_after_evict: int | None = None
     loads = [os.getloadavg()[0]]
 
+    base = Baseline(args.baseline, path) if args.baseline else None
+
     def check(name: str, frames: Any, idx: list[int], want: list[int]) -> None:
-        if list(idx) != want or shown(frames) != want:
+        seen = frames if isinstance(frames, Seen) else shown(frames)  # the baseline sends what it saw
+        if list(idx) != want or seen != want:
             problems.append(f"{name}: indices/pixels do not match the segment centres")
 
     for rnd in range(args.repeat):
@@ -358,6 +395,8 @@ def main() -> None:
                              lambda want=want, th=th: (seek_floor(path, want, info.fps, out_size, th), want)))  # fmt: skip
                 jobs.append((f"sf{th}{n}", f"sample_frames {th} N={n}",
                              lambda n=n, th=th: _as_pair(sample_with_threads(path, n, th))))  # fmt: skip
+            if base is not None:
+                jobs.append((f"base{n}", f"baseline sample_frames N={n}", lambda n=n: base(n)))
             if dec_ver:
                 jobs.append((f"decord{n}", f"decord N={n}", lambda n=n: decord_batch(path, n)))
             if tc_ver:
@@ -385,12 +424,11 @@ def main() -> None:
         T("index", lambda: _index_once(path))
         T("index_demux", lambda: _index_once(path, tables=False))
         if args.extras:
-            a = T("approx", lambda: sample_frames(path, num_frames=n_big, approximate=True))
-            if rnd == 0 and shown(a.frames) != list(a.indices):
-                problems.append("approximate: frames do not show the indices reported")
             T("cache10", lambda: _ten_gets(path))
         print(f"round {rnd + 1}/{args.repeat} done", file=sys.stderr, flush=True)
 
+    if base is not None:
+        base.close()
     m = T.med
     print()
     print(
@@ -426,6 +464,17 @@ def main() -> None:
         if tc_ver:
             line += f" {fmt_s(m(f'tc{n}'))} | {m(f'tc{n}') / m(f'sf{n}'):.2f}x |"
         print(line + f" {'NO' if f'N={n}' in bad else 'yes'} |")
+    if base is not None:
+        print()
+        print(f"Side by side with the baseline ({args.baseline}), same rounds: sample_frames / baseline")
+        print()
+        print("| N | sample_frames | baseline | ratio (medians) | ratio (best runs) |")
+        print("|---:|---:|---:|---:|---:|")
+        for n in sizes:
+            print(
+                f"| {n} | {fmt_s(m(f'sf{n}'))} | {fmt_s(m(f'base{n}'))} | {m(f'sf{n}') / m(f'base{n}'):.2f}x |"
+                f" {T.best(f'sf{n}') / T.best(f'base{n}'):.2f}x |"
+            )
     if args.cold:
         res = "not checked (no fincore)" if resident_after_evict is None else f"{resident_after_evict} bytes"
         print()
@@ -456,9 +505,15 @@ def main() -> None:
             problems.append("full decode: wrong frames")
         mem = run_mem(f"sample_frames:{n_big}", path)
         print()
-        print(f"- approximate N={n_big}: {fmt_s(m('approx'))} (exact {fmt_s(m(f'sf{n_big}'))})")
         print(f"- FrameCache, ten gets of N=32 on one video: {fmt_s(m('cache10'))}")
         print(f"- full sequential decode: {fmt_s(m('full'))}")
+        conv = conversion_cost(path, out_size)
+        print(
+            f"- a decoded frame to RGB {out_size[0]}x{out_size[1]}, ms per frame (median of 7 interleaved rounds):"
+            f" plain reformat (BT.601, bilinear) {conv['plain']:.2f}, the frame's own matrix and range (bicubic)"
+            f" {conv['tagged']:.2f} ({conv['tagged'] / conv['plain']:.2f}x); native-size conversion then"
+            f" reference_resize (size=) {conv['exact']:.2f}"
+        )
         print(
             f"- peak RSS growth, sample_frames N={n_big}: {mem['growth_mib']:.0f} MiB (frames {mem['result_mib']:.0f} MiB)"
         )
@@ -473,6 +528,48 @@ def main() -> None:
 
 def _as_pair(s: Any) -> tuple[Any, list[int]]:
     return s.frames, list(s.indices)
+
+
+BASELINE_CHILD = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from naru_eval.core.synthetic import read_frame_index
+from naru_eval.media.sampler import sample_frames
+assert sys.modules["naru_eval"].__file__.startswith(sys.argv[1]), "the baseline's naru_eval was not imported"
+sample_frames(sys.argv[2], num_frames=8)  # warm, as the parent: imports, page cache, the frame index
+print("ready", flush=True)
+for line in sys.stdin:
+    s = sample_frames(sys.argv[2], num_frames=int(line))
+    print(json.dumps({"indices": [int(i) for i in s.indices], "shown": [read_frame_index(f) for f in s.frames]}), flush=True)
+"""
+
+
+class Seen(list[int]):
+    """What the baseline's frames show (it checks them in its own process)."""
+
+
+class Baseline:
+    """``sample_frames`` of the checkout at ``src``, in a child process kept for the run."""
+
+    def __init__(self, src: str, path: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", BASELINE_CHILD, str(Path(src).resolve()), str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": ""},
+        )  # fmt: skip
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ready"
+
+    def __call__(self, n: int) -> tuple[Seen, list[int]]:
+        """(what the frames show, the indices): the parent checks them as its own."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        out = json.loads(self.proc.stdout.readline())
+        return Seen(out["shown"]), out["indices"]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 def _index_once(path: Path, tables: bool = True) -> Any:

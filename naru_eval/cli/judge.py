@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from naru_eval.core.data import CATEGORIES
+from naru_eval.core.metrics import Metric
 from naru_eval.core.numbers import fmt_num
 
 if TYPE_CHECKING:
@@ -101,18 +101,22 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 
 def recall_table(rows: Mapping[str, Mapping[str, float | None]]) -> str:
-    """overall/narrative/cultural (the authors' macro means), recall (per-response mean), then the
-    categories and the partial-credit and any-fact means."""
-    cols = ["overall", "narrative", "cultural", "recall", *CATEGORIES, "recall_with_partial", "any_fact"]
-    head = "| run | " + " | ".join(cols) + " | n_scored | n_unscored | unscored_rate |"
-    lines = [head, "|---|" + "---:|" * (len(cols) + 3)]
+    """Every per-response mean of the task (the table OPEN): overall/narrative/cultural (the
+    authors' macro means), recall (per response) beside them, the categories and the other means;
+    then the counts and the unscored share."""
+    from naru_eval.judge.score import OPEN
+
+    def place(m: Metric[Any]) -> int:
+        return 0 if m.aggregation == "macro" else 1 if m.shown and m.scope == "all" else 2 if m.shown else 3
+
+    cols = [m.name for m in sorted((m for m in OPEN if m.per_item and m.higher_is_better), key=place)]
+    counts = [m.name for m in OPEN if m.aggregation == "sum"]
+    rates = [m.name for m in OPEN if m.per_item and not m.higher_is_better]
+    head = "| run | " + " | ".join([*cols, *counts, *rates]) + " |"
+    lines = [head, "|---|" + "---:|" * (len(cols) + len(counts) + len(rates))]
     for name, m in rows.items():
-        cells = [_fmt(m.get(c)) for c in cols]
-        lines.append(
-            f"| {name} | "
-            + " | ".join(cells)
-            + f" | {int(m.get('n_scored') or 0)} | {int(m.get('n_unscored') or 0)} | {_fmt(m.get('unscored_rate'), True)} |"
-        )
+        cells = [_fmt(m.get(c)) for c in cols] + [str(int(m.get(c) or 0)) for c in counts]
+        lines.append(f"| {name} | " + " | ".join([*cells, *(_fmt(m.get(c), True) for c in rates)]) + " |")
     return "\n".join(lines)
 
 
@@ -229,8 +233,11 @@ def cmd_score(args: argparse.Namespace) -> int:
             except BatchNotReady as e:
                 print(f"naru-eval judge score: {e}", file=sys.stderr)
                 return 3
-            for smp, (p, _) in zip(samples, rows, strict=True):  # the data the logged run was on
-                smp.data_fingerprint = p.get("data_fingerprint") or None
+            # the data the logged run was on and what its model was given
+            samples = [
+                s.with_provenance(p.get("data_fingerprint") or None, p, p.get("world_size"))
+                for s, (p, _) in zip(samples, rows, strict=True)
+            ]
             rows_out = [s.to_dict() | {"model": label} for s in samples]
             report = summarize(samples)
             table[label] = report.metrics

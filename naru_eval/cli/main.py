@@ -19,9 +19,6 @@ from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
 
-#: the metrics ``naru-eval score`` prints a bootstrap interval beside
-CI_METRICS: tuple[str, ...] = ("overall", "narrative", "cultural", "accuracy")
-
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from naru_eval.core.validate import validate
@@ -37,6 +34,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if report.videos:
             hours = sum(v.duration_s for v in report.videos.values()) / 3600
             print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
+    for note in report.notes:
+        print(f"note: {note}")
     if report.ok:
         print("OK")
         return 0
@@ -49,7 +48,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     """Every metric recomputed from each sample log, with the video-clustered 95% bootstrap
     interval (:func:`naru_eval.report.stats.bootstrap_ci`, seeded) of the macro metrics and accuracy."""
-    from naru_eval.core.scoring import compute_metrics, samples_from_log
+    from naru_eval.core.scoring import MCQ, compute_metrics, samples_from_log
     from naru_eval.report.stats import bootstrap_ci
 
     rows: dict[str, dict[str, float | None]] = {}
@@ -57,7 +56,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     for p in args.sample_logs:
         samples = samples_from_log(p)
         rows[Path(p).name] = compute_metrics(samples)
-        ci = bootstrap_ci(samples, reps=args.reps, seed=args.seed, metrics=CI_METRICS)
+        ci = bootstrap_ci(samples, reps=args.reps, seed=args.seed, metrics=MCQ.headline)
         cis[Path(p).name] = {m: list(v) if v else None for m, v in ci.items()}
     if args.json:
         out = {name: {**rows[name], "ci95": cis[name], "bootstrap": _bootstrap_info(args)} for name in rows}
@@ -66,7 +65,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(metrics_table(rows, cis))
         b = _bootstrap_info(args)
         print(
-            f"\nbrackets: {', '.join(CI_METRICS)}: 95% percentile bootstrap CI, videos resampled with "
+            f"\nbrackets: {', '.join(MCQ.headline)}: 95% percentile bootstrap CI, videos resampled with "
             f"replacement ({b['reps']} reps, seed {b['seed']}); overall/narrative/cultural recomputed as "
             "means of category means on each resample"
         )
@@ -74,7 +73,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def _bootstrap_info(args: argparse.Namespace) -> dict[str, object]:
-    return {"cluster": "video_id", "reps": args.reps, "seed": args.seed, "level": 0.95, "metrics": list(CI_METRICS)}
+    from naru_eval.core.scoring import MCQ
+
+    return {"cluster": "video_id", "reps": args.reps, "seed": args.seed, "level": 0.95, "metrics": list(MCQ.headline)}
 
 
 def cmd_make_synthetic(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from naru_eval.core.numbers import fmt_ci, fmt_num
+from naru_eval.core.runfiles import RunConfig
 
 if TYPE_CHECKING:
     from naru_eval.providers.gemini.usage import UsageTotals
@@ -86,9 +87,9 @@ def _paper(doc: LeaderboardDocument) -> str:
     return f"{p.title}, arXiv {p.arxiv}"
 
 
-def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
+def resolve_run(path: str | Path) -> tuple[dict[str, Path], str, RunConfig]:
     """A run given as a sample log, a results file or a directory holding one results file:
-    (task -> sample log, a label)."""
+    (task -> sample log, a label, its configuration)."""
     from naru_eval.core.runfiles import ResultsFile
     from naru_eval.report.runs import discover, find_manifest, read_manifest
 
@@ -97,7 +98,7 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
         raise FileNotFoundError(f"{p}: no such file or directory")
     if p.is_file() and p.name.endswith(".jsonl"):
         task = p.name.split("_samples_", 1)[1][: -len(".jsonl")] if "_samples_" in p.name else "?"
-        return {task: p}, str(p)
+        return {task: p}, str(p), RunConfig()
     if p.is_file():
         res = ResultsFile.read(p)
     else:
@@ -114,16 +115,16 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str]:
     mpath = find_manifest(res.path, p if p.is_dir() else res.path.parent.parent)  # a sweep's OUT/fF/manifest.json
     manifest = read_manifest(mpath) if mpath else None
     cfg = res.config
-    return res.sample_logs(), f"{cfg.label(manifest)} ({cfg.sampling}) {res.path}"
+    return res.sample_logs(), f"{cfg.label(manifest)} {res.path}", cfg
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from naru_eval.core.scoring import samples_from_log
+    from naru_eval.report.runs import read_log
     from naru_eval.report.stats import CompareReport, compare, format_comparison
 
     try:
-        logs_a, label_a = resolve_run(args.run_a)
-        logs_b, label_b = resolve_run(args.run_b)
+        logs_a, label_a, cfg_a = resolve_run(args.run_a)
+        logs_b, label_b, cfg_b = resolve_run(args.run_b)
     except (FileNotFoundError, ValueError) as e:
         print(f"naru-eval compare: {e}", file=sys.stderr)
         return 2
@@ -145,18 +146,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     texts = []
     for task in tasks:
         try:
+            log_a, log_b = read_log(logs_a[task], task), read_log(logs_b[task], task)
             cmp = compare(
-                samples_from_log(logs_a[task]),
-                samples_from_log(logs_b[task]),
+                log_a.samples,
+                log_b.samples,
                 reps=args.reps,
                 permutation_reps=args.permutations,
                 seed=args.seed,
+                input_modes=(log_a.input_mode, log_b.input_mode),
+                across_inputs=args.across_inputs,
             )
         except ValueError as e:  # a SampleLogError names the file and line
             print(f"naru-eval compare: {task}: {e}", file=sys.stderr)
             return 2
         report.tasks[task] = cmp.as_doc()
-        texts.append(f"## {task}\n\n" + format_comparison(cmp, label_a, label_b))
+        named = (f"{label_a} [{log_a.sampling(cfg_a)}]", f"{label_b} [{log_b.sampling(cfg_b)}]")
+        texts.append(f"## {task}\n\n" + format_comparison(cmp, *named))
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(json.dumps(report.model_dump(), indent=2) + "\n", encoding="utf-8")
@@ -262,6 +267,32 @@ def cmd_leaderboard_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metric_table(args: argparse.Namespace) -> int:
+    """Print the metric table (docs/metrics.md's, from the tables of naru_eval.core.metrics), or
+    write it: into a doc between its markers, or as the ``metric_list`` of a task folder's YAMLs."""
+    from naru_eval.core.metrics import metrics_markdown
+    from naru_eval.lmms.metric_lists import regenerate, stale, tables
+
+    if not args.write:
+        print(metrics_markdown(tables()), end="")
+        return 0
+    paths = [Path(p) for p in args.write]
+    try:
+        if args.check:
+            old = stale(paths)
+            for f in old:
+                print(f"{f}: the generated metric table is out of date; run naru-eval metric-table --write {f}")
+            return 1 if old else 0
+        for p in paths:
+            for f, text in regenerate(p).items():
+                f.write_text(text, encoding="utf-8")
+                print(f"wrote the metric table into {f}")
+    except (OSError, ValueError) as e:
+        print(f"naru-eval metric-table: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add the results subcommands to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
@@ -314,6 +345,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default: 2000)")
     p.add_argument("--permutations", type=int, default=10000, help="sign-flip permutations (default: 10000)")
     p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    p.add_argument(
+        "--across-inputs",
+        action="store_true",
+        help="an input ablation: pair runs that gave the model different inputs (input modes), per question and "
+        "per category (refused otherwise)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("-o", "--output", metavar="FILE", help="also write the JSON report here")
     p.set_defaults(func=cmd_compare)
@@ -333,6 +370,20 @@ def register(subparsers: Any) -> None:
     p.add_argument("--write", metavar="DOC", help="replace the schema section of DOC (e.g. docs/leaderboard.md)")
     p.add_argument("--check", action="store_true", help="with --write: exit 1 if DOC's section is out of date")
     p.set_defaults(func=cmd_leaderboard_schema)
+
+    p = subparsers.add_parser(
+        "metric-table",
+        help="the metrics of every task as one table (name, scope, aggregation, ...), generated from the metric "
+        "tables; --write a task folder's metric_list or docs/metrics.md's table",
+    )
+    p.add_argument(
+        "--write",
+        action="append",
+        metavar="PATH",
+        help="a task folder (tasks/naru: the YAMLs' metric_list) or a doc (docs/metrics.md); repeatable",
+    )
+    p.add_argument("--check", action="store_true", help="with --write: exit 1 if a generated part is out of date")
+    p.set_defaults(func=cmd_metric_table)
 
     # The frame sweep's bookkeeping. Its configuration (SWEEP_MODEL, SWEEP_MODEL_ARGS, ...) comes
     # from the environment, not arguments: model args may hold a key, and arguments show in `ps`.

@@ -26,9 +26,9 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path, PurePosixPath
-from typing import Any, TypedDict, cast
+from typing import Any
 
 from naru_eval.settings import settings
 
@@ -42,25 +42,6 @@ ANNOTATION_FILES: tuple[str, ...] = ("annotations.jsonl", "annotations.json", "a
 #: The NARU authors' official release of the benchmark on the Hugging Face hub.
 OFFICIAL_HF_DATASET = "infinimind/naru_benchmark"
 
-#: Hugging Face column -> NARU field. Identity by default; override with
-#: ``NARU_HF_COLUMNS='{"qid": "question_id", ...}'`` when a published dataset names them otherwise.
-HF_COLUMN_MAP: dict[str, str] = {
-    "question_id": "question_id",
-    "video_id": "video_id",
-    "category": "category",
-    "question": "question",
-    "options": "options",
-    "answer": "answer",
-    "subset_500": "subset_500",
-    "duration_s": "duration_s",
-    "video_path": "video_path",
-    "open_question": "open_question",
-    "reference_answer": "reference_answer",
-    "synthetic": "synthetic",
-}
-
-_REQUIRED = ("question_id", "video_id", "category", "question", "options", "answer")
-_OPTIONAL = ("subset_500", "duration_s", "video_path", "open_question", "reference_answer", "synthetic")
 #: the fingerprint of data with a ``synthetic: true`` question starts with this (never ranked as NARU)
 SYNTHETIC_PREFIX = "synthetic-"
 
@@ -102,23 +83,6 @@ class DataError(ValueError):
         super().__init__("\n".join(lines))
 
 
-class QuestionRow(TypedDict):
-    """A question's fields as a flat row (:meth:`NaruQuestion.to_doc`): what a doc holds of it."""
-
-    question_id: str
-    video_id: str
-    category: str
-    question: str
-    options: list[str]
-    answer: str
-    subset_500: bool | None
-    duration_s: float | None
-    video_path: str | None
-    open_question: str | None
-    reference_answer: str | None
-    synthetic: bool | None
-
-
 @dataclass(frozen=True)
 class NaruQuestion:
     """One multiple-choice question, as in the annotation file."""
@@ -144,17 +108,25 @@ class NaruQuestion:
     def answer_text(self) -> str:
         return self.options[LETTERS.index(self.answer)]
 
-    def to_doc(self) -> QuestionRow:
-        """A flat dict for a ``datasets.Dataset`` row (lmms-eval's doc)."""
-        doc = cast(QuestionRow, asdict(self))  # every field, whatever is added later
+    def to_doc(self) -> dict[str, Any]:
+        """The fields as a flat JSON row, in their order (a ``datasets.Dataset`` row: lmms-eval's doc)."""
+        doc = asdict(self)
         doc["options"] = list(self.options)
         return doc
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> NaruQuestion:
-        kwargs: dict[str, Any] = {k: doc.get(k) for k in _REQUIRED + _OPTIONAL}
+        kwargs: dict[str, Any] = {k: doc.get(k) for k in QUESTION_FIELDS}
         kwargs["options"] = tuple(doc["options"])
         return cls(**kwargs)
+
+
+#: a question's fields, in order (the annotation file's, a doc's and the Hugging Face columns')
+QUESTION_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(NaruQuestion))
+_REQUIRED: tuple[str, ...] = tuple(f.name for f in fields(NaruQuestion) if f.default is MISSING)
+#: Hugging Face column -> NARU field. Identity by default; override with
+#: ``NARU_HF_COLUMNS='{"qid": "question_id", ...}'`` when a published dataset names them otherwise.
+HF_COLUMN_MAP: dict[str, str] = {name: name for name in QUESTION_FIELDS}
 
 
 @dataclass
@@ -392,22 +364,10 @@ def parse_rows(
         if errs:
             problems.extend(f"{where}: {e}" for e in errs)
             continue
-        questions.append(
-            NaruQuestion(
-                question_id=row["question_id"],  # validated above: a non-empty string
-                video_id=row["video_id"],
-                category=row["category"],
-                question=row["question"],
-                options=tuple(opts),  # type: ignore[arg-type]
-                answer=row["answer"],
-                subset_500=sub,
-                duration_s=float(dur) if dur is not None else None,
-                video_path=row.get("video_path"),
-                open_question=row.get("open_question"),
-                reference_answer=row.get("reference_answer"),
-                synthetic=row.get("synthetic"),
-            )
-        )
+        # every field validated above; options as a tuple, the duration as a float
+        values: dict[str, Any] = {k: row.get(k) for k in QUESTION_FIELDS}
+        values.update(options=tuple(opts or ()), duration_s=float(dur) if dur is not None else None)
+        questions.append(NaruQuestion(**values))
     return questions, problems
 
 

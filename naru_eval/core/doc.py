@@ -4,24 +4,27 @@ What lmms-eval forces (0.7.3): a task's ``process_docs`` must return a ``dataset
 every hook (``doc_to_text``, ``doc_to_visual``, ``process_results``) and every model (through
 ``task_dict[task][split][doc_id]``) is handed one of its rows, a plain dict; nothing else
 travels with a request. So a :class:`~naru_eval.core.data.NaruQuestion` crosses lmms-eval once,
-as a row: :func:`to_doc` writes it (the question's fields, plus what the run adds: the video
-path, the level, the data's fingerprint, a rotation), :class:`NaruDoc` types it on both sides,
-and :func:`question_of` reads the question back where a hook needs the typed object (scoring,
-the judge). Nothing else converts between the two.
+as a row: :func:`to_doc` writes it (the question's fields, then what the run adds,
+:class:`RunFields`, and a rotated question's :class:`Rotation`), and the readers take the typed
+objects back (:func:`question_of`, :func:`run_fields`, :func:`rotation_of`). Each field is
+declared once, in one of those three dataclasses; the row itself is JSON (:data:`NaruDoc`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Any, TypedDict, cast
+from typing import Any
 
-from naru_eval.core.data import NaruQuestion, QuestionRow
+from naru_eval.core.data import NaruQuestion
+
+#: a doc as lmms-eval hands it to the hooks and the adapters: the JSON row :func:`to_doc` wrote
+NaruDoc = Mapping[str, Any]
 
 
-class NaruDoc(QuestionRow):
-    """A question's row in the task's ``datasets.Dataset``, as hooks and adapters read it: the
-    question's own fields (:class:`~naru_eval.core.data.QuestionRow`; ``duration_s`` there is
-    the annotation's, else the preflight's probe of the file) and what the run adds."""
+@dataclasses.dataclass(frozen=True)
+class RunFields:
+    """What the run adds to a question's row (after the question's own fields)."""
 
     #: the video file the model is given (None: a blind task, no media)
     video: str | None
@@ -29,16 +32,13 @@ class NaruDoc(QuestionRow):
     data_fingerprint: str | None
 
 
-class Rotation(TypedDict):
-    """What the circular variant adds to a rotated question's doc (naru_eval.core.variants)."""
+@dataclasses.dataclass(frozen=True)
+class Rotation:
+    """What the circular variant adds to a rotated question's row (naru_eval.core.variants)."""
 
     base_question_id: str
     rotation: int
     n_rotations: int
-
-
-class RotatedDoc(NaruDoc, Rotation):
-    """A doc of the circular variant: the rotated question and its rotation."""
 
 
 def to_doc(
@@ -48,21 +48,35 @@ def to_doc(
     data_fingerprint: str | None,
     duration_s: float | None = None,
     rotation: Rotation | None = None,
-) -> NaruDoc:
-    """The row of ``question``: ``video`` (None: no media), the data's fingerprint (every payload
-    records it), and ``duration_s`` where the annotation has none (the preflight's probe, so
-    duration diagnostics and the Gemini preflight need no second probe)."""
-    doc = cast(NaruDoc, question.to_doc())
-    doc["video"] = video
-    doc["level"] = question.level
-    doc["data_fingerprint"] = data_fingerprint or None
+) -> dict[str, Any]:
+    """The row of ``question``: its fields (``duration_s`` the annotation's, else ``duration_s``
+    here, the preflight's probe, so duration diagnostics and the Gemini preflight need no second
+    probe), then ``video`` (None: no media), the level and the data's fingerprint (every payload
+    records it), then the rotation of a rotated question."""
+    doc = question.to_doc()
     if doc.get("duration_s") is None:
         doc["duration_s"] = duration_s
+    doc.update(dataclasses.asdict(RunFields(video, question.level, data_fingerprint or None)))
     if rotation is not None:
-        return cast(RotatedDoc, {**doc, **rotation})
+        doc.update(dataclasses.asdict(rotation))
     return doc
 
 
-def question_of(doc: Mapping[str, Any]) -> NaruQuestion:
+def question_of(doc: NaruDoc) -> NaruQuestion:
     """The question a doc was written from (:func:`to_doc`)."""
     return NaruQuestion.from_doc(doc)
+
+
+def run_fields(doc: NaruDoc) -> RunFields:
+    """What the run added to ``doc`` (:func:`to_doc`)."""
+    values: dict[str, Any] = {f.name: doc.get(f.name) for f in dataclasses.fields(RunFields)}
+    return RunFields(**values)
+
+
+def rotation_of(doc: NaruDoc) -> Rotation:
+    """A rotated doc's rotation (the circular variant's docs only)."""
+    return Rotation(
+        base_question_id=str(doc["base_question_id"]),
+        rotation=int(doc["rotation"]),
+        n_rotations=int(doc["n_rotations"]),
+    )

@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 
 from naru_eval.core.data import LETTERS
 
-PROMPT_VERSION = 1
 DEFAULT_PRE_PROMPT = ""
 DEFAULT_POST_PROMPT = "Answer with the option's letter (A, B, C or D) from the given choices directly."
 

@@ -2,15 +2,24 @@
 
 lmms-eval hands ``process_results`` the doc and the response, never the model, so the adapter
 records its input provenance here (one process, one model) when it starts answering, and the
-task hooks copy it into each payload. A run's input mode (``video``, ``images``,
-``server-sampled``, ``text``) and its position layout (``qwen-reference``, ...) then sit beside its
-numbers in the sample log, where the leaderboard and ``compare`` read them: runs that gave the
-model different inputs are never ranked or paired as if they were the same.
+task hooks copy it into each payload (every sample record ends with the :class:`Provenance`
+fields). A run's input mode (``video``, ``images``, ``server-sampled``, ``text``), its position
+layout (``qwen-reference``, ...), its resolved sampling ("128 Frames", "0.25 FPS") and its
+variant (the answer-changing arguments that differ from the adapter's defaults) then sit beside
+its numbers in the sample log, where the leaderboard and ``compare`` read them: runs that gave
+the model different inputs are never ranked or paired as if they were the same, and no report
+re-reads ``--model_args`` to guess what a run did.
+
+A log whose payloads carry these fields but no ``adapter`` was written by a model that is not
+one of naru-eval's (one of lmms-eval's own models): its frames came from the model's own
+sampler, which the leaderboard says (docs/leaderboard.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from collections.abc import Mapping
 from typing import Literal, get_args
 
 #: how the frames reached the model: one video input (our frames, in order, with their timing),
@@ -18,8 +27,34 @@ from typing import Literal, get_args
 InputMode = Literal["video", "images", "server-sampled", "text"]
 INPUT_MODES: tuple[str, ...] = get_args(InputMode)
 
-#: the provenance fields a sample payload may carry (None when the adapter did not say)
-FIELDS: tuple[str, ...] = ("adapter", "input_mode", "positions")
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+    """What the model was given, as its adapter recorded it: the last fields of every sample
+    record (``core.scoring.ScoredSample``, ``judge.score.JudgedSample``); None when not recorded."""
+
+    adapter: str | None = None  # the lmms-eval model id of the naru-eval adapter
+    input_mode: str | None = None  # one of INPUT_MODES
+    positions: str | None = None  # the position layout of the model's input (e.g. qwen-reference)
+    sampling: str | None = None  # the resolved sampling, as the official table prints it: "128 Frames", "0.25 FPS"
+    #: the answer-changing arguments that differ from the adapter's defaults, canonical ``k=v,...``
+    #: (:func:`variant_string`); "" when none
+    variant: str | None = None
+
+
+#: the provenance fields a sample payload carries
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Provenance))
+
+
+def variant_string(changed: Mapping[str, object]) -> str:
+    """The canonical ``variant``: ``k=v`` pairs sorted by name, joined by commas; booleans as
+    ``true``/``false`` (as ``--model_args`` spells them); "" when nothing differs from the defaults."""
+
+    def text(v: object) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    return ",".join(f"{k}={text(changed[k])}" for k in sorted(changed))
+
 
 _lock = threading.Lock()
 _current: dict[str, str] = {}

@@ -17,6 +17,7 @@ the MCQ fallback to ``core.scoring.score_response``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -26,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from naru_eval.core.data import loads_strict
+from naru_eval.core.provenance import FIELDS as PROVENANCE_FIELDS
 from naru_eval.core.scoring import (
-    METRICS,
     REQUIRED_FIELDS,
     ForeignLogError,
     SampleLogError,
@@ -36,7 +38,7 @@ from naru_eval.core.scoring import (
     compute_metrics,
     sample_records,
 )
-from naru_eval.core.variants import CIRCULAR_METRICS, circular_metrics
+from naru_eval.core.variants import CircularSample, circular_metrics
 
 #: a naru_open sample log's metrics, recomputed (the judge's ``metrics_from_open_log``)
 OpenMetrics = Callable[[Path], dict[str, float | None]]
@@ -46,7 +48,7 @@ MODEL_NAME_ARGS = ("pretrained", "model", "model_version", "model_name", "model_
 LogKind = Literal["plain", "blind", "circular", "open"]
 SAMPLES_RE = re.compile(r"^(?P<stamp>.+?)_samples_(?P<task>.+)\.jsonl$")
 #: the fields every circular payload carries (naru_eval.core.variants.circular_record)
-_CIRCULAR_REQUIRED = ("question_id", "base_question_id", "rotation", "video_id", "category", "gold", "correct")
+_CIRCULAR_REQUIRED = tuple(f.name for f in dataclasses.fields(CircularSample) if f.default is dataclasses.MISSING)
 
 
 # --------------------------------------------------------------------------- a run's configuration
@@ -63,27 +65,34 @@ def parse_model_args(text: str | None) -> dict[str, str]:
     return out
 
 
-def budget_of(model_args: Mapping[str, str]) -> tuple[int | None, float | None]:
-    """(num_frames, fps) parsed from model_args; fps wins, as in the adapters."""
-    fps = model_args.get("fps")
+#: the sampling of a run whose payloads record no naru-eval provenance (one of lmms-eval's own
+#: models): its frames came from the model's own sampler, not naru-eval's
+OWN_SAMPLING = "model's own sampler"
+#: the input mode of such a run (derived; no adapter of ours records it)
+OWN_INPUT_MODE = "model-sampled"
+_LABEL_RE = re.compile(r"^(?P<n>\d+) Frames\b|^(?P<fps>\d+(?:\.\d+)?(?:e[+-]?\d+)?) FPS\b")
+
+
+def legacy_sampling(model_args: Mapping[str, str]) -> str:
+    """The sampling of a log whose payloads record none: an explicit ``num_frames=`` / ``fps=`` of
+    its ``model_args`` (what the adapter was told; ``fps`` wins, as in the adapters), labelled as
+    read from there, e.g. "32 Frames (model_args)"; else "not recorded" (an adapter's default may
+    have changed since the run, so none is guessed)."""
+    fps, frames = model_args.get("fps"), model_args.get("num_frames")
     if fps not in (None, "", "none", "None"):
-        return None, float(fps)
-    nf = model_args.get("num_frames")
-    if nf not in (None, "", "none", "None"):
-        return int(nf), None
-    return None, None
+        return f"{float(fps):g} FPS (model_args)"
+    if frames not in (None, "", "none", "None"):
+        return f"{int(frames)} Frames (model_args)"
+    return "not recorded"
 
 
-def sampling_label(frames: int | None, fps: float | None, adapter: str | None = None) -> str:
-    """How a run sampled its video, as the official table prints it ("128 Frames", "0.25 FPS"):
-    explicit ``num_frames=``/``fps=`` of the model_args win; else the adapter's default
-    (``naru_eval.core.budgets.default_sampling``); "default" when neither is known."""
-    from naru_eval.core.budgets import Sampling, default_sampling
-
-    if fps is not None or frames is not None:
-        return Sampling(frames=None if fps is not None else frames, fps=fps).label
-    default = default_sampling(adapter) if adapter else None
-    return default.label if default is not None else "default"
+def sampling_budget(label: str | None) -> tuple[int | None, float | None]:
+    """(frames, fps) of a sampling label ("128 Frames", "0.25 FPS", as
+    ``naru_eval.core.budgets.Sampling.label`` writes it); (None, None) for any other label."""
+    m = _LABEL_RE.match(label or "")
+    if m is None:
+        return None, None
+    return (int(m["n"]), None) if m["n"] else (None, float(m["fps"]))
 
 
 class Labelled(Protocol):
@@ -103,14 +112,6 @@ class RunConfig:
     @property
     def args(self) -> dict[str, str]:
         return parse_model_args(self.model_args)
-
-    @property
-    def budget(self) -> tuple[int | None, float | None]:
-        return budget_of(self.args)
-
-    @property
-    def sampling(self) -> str:
-        return sampling_label(*self.budget, self.adapter)
 
     def label(self, manifest: Labelled | None = None) -> str:
         """The model's name: the sweep's label, else a model-naming arg, else the adapter id."""
@@ -227,8 +228,7 @@ class SampleLog:
         """The MCQ outcomes (plain and blind logs)."""
         if self.kind not in ("plain", "blind"):
             raise SampleLogError(f"{self.path}: a {self.kind} log, not a NARU MCQ sample log")
-        fields = set(ScoredSample.__dataclass_fields__)
-        return [ScoredSample(**{k: r[k] for k in fields if k in r}) for r in self.records]
+        return [ScoredSample.from_record(r) for r in self.records]
 
     def metrics(self) -> dict[str, float | None]:
         """Every metric of the task, recomputed from the log alone."""
@@ -240,10 +240,6 @@ class SampleLog:
             return self.open_metrics(self.path)
         return compute_metrics(self.samples)
 
-    @property
-    def metric_names(self) -> tuple[str, ...]:
-        return CIRCULAR_METRICS if self.kind == "circular" else METRICS
-
     def values(self, name: str) -> list[str]:
         """The distinct non-empty values of a payload field (``data_fingerprint``, ``input_mode``, …)."""
         return sorted({str(r[name]) for r in self.records if r.get(name)})
@@ -252,6 +248,45 @@ class SampleLog:
         """The payload field's value when every question that records it agrees; else None."""
         vals = self.values(name)
         return vals[0] if len(vals) == 1 else None
+
+    # -- what the model was given (naru_eval.core.provenance), as the leaderboard and compare read it
+
+    @property
+    def records_provenance(self) -> bool:
+        """Whether the payloads carry every provenance field (logs written since ``sampling`` and
+        ``variant`` exist); older logs lack them."""
+        return bool(self.records) and all(k in self.records[0] for k in PROVENANCE_FIELDS)
+
+    @property
+    def own_sampler(self) -> bool:
+        """The payloads carry the provenance fields but no adapter: the model was not one of
+        naru-eval's (one of lmms-eval's own), so its frames came from its own sampler."""
+        return self.records_provenance and not self.values("adapter")
+
+    @property
+    def input_mode(self) -> str | None:
+        """The input mode the payloads record (:data:`OWN_INPUT_MODE` for a model's own sampler);
+        None when they record none (a log written before the mode was recorded)."""
+        mode = ", ".join(self.values("input_mode"))  # several, joined, if the payloads disagree
+        return mode or (OWN_INPUT_MODE if self.own_sampler else None)
+
+    @property
+    def variant(self) -> str:
+        """The answer-changing arguments that differ from the adapter's defaults (``k=v,...``; ""
+        when none, or when the log predates the field)."""
+        return ", ".join(self.values("variant"))
+
+    def sampling(self, config: RunConfig) -> str:
+        """The resolved sampling the payloads record ("128 Frames", "0.25 FPS"; several, joined,
+        if they disagree); :data:`OWN_SAMPLING` for a model's own sampler. A log whose payloads
+        record none (written before the field existed, or by an adapter that recorded none)
+        falls back once to its ``model_args``, labelled as such (:func:`legacy_sampling`)."""
+        recorded = self.values("sampling")
+        if recorded:
+            return ", ".join(recorded)
+        if self.own_sampler:
+            return OWN_SAMPLING
+        return legacy_sampling(config.args)
 
 
 def _payload_key(path: Path) -> str:
@@ -294,10 +329,6 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- is the run complete
 
 
-def _no_constant(token: str) -> Any:
-    raise ValueError(f"non-finite number {token} (not JSON)")
-
-
 def log_lines(path: Path) -> tuple[int, list[str]]:
     """(lines, problems) of any task's sample log: every line must decode, parse as JSON and end
     with a newline (a full disk cuts the last one). Up to three bad lines are named."""
@@ -314,7 +345,7 @@ def log_lines(path: Path) -> tuple[int, list[str]]:
             problems.append(f"{path}:{lineno}: empty line")
             continue
         try:
-            json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+            loads_strict(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
             cut = " (cut short: was the disk full?)" if lineno == len(lines) else ""
             problems.append(f"{path}:{lineno}: not a JSON line{cut}: {e}")

@@ -12,16 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from naru_eval.core.data import VIDEO_EXTENSIONS, DataError, Dataset, load_dataset_from_env, load_local
-from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video
+from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
 
 @dataclass
 class ValidationReport:
-    """Result of a preflight; ``ok`` is True when ``problems`` is empty."""
+    """Result of a preflight; ``ok`` is True when ``problems`` is empty. ``notes`` say what the
+    run will do with a file that is readable but unusual (several real video streams)."""
 
     dataset: Dataset | None
     problems: list[str] = field(default_factory=list)
     videos: dict[str, VideoInfo] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -76,4 +78,5 @@ def validate(data_dir: str | os.PathLike[str] | None = None, videos: bool = True
     if videos:
         report.videos, video_problems = check_videos(dataset)
         report.problems += video_problems
+        report.notes = [f"video {vid!r}: {note}" for vid, i in report.videos.items() if (note := stream_note(i))]
     return report

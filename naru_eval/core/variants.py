@@ -8,16 +8,12 @@ payload carries ``blind: true`` so a sample log says what it is.
 of its options. Rotation ``k`` moves the option at letter ``i`` to letter ``(i + k) mod 4``
 (rotation 1 of ``A B C D`` shows ``D A B C``) and the gold letter moves with it. Rotated docs
 have ``question_id = "<qid>#r<k>"`` (``#r0`` included, so all four are distinct), and carry
-``base_question_id`` and ``rotation``. Metrics (percent):
-
-* ``accuracy_r0``: accuracy on rotation 0, the original option order (plain accuracy);
-* ``accuracy_all``: accuracy over all rotated docs (each question counts four times);
-* ``circular``: share of questions answered right in *all* four rotations; aggregated over the
-  payloads grouped by ``base_question_id`` (:func:`aggregate_circular`);
-* ``pick_A`` … ``pick_D``: share of the valid answers (all rotations) choosing each letter.
-  Gold letters are uniform by construction (each question's gold visits every letter once),
-  so a model without letter bias picks each about 25 %;
-* ``invalid_rate``: share of rotated docs no letter could be read from.
+``base_question_id`` and ``rotation``. Its metrics (percent) are the table :data:`CIRCULAR`:
+accuracy on rotation 0 and over all rotations, ``circular`` (a question right in *all* four
+rotations, aggregated over the payloads grouped by ``base_question_id``: :func:`aggregate_circular`),
+``pick_A`` … ``pick_D`` (the share of valid answers choosing each letter: gold letters are uniform
+by construction, each question's gold visits every letter once, so a model without letter bias
+picks each about 25 %) and ``invalid_rate``.
 
 Every number recomputes from the sample log: each payload carries the whole per-doc record
 (:func:`circular_metrics` does the recomputation).
@@ -27,16 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
-from typing import Any, cast
+from typing import Any
 
 from naru_eval.core.data import LETTERS, NaruQuestion
-from naru_eval.core.scoring import McqPayload, McqRecord, ScoredSample, aggregate_score, metric_payloads
+from naru_eval.core.metrics import Metric, MetricTable, Payload, compute
+from naru_eval.core.scoring import ScoredSample, metric_payloads
 
 N_ROTATIONS = 4
 ROTATION_SEP = "#r"
-PICK_METRICS: tuple[str, ...] = tuple(f"pick_{x}" for x in LETTERS)
-CIRCULAR_METRICS: tuple[str, ...] = ("accuracy_r0", "accuracy_all", "circular", *PICK_METRICS, "invalid_rate")
 
 
 # --------------------------------------------------------------------------- rotations
@@ -87,7 +81,7 @@ def circular_questions(questions: Sequence[NaruQuestion]) -> list[tuple[NaruQues
 # --------------------------------------------------------------------------- payloads
 
 
-def blind_payloads(sample: ScoredSample) -> dict[str, McqPayload]:
+def blind_payloads(sample: ScoredSample) -> dict[str, Payload]:
     """The MCQ payloads of :func:`naru_eval.core.scoring.metric_payloads`, marked ``blind: true``."""
     out = metric_payloads(sample)
     for payload in out.values():
@@ -98,32 +92,14 @@ def blind_payloads(sample: ScoredSample) -> dict[str, McqPayload]:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CircularSample(ScoredSample):
     """One rotated doc's outcome: the question's (rotated) outcome, its rotation, and the gold and
-    predicted letters in the original option order. Every circular payload carries its fields."""
+    predicted letters in the original option order. Every circular payload carries its fields
+    (:meth:`~naru_eval.core.scoring.ScoredSample.record`)."""
 
     base_question_id: str
     rotation: int
-    n_rotations: int
-    base_gold: str | None
-    base_pred: str | None
-
-    def record(self) -> CircularRecord:
-        return cast(CircularRecord, asdict(self))  # every field, whatever is added later (a test checks)
-
-
-class CircularRecord(McqRecord):
-    """A :class:`CircularSample` as its payloads carry it."""
-
-    base_question_id: str
-    rotation: int
-    n_rotations: int
-    base_gold: str | None
-    base_pred: str | None
-
-
-class CircularPayload(CircularRecord, total=False):
-    """One metric's payload of the circular task (:func:`circular_payloads`)."""
-
-    score: float
+    n_rotations: int = N_ROTATIONS
+    base_gold: str | None = None
+    base_pred: str | None = None
 
 
 def circular_record(
@@ -140,39 +116,12 @@ def circular_record(
     )
 
 
-def circular_scope_score(metric: str, record: Mapping[str, Any]) -> float | None:
-    """The ``score`` a circular doc carries under ``metric``; None when out of scope.
-
-    ``circular`` never carries one: it is a property of a group of docs, computed by
-    :func:`aggregate_circular` (lmms-eval's per-item standard errors then read N/A for it,
-    rather than a number that would describe something else).
-    """
-    if metric == "accuracy_r0":
-        return (100.0 if record["correct"] else 0.0) if record["rotation"] == 0 else None
-    if metric == "accuracy_all":
-        return 100.0 if record["correct"] else 0.0
-    if metric == "invalid_rate":
-        return 0.0 if record["valid"] else 100.0
-    if metric in PICK_METRICS:
-        if not record["valid"]:
-            return None
-        return 100.0 if record["pred"] == metric[-1] else 0.0
-    return None
-
-
 def circular_payloads(
     sample: ScoredSample, base_question_id: str, rotation: int, n_rotations: int = N_ROTATIONS
-) -> dict[str, CircularPayload]:
+) -> dict[str, Payload]:
     """The circular task's ``process_results`` value: one payload per metric."""
-    record = circular_record(sample, base_question_id, rotation, n_rotations).record()
-    out: dict[str, CircularPayload] = {}
-    for metric in CIRCULAR_METRICS:
-        payload = CircularPayload(**record)
-        score = circular_scope_score(metric, record)
-        if score is not None:
-            payload["score"] = score
-        out[metric] = payload
-    return out
+    record = circular_record(sample, base_question_id, rotation, n_rotations)
+    return CIRCULAR.payloads(record.record(), record)
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -209,17 +158,55 @@ def aggregate_circular(items: Iterable[Mapping[str, Any]]) -> float | None:
     return 100.0 * sum(verdicts.values()) / len(verdicts)
 
 
+def _right(s: CircularSample) -> float:
+    return 100.0 if s.correct else 0.0
+
+
+def _pick(letter: str) -> Metric[CircularSample]:
+    def value(s: CircularSample) -> float | None:
+        return (100.0 if s.pred == letter else 0.0) if s.valid else None
+
+    return Metric(
+        f"pick_{letter}", f"share of the valid answers (all rotations) choosing {letter}", "all", value, "mean",
+        higher_is_better=False,
+    )  # fmt: skip
+
+
+#: the circular variant's metrics (percent). ``circular`` is a property of a group of docs
+#: (:func:`aggregate_circular`): no payload carries a value for it, so lmms-eval's per-item
+#: standard errors read N/A for it rather than a number that would describe something else.
+CIRCULAR: MetricTable[CircularSample] = MetricTable(
+    kind="circular",
+    unit="%",
+    digits=1,
+    overall="levels",
+    record_metric="accuracy_all",
+    metrics=(
+        Metric(
+            "accuracy_r0",
+            "accuracy on rotation 0, the original option order",
+            "all",
+            lambda s: _right(s) if s.rotation == 0 else None,
+            "mean",
+        ),  # fmt: skip
+        Metric("accuracy_all", "accuracy over all rotated docs (a question counts four times)", "all", _right, "mean"),
+        Metric("circular", "share of questions answered right in all four rotations", "all", lambda s: None, "group"),
+        *(_pick(x) for x in LETTERS),
+        Metric(
+            "invalid_rate",
+            "share of rotated docs no letter could be read from",
+            "all",
+            lambda s: 0.0 if s.valid else 100.0,
+            "mean",
+            higher_is_better=False,
+        ),  # fmt: skip
+    ),
+    group=aggregate_circular,
+)
+CIRCULAR_METRICS: tuple[str, ...] = CIRCULAR.names
+
+
 def circular_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """Every circular metric from the per-doc records (e.g. the payloads of a sample log)."""
-    out: dict[str, float | None] = {}
-    for metric in CIRCULAR_METRICS:
-        if metric == "circular":
-            out[metric] = aggregate_circular(records)
-            continue
-        scored = []
-        for r in records:
-            s = circular_scope_score(metric, r)
-            if s is not None:
-                scored.append({"score": s})
-        out[metric] = aggregate_score(scored)
-    return out
+    samples = [CircularSample.from_record(r) for r in records]
+    return compute(CIRCULAR, samples, lambda s: CIRCULAR.payloads(s.record(), s))

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
@@ -189,15 +190,13 @@ class Judge:
         )
         calls: list[CallResult] = []  # this response's verification calls (facts are shared: see the ledger)
         if not fs.ok:
-            sample.reason = f"no facts: {fs.reason}"
+            sample = replace(sample, reason=f"no facts: {fs.reason}")
         elif kind in ("empty", "failed"):
             verdicts: list[FactRecord] = [
                 {"id": i, "text": t, "verdict": "not_covered", "evidence": "", "evidence_found": None}
                 for i, t in zip(fs.ids, fs.facts, strict=True)
             ]
-            sample.status = kind
-            sample.facts = verdicts
-            vars(sample).update(tally(verdicts))
+            sample = replace(sample, status=kind, facts=verdicts, **tally(verdicts))
         else:
             try:
                 cov: Coverage = self.verifier.verify(item, fs, text)
@@ -206,18 +205,14 @@ class Judge:
             calls += cov.calls
             judge_info["attempts"] = cov.attempts
             if cov.ok:
-                sample.status = "scored"
-                sample.facts = cov.verdicts
-                vars(sample).update(tally(cov.verdicts))
+                sample = replace(sample, status="scored", facts=cov.verdicts, **tally(cov.verdicts))
             else:
-                sample.reason = cov.reason
-                sample.facts = fs.as_list()
+                sample = replace(sample, reason=cov.reason, facts=fs.as_list())
         if not sample.scored and sample.reason:
             log.warning("naru judge: %s unscored (%s)", item.question_id, sample.reason[:300])
         judge_info["system_fingerprints"] = sorted({c.system_fingerprint for c in calls if c.system_fingerprint})
         judge_info["response_models"] = sorted({c.response_model for c in calls if c.response_model})
-        sample.usage = _calls_usage(calls)
-        return sample
+        return replace(sample, usage=_calls_usage(calls))
 
     def judge_many(self, pairs: Sequence[tuple[JudgeItem, str | None]]) -> list[JudgedSample]:
         """Judge every (item, response), ``concurrency`` at a time; results in input order. With

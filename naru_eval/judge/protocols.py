@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Literal, TypedDict, cast
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -58,30 +58,9 @@ class MinervaResult:
     def normalized(self) -> float | None:
         return None if self.score is None else self.score / 2
 
-    def to_dict(self) -> MinervaRow:
+    def to_dict(self) -> dict[str, Any]:
         """A scores file's row: the fields, in their order, then ``normalized``."""
-        record = cast(MinervaRecord, asdict(self))  # every field, whatever is added later (a test checks)
-        return MinervaRow(**record, normalized=self.normalized)
-
-
-class MinervaRecord(TypedDict):
-    """A :class:`MinervaResult`'s fields as JSON."""
-
-    question_id: str
-    video_id: str
-    category: str
-    status: str
-    score: int | None
-    votes: list[int]
-    reason: str | None
-    rationales: list[str]
-    system_fingerprints: list[str]
-
-
-class MinervaRow(MinervaRecord):
-    """:meth:`MinervaResult.to_dict`: one row of a MINERVA ``*.scores.jsonl``."""
-
-    normalized: float | None
+        return {**asdict(self), "normalized": self.normalized}
 
 
 class MinervaProtocol:

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from typing_extensions import Required, TypedDict
 
 Verdict = Literal["covered", "partial", "not_covered", "contradicted"]
-VERDICTS: tuple[str, ...] = ("covered", "partial", "not_covered", "contradicted")
 
 
 class FactList(BaseModel):

@@ -19,35 +19,28 @@ recall under ``item_score`` and :func:`naru_eval.core.scoring.aggregate_macro` a
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import field
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from pydantic import BaseModel
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
-from naru_eval.core.scoring import MACRO_KEY, MACRO_METRICS, aggregate_macro, sample_records
+from naru_eval.core.metrics import Metric, MetricTable, Payload, compute
+from naru_eval.core.provenance import FIELDS as PROVENANCE_FIELDS
+from naru_eval.core.provenance import Provenance
+from naru_eval.core.scoring import sample_records
 from naru_eval.judge.config import RequestParams
 from naru_eval.judge.schemas import FactRecord, Tally, fact_records
 
 #: statuses that count (recall known); everything else is unscored
 SCORED_STATUSES = ("scored", "empty", "failed")
-STATUSES = (*SCORED_STATUSES, "unscored")
-
-RECALL_METRICS: tuple[str, ...] = (*MACRO_METRICS, *CATEGORIES, "recall")
-MEAN_METRICS: tuple[str, ...] = (
-    *RECALL_METRICS,
-    "recall_with_partial",
-    "any_fact",
-    "any_fact_narrative",
-    "any_fact_cultural",
-    "unscored_rate",
-)
-SUM_METRICS: tuple[str, ...] = ("n_scored", "n_unscored", "judge_cost_usd")
-OPEN_METRICS: tuple[str, ...] = (*MEAN_METRICS, *SUM_METRICS)
+#: what a naru_open payload other than ``overall`` carries of the record (``overall`` has it all)
+SLIM_FIELDS: tuple[str, ...] = ("question_id", "video_id", "category", "level", "status")
 
 
 class JudgeInfo(TypedDict, total=False):
@@ -76,9 +69,9 @@ class CallsUsage(TypedDict, total=False):
     cost_usd: float | None
 
 
-@dataclass
-class JudgedSample:
-    """One response, judged. Every field is in the ``overall`` payload of the sample log."""
+@dataclasses.dataclass(frozen=True)
+class JudgedOutcome:
+    """What the judge made of one response: the first fields of :class:`JudgedSample`."""
 
     question_id: str
     video_id: str
@@ -103,11 +96,14 @@ class JudgedSample:
     judge: JudgeInfo = field(default_factory=lambda: JudgeInfo())
     usage: CallsUsage = field(default_factory=lambda: CallsUsage())
     data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset), as MCQ records it
-    # what the model was given, as its adapter recorded it (naru_eval.core.provenance)
-    adapter: str | None = None
-    input_mode: str | None = None
-    positions: str | None = None
     world_size: int | None = None  # the processes the run was sharded over, as MCQ records it
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgedSample(Provenance, JudgedOutcome):
+    """One response, judged, and what the model was given: every field is in the ``overall``
+    payload of the sample log (:meth:`to_dict`). The fields are :class:`JudgedOutcome`'s, then
+    :class:`~naru_eval.core.provenance.Provenance`'s, as the MCQ record's."""
 
     @classmethod
     def unscored(cls, item: Any, response: str | None, **fields: Any) -> JudgedSample:
@@ -128,80 +124,25 @@ class JudgedSample:
     def scored(self) -> bool:
         return self.status in SCORED_STATUSES
 
-    def to_dict(self) -> OpenRecord:
+    def to_dict(self) -> Payload:
         """The fields as JSON, in their order (the ``overall`` payload, a scores file's row)."""
-        return cast(OpenRecord, asdict(self))  # every field, whatever is added later (a test checks)
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> JudgedSample:
-        names = set(cls.__dataclass_fields__)
+        names = {f.name for f in dataclasses.fields(cls)}
         fields = {k: v for k, v in d.items() if k in names}
         fields["facts"] = fact_records(fields.get("facts") or [], f"question {d.get('question_id')}")
         return cls(**fields)
 
-
-class OpenRecord(TypedDict):
-    """A :class:`JudgedSample` as JSON (:meth:`JudgedSample.to_dict`)."""
-
-    question_id: str
-    video_id: str
-    category: str
-    level: str
-    question: str
-    reference: str
-    response: str | None
-    status: str
-    reason: str | None
-    n_facts: int
-    covered: int
-    partial: int
-    not_covered: int
-    contradicted: int
-    recall: float | None
-    recall_with_partial: float | None
-    any_fact: bool | None
-    abstention: bool
-    response_truncated: bool
-    facts: list[FactRecord]
-    judge: JudgeInfo
-    usage: CallsUsage
-    data_fingerprint: str | None
-    adapter: str | None
-    input_mode: str | None
-    positions: str | None
-    world_size: int | None
-
-
-class OpenValue(TypedDict, total=False):
-    """What a naru_open payload adds for its metric: the value under ``score`` or
-    :data:`~naru_eval.core.scoring.MACRO_KEY`, or ``cost_unknown`` (``judge_cost_usd`` of calls
-    to a model without a price)."""
-
-    score: float
-    item_score: float
-    cost_unknown: bool
-
-
-class OpenKeys(TypedDict):
-    """The slim record a naru_open payload other than ``overall`` carries."""
-
-    question_id: str
-    video_id: str
-    category: str
-    level: str
-    status: str
-
-
-class OverallPayload(OpenRecord, OpenValue):
-    """The ``overall`` payload: the whole record (every metric recomputes from it)."""
-
-
-class SlimPayload(OpenKeys, OpenValue):
-    """Every other metric's payload."""
-
-
-#: one naru_open ``process_results`` payload (:func:`open_payloads`)
-OpenPayload = OverallPayload | SlimPayload
+    def with_provenance(
+        self, data_fingerprint: str | None, provenance: Mapping[str, Any], world_size: int | None = None
+    ) -> JudgedSample:
+        """This sample with the data it came from and what the model was given (as MCQ records
+        them): ``provenance`` is what the adapter recorded (naru_eval.core.provenance.current),
+        or a logged payload; ``world_size``: the run's process count."""
+        recorded: dict[str, Any] = {k: provenance.get(k) for k in PROVENANCE_FIELDS}
+        return dataclasses.replace(self, data_fingerprint=data_fingerprint, world_size=world_size, **recorded)
 
 
 def tally(verdicts: Sequence[FactRecord]) -> Tally:
@@ -224,87 +165,99 @@ def tally(verdicts: Sequence[FactRecord]) -> Tally:
 # ----------------------------------------------------------------------------------- metrics
 
 
-def _in_scope(metric: str, category: str) -> bool:
-    if metric in ("overall", "recall", "recall_with_partial", "any_fact"):
-        return True
-    if metric in ("narrative", "any_fact_narrative"):
-        return category in NARRATIVE
-    if metric in ("cultural", "any_fact_cultural"):
-        return category in CULTURAL
-    return metric == category
+def _scored(value: Callable[[JudgedSample], float]) -> Callable[[JudgedSample], float | None]:
+    """``value`` for a scored response; an unscored one does not count (never 0)."""
+    return lambda s: value(s) if s.scored else None
 
 
-def metric_value(metric: str, s: JudgedSample) -> float | None:
-    """The value ``s`` contributes to ``metric``, or None when it does not count towards it."""
-    if metric == "unscored_rate":
-        return 0.0 if s.scored else 1.0
-    if metric == "n_scored":
-        return 1.0 if s.scored else 0.0
-    if metric == "n_unscored":
-        return 0.0 if s.scored else 1.0
-    if metric == "judge_cost_usd":
-        c = s.usage.get("cost_usd")
-        return float(c) if c is not None else None
-    if not s.scored or not _in_scope(metric, s.category):
-        return None
-    if metric in RECALL_METRICS:
-        return float(s.recall or 0.0)
-    if metric == "recall_with_partial":
-        return float(s.recall_with_partial or 0.0)
-    if metric.startswith("any_fact"):
-        return 1.0 if s.any_fact else 0.0
-    raise KeyError(metric)
+_recall = _scored(lambda s: float(s.recall or 0.0))
+_any_fact = _scored(lambda s: 1.0 if s.any_fact else 0.0)
 
 
-def open_payloads(s: JudgedSample) -> dict[str, OpenPayload]:
-    """``process_results`` return value: the whole record under ``overall``, a slim one elsewhere."""
-    slim = OpenKeys(question_id=s.question_id, video_id=s.video_id, category=s.category, level=s.level, status=s.status)
-    out: dict[str, OpenPayload] = {}
-    for metric in OPEN_METRICS:
-        payload: OpenPayload = OverallPayload(**s.to_dict()) if metric == "overall" else SlimPayload(**slim)
-        value = metric_value(metric, s)
-        if value is not None:
-            if metric in MACRO_METRICS:
-                payload[MACRO_KEY] = value
-            else:
-                payload["score"] = value
-        elif metric == "judge_cost_usd" and s.usage.get("calls"):
+def _cost(s: JudgedSample) -> float | None:
+    c = s.usage.get("cost_usd")
+    return float(c) if c is not None else None
+
+
+#: the naru_open metrics (recall 0-1), in the order lmms-eval reports them
+OPEN: MetricTable[JudgedSample] = MetricTable(
+    kind="open",
+    unit="recall 0-1",
+    digits=2,
+    overall="categories",
+    record_metric="overall",
+    metrics=(
+        Metric("overall", "mean of the nine category mean recalls (the authors' table III)", "all", _recall, "macro"),
+        Metric("narrative", "mean of the N.1-N.4 mean recalls", "narrative", _recall, "macro"),
+        Metric("cultural", "mean of the C.1-C.5 mean recalls", "cultural", _recall, "macro"),
+        *(Metric(c, f"mean recall on the {c} questions", c, _recall, "mean") for c in CATEGORIES),
+        Metric("recall", "mean recall over every scored response (micro)", "all", _recall, "mean"),
+        Metric(
+            "recall_with_partial",
+            "(covered + 0.5 partial) / facts, the mean over scored responses",
+            "all",
+            _scored(lambda s: float(s.recall_with_partial or 0.0)),
+            "mean",
+            shown=False,
+        ),  # fmt: skip
+        Metric(
+            "any_fact", "share of scored responses recovering at least one fact", "all", _any_fact, "mean", shown=False
+        ),
+        Metric(
+            "any_fact_narrative", "any_fact on the narrative questions", "narrative", _any_fact, "mean", shown=False
+        ),
+        Metric("any_fact_cultural", "any_fact on the cultural questions", "cultural", _any_fact, "mean", shown=False),
+        Metric(
+            "unscored_rate",
+            "share of responses the judge could not score (left out, never 0)",
+            "all",
+            lambda s: 0.0 if s.scored else 1.0,
+            "mean",
+            higher_is_better=False,
+            shown=False,
+        ),  # fmt: skip
+        Metric("n_scored", "responses scored", "all", lambda s: 1.0 if s.scored else 0.0, "sum", shown=False),
+        Metric(
+            "n_unscored",
+            "responses unscored",
+            "all",
+            lambda s: 0.0 if s.scored else 1.0,
+            "sum",
+            higher_is_better=False,
+            shown=False,
+        ),  # fmt: skip
+        Metric(
+            "judge_cost_usd",
+            "nominal cost of the run's verification calls; null when a call had no price",
+            "all",
+            _cost,
+            "cost",
+            higher_is_better=False,
+            shown=False,
+        ),  # fmt: skip
+    ),
+)
+OPEN_METRICS: tuple[str, ...] = OPEN.names
+
+
+def open_payloads(s: JudgedSample) -> dict[str, Payload]:
+    """``process_results`` return value: the whole record under ``overall``, a slim one elsewhere
+    (:data:`SLIM_FIELDS`); a cost of calls to a model without a price is marked ``cost_unknown``."""
+    record = s.to_dict()
+    slim = {k: record[k] for k in SLIM_FIELDS}
+    out: dict[str, Payload] = {}
+    for name, payload in OPEN.payloads(slim, s).items():
+        if name == OPEN.record_metric:
+            payload = {**record, **{k: v for k, v in payload.items() if k not in slim}}
+        if OPEN[name].aggregation == "cost" and "score" not in payload and s.usage.get("calls"):
             payload["cost_unknown"] = True  # calls of a model without a price
-        out[metric] = payload
+        out[name] = payload
     return out
-
-
-def aggregate_mean(items: Iterable[Mapping[str, Any]]) -> float | None:
-    scores = [float(x["score"]) for x in items if "score" in x]
-    return sum(scores) / len(scores) if scores else None
-
-
-def aggregate_open_macro(items: Iterable[Mapping[str, Any]]) -> float | None:
-    """``overall``/``narrative``/``cultural`` of naru_open: the mean of the category mean recalls
-    in scope (``overall`` over all nine categories, as the authors' table III)."""
-    return aggregate_macro(items, overall="categories")
-
-
-def aggregate_sum(items: Iterable[Mapping[str, Any]]) -> float | None:
-    """The sum of the scores; None (unknown) when an item's value is unknown (``judge_cost_usd``
-    of a judge without a price), never a partial sum shown as the total."""
-    items = list(items)
-    if any(x.get("cost_unknown") for x in items):
-        return None
-    return float(sum(float(x["score"]) for x in items if "score" in x))
 
 
 def compute_open_metrics(samples: Sequence[JudgedSample]) -> dict[str, float | None]:
     """Every ``naru_open`` metric, exactly as the lmms-eval aggregation computes it."""
-    out: dict[str, float | None] = {}
-    all_payloads = [open_payloads(s) for s in samples]
-    for m in OPEN_METRICS:
-        payloads = [p[m] for p in all_payloads]
-        if m in SUM_METRICS:
-            out[m] = aggregate_sum(payloads)
-        else:
-            out[m] = aggregate_open_macro(payloads) if m in MACRO_METRICS else aggregate_mean(payloads)
-    return out
+    return compute(OPEN, samples, open_payloads)
 
 
 def _mean(values: list[float]) -> float | None:

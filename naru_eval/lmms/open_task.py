@@ -30,11 +30,12 @@ from typing import Any
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core import provenance
 from naru_eval.core.doc import NaruDoc, question_of
+from naru_eval.core.metrics import Payload
 from naru_eval.core.sharding import world_size_from_env
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem, open_prompt_question
 from naru_eval.judge.pipeline import Judge
-from naru_eval.judge.score import JudgedSample, OpenPayload, open_payloads
+from naru_eval.judge.score import JudgedSample, open_payloads
 from naru_eval.settings import settings
 
 log = logging.getLogger("naru_eval.judge")
@@ -118,7 +119,7 @@ def item_of(doc: NaruDoc) -> JudgeItem:
     return JudgeItem.from_question(question_of(doc))
 
 
-def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, OpenPayload]:
+def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
     response = results[0] if results else None
     if response is not None and not isinstance(response, str):
         response = str(response)
@@ -136,13 +137,10 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, OpenPayload]:
             response,
             reason=f"judge error: {type(e).__name__}: {e}",
         )
-    # the data the question came from, as the MCQ payloads record it (the leaderboard's ``data``)
-    sample.data_fingerprint = doc.get("data_fingerprint") or None
-    # what the model was given (naru_eval.core.provenance), as the MCQ payloads record it
-    prov = provenance.current()
-    sample.adapter, sample.input_mode, sample.positions = (prov.get(k) for k in provenance.FIELDS)
-    sample.world_size = world_size_from_env()
-    return open_payloads(sample)
+    # the data the question came from and what the model was given, as the MCQ payloads record them
+    return open_payloads(
+        sample.with_provenance(doc.get("data_fingerprint") or None, provenance.current(), world_size_from_env())
+    )
 
 
 def log_run_summary(items: Sequence[Mapping[str, Any]]) -> None:

@@ -8,38 +8,30 @@ before any inference.
 The hooks take and give :class:`~naru_eval.core.doc.NaruDoc` rows: lmms-eval forces a question
 through a ``datasets.Dataset`` row between ``process_docs`` and every other hook (and the
 adapters), so each question is written once (:func:`~naru_eval.core.doc.to_doc`) and read back
-once per hook that needs it typed (:func:`~naru_eval.core.doc.question_of`); see
-naru_eval/core/doc.py.
+once per hook that needs it typed (:func:`~naru_eval.core.doc.question_of`, ``run_fields``,
+``rotation_of``); see naru_eval/core/doc.py. The payloads the hooks return and the aggregation
+hooks follow the tasks' metric tables (naru_eval.core.metrics; the YAMLs' ``metric_list`` is
+generated from them: naru_eval/lmms/metric_lists.py).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from naru_eval.core import provenance
 from naru_eval.core.data import Dataset, NaruQuestion
-from naru_eval.core.doc import NaruDoc, RotatedDoc, Rotation, question_of, to_doc
+from naru_eval.core.doc import NaruDoc, Rotation, question_of, rotation_of, run_fields, to_doc
+from naru_eval.core.metrics import Payload, aggregate_score, aggregate_sum
+from naru_eval.core.metrics import aggregate_macro as _aggregate_macro
 from naru_eval.core.prompts import mcq_prompt
-from naru_eval.core.scoring import (
-    Fallback,
-    McqPayload,
-    ScoredSample,
-    aggregate_score,
-    metric_payloads,
-    score_response,
-)
-from naru_eval.core.scoring import aggregate_macro as _aggregate_macro
+from naru_eval.core.scoring import MCQ, Fallback, ScoredSample, metric_payloads, score_response
 from naru_eval.core.sharding import order_for_ranks, world_size_from_env
 from naru_eval.core.subset import select_subset
 from naru_eval.core.validate import ValidationReport, validate
 from naru_eval.lmms.launch import check_launch
 from naru_eval.settings import settings
-
-if TYPE_CHECKING:
-    from naru_eval.core.variants import CircularPayload
-    from naru_eval.judge.score import OpenPayload
 
 Q = TypeVar("Q", bound=NaruQuestion)
 
@@ -59,10 +51,6 @@ def _preflight_report() -> ValidationReport:
     return report
 
 
-def load_preflighted() -> Dataset:
-    return _preflight_report().dataset  # type: ignore[return-value]
-
-
 def _to_hf(
     report: ValidationReport, questions: list[NaruQuestion], rotations: Mapping[str, Rotation] | None = None
 ) -> Any:
@@ -73,7 +61,7 @@ def _to_hf(
 
     dataset = report.dataset
     assert dataset is not None
-    rows: list[NaruDoc] = []
+    rows: list[dict[str, Any]] = []
     for q in questions:
         path = dataset.video_file(q)
         probed = report.videos.get(q.video_id)
@@ -118,15 +106,16 @@ def process_docs_500(_placeholder: Any) -> Any:
 
 
 def doc_to_visual(doc: NaruDoc) -> list[str | None]:
-    return [doc["video"]]
+    return [run_fields(doc).video]
 
 
 def doc_to_text(doc: NaruDoc, lmms_eval_specific_kwargs: Mapping[str, str] | None = None) -> str:
-    return mcq_prompt(doc["question"], doc["options"], lmms_eval_specific_kwargs)
+    q = question_of(doc)
+    return mcq_prompt(q.question, q.options, lmms_eval_specific_kwargs)
 
 
 def doc_to_target(doc: NaruDoc) -> str:
-    return doc["answer"]
+    return question_of(doc).answer
 
 
 def _response(results: list[Any]) -> str | None:
@@ -134,7 +123,7 @@ def _response(results: list[Any]) -> str | None:
     return response if response is None or isinstance(response, str) else str(response)
 
 
-def process_results(doc: NaruDoc, results: list[Any]) -> dict[str, McqPayload]:
+def process_results(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
     """Score one response; pure and thread-safe (lmms-eval runs it in a pool, with retries)."""
     response = _response(results)
     return metric_payloads(_score(doc, response))
@@ -148,7 +137,7 @@ def _score(doc: NaruDoc, response: str | None, input_mode: str | None = None) ->
     return score_response(
         question_of(doc),
         response,
-        data_fingerprint=doc.get("data_fingerprint"),
+        data_fingerprint=run_fields(doc).data_fingerprint,
         fallback=mcq_fallback(),
         provenance=prov,
         world_size=world_size_from_env(),
@@ -174,7 +163,7 @@ def aggregate(items: list[Mapping[str, Any]]) -> float | None:
 
 def aggregate_macro(items: list[Mapping[str, Any]]) -> float | None:
     """``overall``/``narrative``/``cultural``: the authors' mean of category means."""
-    return _aggregate_macro(items)
+    return _aggregate_macro(items, MCQ.overall)
 
 
 # --------------------------------------------------------------------------- task variants
@@ -218,7 +207,7 @@ def doc_to_visual_blind(doc: NaruDoc) -> list[str]:
     return []
 
 
-def process_results_blind(doc: NaruDoc, results: list[Any]) -> dict[str, McqPayload]:
+def process_results_blind(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
     """As :func:`process_results`, each payload marked ``blind: true``."""
     from naru_eval.core.variants import blind_payloads
 
@@ -238,14 +227,13 @@ def process_docs_circular_500(_placeholder: Any) -> Any:
     return _to_hf(report, _for_ranks([rq for rq, _, _ in rotated]), rotations)
 
 
-def process_results_circular(doc: RotatedDoc, results: list[Any]) -> dict[str, CircularPayload]:
+def process_results_circular(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
     """Score one rotated doc; payloads carry ``base_question_id`` and ``rotation``."""
-    from naru_eval.core.variants import N_ROTATIONS, circular_payloads
+    from naru_eval.core.variants import circular_payloads
 
-    response = _response(results)
-    sample = _score(doc, response)
-    n_rot = doc.get("n_rotations") or N_ROTATIONS
-    return circular_payloads(sample, str(doc["base_question_id"]), int(doc["rotation"]), int(n_rot))
+    rotation = rotation_of(doc)
+    sample = _score(doc, _response(results))
+    return circular_payloads(sample, rotation.base_question_id, rotation.rotation, rotation.n_rotations)
 
 
 def aggregate_circular(items: list[Mapping[str, Any]]) -> float | None:
@@ -284,7 +272,7 @@ def doc_to_target_open(doc: NaruDoc) -> str:
     return reference_of(question_of(doc))
 
 
-def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, OpenPayload]:
+def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
     """Judge one response (facts, coverage, recall); thread-safe, replayed from the judge cache
     when lmms-eval retries it, and never raising over the judge (unscored instead)."""
     from naru_eval.lmms.open_task import judge_doc
@@ -294,22 +282,18 @@ def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, OpenPayl
 
 def aggregate_open_mean(items: list[Mapping[str, Any]]) -> float | None:
     """Mean ``score`` over the payloads that carry it (scored questions in scope), 0-1."""
-    from naru_eval.judge.score import aggregate_mean
-
-    return aggregate_mean(items)
+    return aggregate_score(items)
 
 
 def aggregate_open_macro(items: list[Mapping[str, Any]]) -> float | None:
     """naru_open ``overall``/``narrative``/``cultural``: mean of the category mean recalls."""
-    from naru_eval.judge.score import aggregate_open_macro as _agg
+    from naru_eval.judge.score import OPEN
 
-    return _agg(items)
+    return _aggregate_macro(items, OPEN.overall)
 
 
 def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float | None:
     """Sum of ``score``: ``n_scored``, ``n_unscored``."""
-    from naru_eval.judge.score import aggregate_sum
-
     return aggregate_sum(items)
 
 
@@ -318,7 +302,6 @@ def aggregate_open_cost(items: list[Mapping[str, Any]]) -> float | None:
 
     None (unknown) when a judge call has no price: lmms-eval prints it as ``N/A`` and writes
     ``null`` to results.json, never a partial sum shown as the total."""
-    from naru_eval.judge.score import aggregate_sum
     from naru_eval.lmms.open_task import log_run_summary
 
     log_run_summary(items)

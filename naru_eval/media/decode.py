@@ -1,7 +1,9 @@
 """Decoding the exact frames: seeking to the keyframe before each, checking every timestamp.
 
 A frame is the one whose presentation timestamp is the frame index's (:mod:`naru_eval.media.index`),
-or an error; frames are turned and resized as a player shows them, into one preallocated array.
+or an error; frames are converted with their own colour matrix and range
+(:mod:`naru_eval.media.pixels`), turned and resized as a player shows them, into one
+preallocated array.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from naru_eval.media.index import FrameIndex
+from naru_eval.media.pixels import RGBConverter, colour_name, reference_resize
 from naru_eval.media.plan import target_size
 from naru_eval.media.video import VideoError, displayed_size, seek_start, seeks_by_bytes
 
@@ -40,16 +43,31 @@ def machine_busy() -> bool:
 
 def choose_threads(stream: Any, slice_only: bool) -> None:
     """Slice threads on a busy machine and where ``slice_only``, frame threads otherwise."""
-    # Approximate mode decodes keyframes alone: frame threads would hold them back.
     stream.thread_type = "SLICE" if slice_only or machine_busy() else "AUTO"
 
 
 class Decoder:
-    """One open file, one decoder run at a time, frames written into one preallocated array."""
+    """One open file, one decoder run at a time, frames written into one preallocated array.
 
-    def __init__(self, p: Path, container: Any, stream: Any, index: FrameIndex, max_pixels: int | None, n: int) -> None:
+    ``size`` (height, width): every frame converted at its coded size, turned, then resized to
+    exactly that size by :func:`~naru_eval.media.pixels.reference_resize` (in the arithmetic
+    ``resize`` names); else converted and
+    scaled in one swscale pass to ``max_pixels`` of the displayed size.
+    """
+
+    def __init__(
+        self,
+        p: Path,
+        container: Any,
+        stream: Any,
+        index: FrameIndex,
+        max_pixels: int | None,
+        n: int,
+        size: tuple[int, int] | None = None,
+        resize: str = "float",
+    ) -> None:
         self.p, self.container, self.stream, self.index = p, container, stream, index
-        self.max_pixels, self.n = max_pixels, n
+        self.max_pixels, self.n, self.size, self.resize = max_pixels, n, size, resize
         self.by_bytes = seeks_by_bytes(container)
         self.sar = stream.codec_context.sample_aspect_ratio
         self.decoder: Any = None
@@ -60,7 +78,9 @@ class Decoder:
         self.kept = 0
         self.turns = 0
         self.coded_size = (0, 0)
+        self.colour = ""
         self._last_k = -1
+        self._rgb = RGBConverter()
 
     # -- output
     def _keep(self, frame: Any) -> None:
@@ -68,13 +88,23 @@ class Decoder:
 
         if self.out is None:
             w, h, self.turns = displayed_size(frame, self.sar)
-            self.out_size = target_size(w, h, self.max_pixels)
+            self.colour = colour_name(frame)
+            if self.size is not None:
+                self.out_size = (self.size[1], self.size[0])
+                self.coded_size = (frame.width, frame.height)  # converted at native size, resized after
+            else:
+                self.out_size = target_size(w, h, self.max_pixels)
+                ow, oh = self.out_size
+                self.coded_size = (oh, ow) if self.turns % 2 else (ow, oh)
             ow, oh = self.out_size
-            self.coded_size = (oh, ow) if self.turns % 2 else (ow, oh)
             self.out = np.empty((self.n, oh, ow, 3), np.uint8)
         cw, ch = self.coded_size
-        rgb = frame.reformat(width=cw, height=ch, format="rgb24").to_ndarray()
-        self.out[self.kept] = np.rot90(rgb, self.turns) if self.turns else rgb
+        rgb = self._rgb(frame, cw, ch)
+        if self.turns:
+            rgb = np.rot90(rgb, self.turns)
+        if self.size is not None:
+            rgb = reference_resize(rgb, self.size[0], self.size[1], self.resize)
+        self.out[self.kept] = rgb
         self.kept += 1
 
     def frames(self) -> np.ndarray:
@@ -148,44 +178,3 @@ class Decoder:
             j = min(j, self.run_key) - 1
             self._seek(j)
         raise VideoError(self.p, f"could not decode frame {k} of {len(self.index.pts)} (timestamp {want})")
-
-    def keyframe_before(self, k: int) -> int:
-        """Approximate mode: the keyframe at or before frame k, decoded alone; returns its frame number."""
-        import numpy as np
-
-        j = self._key_for(k)
-        for jj in range(j, -1, -1):
-            frame = self._lone_keyframe(jj)
-            if frame is not None and frame.pts is not None:
-                pos = int(np.searchsorted(self.index.pts, frame.pts))
-                if pos < len(self.index.pts) and int(self.index.pts[pos]) == frame.pts and pos <= k:
-                    self._keep(frame)
-                    return pos
-        # No keyframe decodes alone before k (e.g. only leading pictures): decode k exactly.
-        self.decoder = None
-        return self.exact(k)
-
-    def _lone_keyframe(self, j: int) -> Any:
-        """Keyframe j decoded alone: its packet, then a drain (a reordering decoder waits otherwise)."""
-        import av
-
-        pos = int(self.index.key_pos[j])
-        if self.by_bytes and pos >= 0:
-            self.container.seek(pos, unsupported_byte_offset=True)
-        else:
-            self.container.seek(int(self.index.key_pts[j]), stream=self.stream, backward=True, any_frame=False)
-        self.decoder = None
-        ctx = self.stream.codec_context
-        try:
-            for packet in self.container.demux(self.stream):
-                if packet.size == 0:
-                    continue
-                if not packet.is_keyframe:
-                    return None
-                got = list(ctx.decode(packet)) + list(ctx.decode(None))
-                return got[0] if got else None
-        except av.error.FFmpegError:
-            return None
-        finally:
-            ctx.flush_buffers()  # leaves draining mode: the decoder takes packets again
-        return None

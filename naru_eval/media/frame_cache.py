@@ -1,13 +1,17 @@
 """Decode each (video, sampling) once per run, not once per question.
 
 An in-process LRU bounded in bytes, plus an optional on-disk cache (``NARU_FRAME_CACHE`` or
-``disk_dir``) keyed by file identity (resolved path, size, mtime) and every sampling parameter,
-so other models and later runs reuse the frames. Disk entries are written atomically. The
-sampler's per-file frame index lives beside them (``<dir>/index/``, same identity key).
+``disk_dir``) keyed by file identity (resolved path, size, mtime), every sampling parameter and
+how pixels are made (``pixels.CONVERSION``), so other models and later runs reuse the frames.
+Disk entries are written atomically and say what they are: an entry whose file identity,
+parameters, frame numbers or shape disagree with what its key claims is a miss. A directory that
+cannot be written is skipped with one warning. The sampler's per-file frame index lives beside
+them (``<dir>/index/``, same identity key).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,13 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from naru_eval.media.plan import DEFAULT_MAX_PIXELS
+from naru_eval.media.index import unwritable
+from naru_eval.media.pixels import CONVERSION
+from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, uniform_indices
 from naru_eval.media.sampler import SampledFrames, sample_frames
 from naru_eval.media.video import VideoInfo, file_identity
 from naru_eval.settings import settings
 
-#: 2: frames as displayed (rotation, sample aspect ratio), frame numbers from the frame index.
-CACHE_FORMAT = 2
+#: 3: the stream a player shows, the frame's own colour matrix and range (``CONVERSION``).
+CACHE_FORMAT = 3
 
 
 @dataclass
@@ -50,7 +56,8 @@ class SamplingParams(TypedDict):
     fps: float | None
     max_frames: int | None
     max_pixels: int | None
-    approximate: bool
+    size: tuple[int, int] | None
+    resize: str | None
 
 
 def sampling_params(
@@ -58,22 +65,56 @@ def sampling_params(
     fps: float | None = None,
     max_frames: int | None = None,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
-    approximate: bool = False,
+    size: tuple[int, int] | None = None,
+    resize: str | None = None,
 ) -> SamplingParams:
-    """Every sampling parameter of :meth:`FrameCache.get`, as its key and ``sample_frames`` take them."""
+    """Every sampling parameter of :meth:`FrameCache.get`, as its key and ``sample_frames`` take
+    them. ``size`` (height, width): exactly that size, by the reference resize in the arithmetic
+    ``resize`` names (then ``max_pixels`` plays no part and is left out of the key)."""
+    exact = size is not None
     return {
         "num_frames": num_frames,
         "fps": fps,
         "max_frames": max_frames,
-        "max_pixels": max_pixels,
-        "approximate": approximate,
+        "max_pixels": None if exact else max_pixels,
+        "size": (int(size[0]), int(size[1])) if size is not None else None,
+        "resize": (resize or "float") if exact else resize,
     }
 
 
+def _identity(path: str | os.PathLike[str], params: SamplingParams) -> str:
+    """What an entry is: the file's identity, the sampling parameters and how pixels are made."""
+    ident = {**file_identity(path), "format": CACHE_FORMAT, "conversion": CONVERSION, **params}
+    return json.dumps(ident, sort_keys=True, default=str)
+
+
 def cache_key(path: str | os.PathLike[str], params: SamplingParams) -> str:
-    """Hash of the file's identity and the sampling parameters."""
-    ident = {**file_identity(path), "format": CACHE_FORMAT, **params}
-    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+    """Hash of the file's identity, the sampling parameters and how pixels are made."""
+    return hashlib.sha256(_identity(path, params).encode()).hexdigest()
+
+
+def consistent(params: SamplingParams, s: SampledFrames) -> bool:
+    """The frames are what ``params`` ask of the video ``s.info`` describes: the frame numbers the
+    plan gives (segment centres of the frame count) and one frame of the planned size per number."""
+    info = s.info
+    total = int(info.frame_count)
+    if params["num_frames"] is not None:
+        n = min(params["num_frames"], params["max_frames"]) if params["max_frames"] else params["num_frames"]
+    else:
+        n = frames_for_fps(info.duration_s, float(params["fps"] or 0.0), params["max_frames"], total)
+    w, h = int(info.width), int(info.height)  # the size the frames were kept at
+    if params["size"] is not None:
+        fits = (h, w) == tuple(params["size"])
+    else:
+        fits = not params["max_pixels"] or w * h <= params["max_pixels"]
+    return (
+        fits
+        and s.frames.dtype.name == "uint8"
+        and s.frames.shape == (n, h, w, 3)
+        and s.indices.shape == (n,)
+        and s.timestamps.shape == (n,)
+        and s.indices.tolist() == uniform_indices(total, n)
+    )
 
 
 class FrameCache:
@@ -90,6 +131,7 @@ class FrameCache:
         #: key -> frames being decoded ahead, and who to tell when get() takes them
         self._pending: dict[str, tuple[Future[SampledFrames], Callable[[str], None]]] = {}
         self.stats = FrameCacheStats()
+        self._unwritable = False  # the disk directory refused a write: entries are not kept there
 
     def expect(self, key: str, future: Future[SampledFrames], taken: Callable[[str], None]) -> None:
         """Register frames a prefetcher is decoding: the next ``get`` of ``key`` takes them
@@ -117,10 +159,12 @@ class FrameCache:
         fps: float | None = None,
         max_frames: int | None = None,
         max_pixels: int | None = DEFAULT_MAX_PIXELS,
-        approximate: bool = False,
+        size: tuple[int, int] | None = None,
+        resize: str | None = None,
     ) -> SampledFrames:
-        params = sampling_params(num_frames, fps, max_frames, max_pixels, approximate)
-        key = cache_key(path, params)
+        params = sampling_params(num_frames, fps, max_frames, max_pixels, size, resize)
+        ident = _identity(path, params)
+        key = hashlib.sha256(ident.encode()).hexdigest()
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         # One decode per key even when several threads ask for the same video at once.
@@ -133,21 +177,23 @@ class FrameCache:
                 pending = self._pending.pop(key, None)
             start = time.perf_counter()
             try:
-                sampled = self._take(key, pending) if pending else None
+                sampled = self._take(key, ident, pending) if pending else None
                 if sampled is None:
-                    sampled = self._load_disk(key)
+                    sampled = self._load_disk(key, ident, params)
                     if sampled is not None:
                         self.stats.disk_hits += 1
                 if sampled is None:
                     sampled = sample_frames(path, **params, index_dir=self.disk_dir)
                     self.stats.decodes += 1
-                    self._save_disk(key, sampled)
+                    self._save_disk(key, ident, sampled)
             finally:
                 self.stats.wait_s += time.perf_counter() - start
             self._remember(key, sampled)
             return sampled
 
-    def _take(self, key: str, pending: tuple[Future[SampledFrames], Callable[[str], None]]) -> SampledFrames | None:
+    def _take(
+        self, key: str, ident: str, pending: tuple[Future[SampledFrames], Callable[[str], None]]
+    ) -> SampledFrames | None:
         """The prefetched frames, or None when the worker failed or was cancelled: the caller then
         decodes inline, so an unreadable video raises the same error as without a prefetcher."""
         future, taken = pending
@@ -162,7 +208,7 @@ class FrameCache:
         finally:
             taken(key)
         self.stats.prefetched += 1
-        self._save_disk(key, sampled)
+        self._save_disk(key, ident, sampled)
         return sampled
 
     def _remember(self, key: str, sampled: SampledFrames) -> None:
@@ -179,44 +225,53 @@ class FrameCache:
     def _disk_path(self, key: str) -> Path | None:
         return self.disk_dir / key[:2] / f"{key}.npz" if self.disk_dir else None
 
-    def _load_disk(self, key: str) -> SampledFrames | None:
+    def _load_disk(self, key: str, ident: str, params: SamplingParams) -> SampledFrames | None:
+        """The entry under ``key``, if it is what the key claims (file, parameters, conversion)
+        and its frames are what those parameters give; else a miss."""
         import numpy as np
 
         path = self._disk_path(key)
-        if path is None or not path.exists():
+        if path is None or not path.is_file():
             return None
         try:
             with np.load(path, allow_pickle=False) as z:
-                info = VideoInfo(**json.loads(str(z["info"])))
-                return SampledFrames(
+                if str(z["identity"]) != ident:
+                    return None  # another video's (or another sampling's) frames under this name
+                sampled = SampledFrames(
                     frames=z["frames"],
                     indices=z["indices"],
                     timestamps=z["timestamps"],
-                    info=info,
-                    exact=bool(z["exact"]),
-                    timestamp_error_s=z["timestamp_error_s"],
+                    info=VideoInfo(**json.loads(str(z["info"]))),
                 )
         except Exception:  # a damaged entry is a miss, never an error
             return None
+        return sampled if consistent(params, sampled) else None
 
-    def _save_disk(self, key: str, s: SampledFrames) -> None:
+    def _save_disk(self, key: str, ident: str, s: SampledFrames) -> None:
+        """Write the entry atomically; a directory that cannot be written is skipped (one warning)."""
         import numpy as np
 
         path = self._disk_path(key)
-        if path is None:
+        if path is None or self._unwritable:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
-        np.savez(
-            tmp,
-            frames=s.frames,
-            indices=s.indices,
-            timestamps=s.timestamps,
-            info=np.array(json.dumps(s.info._asdict())),
-            exact=np.array(s.exact),
-            timestamp_error_s=s.timestamp_error_s,
-        )
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(
+                tmp,
+                frames=s.frames,
+                indices=s.indices,
+                timestamps=s.timestamps,
+                info=np.array(json.dumps(s.info._asdict())),
+                identity=np.array(ident),
+            )
+            os.replace(tmp, path)
+        except OSError as e:
+            self._unwritable = True
+            assert self.disk_dir is not None
+            unwritable(self.disk_dir, e)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
 
 _DEFAULT: FrameCache | None = None

@@ -5,12 +5,19 @@ stream, as a player shows it (frames an edit list hides are not frames). Frame n
 derived from timestamps and an average rate: the index, built from the packets (an MP4's sample
 tables, :mod:`naru_eval.media.mp4_index`, else one demux pass), gives each frame's presentation
 timestamp. It is kept in memory and on disk beside the frame cache.
+
+A file that ends inside its last picture (a recording stopped mid-frame) leaves that picture to
+the decoder's concealment, which depends on where decoding began: a sampler seeking to the last
+keyframe and a player decoding from the start show different pixels. Such a picture is left out
+of the index (with one warning) unless decoding it from its keyframe and from the keyframe
+before gives the same picture.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -31,8 +38,11 @@ from naru_eval.settings import settings
 if TYPE_CHECKING:
     import numpy as np
 
+log = logging.getLogger(__name__)
+
 #: part of every index's key: a change to what an index holds makes older disk entries misses
-INDEX_FORMAT = 2
+#: (3: the stream a player shows, a picture the file ends inside left out)
+INDEX_FORMAT = 3
 
 
 class FrameIndex(NamedTuple):
@@ -42,7 +52,9 @@ class FrameIndex(NamedTuple):
     edit list left out). Keyframes are listed in decode order with their timestamp and byte offset
     (-1 when the container gives none). ``claimed_s`` is the container's claimed duration.
     ``source`` says where the packets' timestamps came from: ``moov`` (an MP4's sample tables),
-    ``demux`` (a pass over every packet) or ``decode`` (packets without timestamps).
+    ``demux`` (a pass over every packet) or ``decode`` (packets without timestamps). ``stream``
+    is the container's index of the video stream; ``cut_pts`` the timestamp of a picture the file
+    ends inside, left out (-1: none).
     """
 
     pts: np.ndarray  # int64
@@ -51,6 +63,8 @@ class FrameIndex(NamedTuple):
     time_base: float
     claimed_s: float
     source: str = "demux"
+    stream: int = 0
+    cut_pts: int = -1
 
 
 _INDEXES: OrderedDict[str, FrameIndex] = OrderedDict()
@@ -58,8 +72,11 @@ _INDEX_LOCK = threading.Lock()
 _INDEXES_MAX = 64
 
 
-def _index_key(path: str | os.PathLike[str]) -> str:
-    ident = {**file_identity(path), "index_format": INDEX_FORMAT}
+def _identity(path: str | os.PathLike[str]) -> dict[str, object]:
+    return {**file_identity(path), "index_format": INDEX_FORMAT}
+
+
+def _index_key(ident: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
 
 
@@ -69,7 +86,27 @@ def _index_disk_path(key: str, cache_dir: str | os.PathLike[str] | None) -> Path
     return Path(root) / "index" / key[:2] / f"{key}.npz" if root else None
 
 
-def _load_index(key: str, cache_dir: str | os.PathLike[str] | None) -> FrameIndex | None:
+def _sound(index: FrameIndex) -> bool:
+    """What an index claims is self-consistent: frames sorted and unique, keyframes listed with an
+    offset each, a positive time base (an entry that is not is a miss)."""
+    import numpy as np
+
+    pts, key_pts, key_pos = index.pts, index.key_pts, index.key_pos
+    return (
+        pts.ndim == key_pts.ndim == key_pos.ndim == 1
+        and len(pts) > 0
+        and len(key_pts) == len(key_pos) > 0
+        and all(a.dtype == np.int64 for a in (pts, key_pts, key_pos))
+        and bool(np.all(np.diff(pts) > 0))
+        and np.isfinite(index.time_base)
+        and index.time_base > 0
+        and np.isfinite(index.claimed_s)
+        and index.source in ("moov", "demux", "decode")
+    )
+
+
+def _load_index(key: str, ident: dict[str, object], cache_dir: str | os.PathLike[str] | None) -> FrameIndex | None:
+    """The kept index, checked against the file it claims to be of; None (a miss) otherwise."""
     import numpy as np
 
     with _INDEX_LOCK:
@@ -77,20 +114,55 @@ def _load_index(key: str, cache_dir: str | os.PathLike[str] | None) -> FrameInde
             _INDEXES.move_to_end(key)
             return _INDEXES[key]
     path = _index_disk_path(key, cache_dir)
-    if path is None or not path.exists():
+    if path is None or not path.is_file():
         return None
     try:
         with np.load(path, allow_pickle=False) as z:
+            if json.loads(str(z["identity"])) != json.loads(json.dumps(ident)):
+                return None  # another file's index (or another format) under this name
             index = FrameIndex(
-                z["pts"], z["key_pts"], z["key_pos"], float(z["time_base"]), float(z["claimed_s"]), str(z["source"])
+                z["pts"],
+                z["key_pts"],
+                z["key_pos"],
+                float(z["time_base"]),
+                float(z["claimed_s"]),
+                str(z["source"]),
+                int(z["stream"]),
+                int(z["cut_pts"]),
             )
     except Exception:  # a damaged entry is a miss, never an error
         return None
-    _remember_index(key, index, None, save=False)
+    if not _sound(index):
+        return None
+    _remember_index(key, ident, index, None, save=False)
     return index
 
 
-def _remember_index(key: str, index: FrameIndex, cache_dir: str | os.PathLike[str] | None, save: bool = True) -> None:
+#: cache directories found unwritable: warned about once, then skipped
+_UNWRITABLE: set[str] = set()
+
+
+def unwritable(directory: Path, err: OSError) -> None:
+    """One warning per frame-cache directory that cannot be written; the run goes on without it."""
+    with _INDEX_LOCK:
+        if str(directory) in _UNWRITABLE:
+            return
+        _UNWRITABLE.add(str(directory))
+    log.warning(
+        "frame cache %s: cannot write there (%s); going on without keeping frames or frame indexes "
+        "(they are decoded again next time)",
+        directory,
+        err,
+    )
+
+
+def _remember_index(
+    key: str,
+    ident: dict[str, object],
+    index: FrameIndex,
+    cache_dir: str | os.PathLike[str] | None,
+    save: bool = True,
+) -> None:
     import numpy as np
 
     with _INDEX_LOCK:
@@ -105,10 +177,11 @@ def _remember_index(key: str, index: FrameIndex, cache_dir: str | os.PathLike[st
         tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
         np.savez(tmp, pts=index.pts, key_pts=index.key_pts, key_pos=index.key_pos,
                  time_base=np.array(index.time_base), claimed_s=np.array(index.claimed_s),
-                 source=np.array(index.source))  # fmt: skip
+                 source=np.array(index.source), stream=np.array(index.stream), cut_pts=np.array(index.cut_pts),
+                 identity=np.array(json.dumps(ident)))  # fmt: skip
         os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache directory costs a rebuild next time, nothing else
+    except OSError as e:  # a read-only cache directory costs a rebuild next time, nothing else
+        unwritable(path.parent.parent.parent, e)
 
 
 def _is_mp4(container: Any) -> bool:
@@ -151,7 +224,8 @@ def _packets_from_moov(p: Path, container: Any, stream: Any) -> _FromMoov | None
 
     from naru_eval.media import mp4_index
 
-    table = mp4_index.sample_table(p)
+    # FFmpeg's own sample count bounds what the tables may claim (it read the same stsz)
+    table = mp4_index.sample_table(p, track_id=int(stream.id), samples=int(stream.frames or 0) or None)
     if table is None or len(table.dts) == 0:
         return None
     if (stream.frames and stream.frames != len(table.dts)) or Fraction(1, table.timescale) != stream.time_base:
@@ -227,6 +301,7 @@ def _build_index_by_demux(p: Path, container: Any, stream: Any) -> FrameIndex:
     missing_pts = False
     first_key: bool | None = None  # the first packet is a keyframe
     head_min: int | None = None  # the least timestamp shown before the second keyframe (decode order)
+    last_corrupt = False  # the last packet is flagged corrupt (cut short)
     try:
         for packet in container.demux(stream):
             if not packet.size:
@@ -234,6 +309,7 @@ def _build_index_by_demux(p: Path, container: Any, stream: Any) -> FrameIndex:
             if packet.pts is None:
                 missing_pts = True
                 break
+            last_corrupt = bool(packet.is_corrupt)
             if first_key is None:
                 first_key = bool(packet.is_keyframe)
             if packet.is_keyframe:
@@ -250,9 +326,64 @@ def _build_index_by_demux(p: Path, container: Any, stream: Any) -> FrameIndex:
     key_pts_a = np.array(key_pts, np.int64)
     clean = bool(first_key) and head_min is not None and head_min >= key_pts_a[0]
     head = _head_pts(container, stream, -(1 << 62)) if clean else None  # stops at the first frame given out
-    return _decodable(
+    index = _decodable(
         p, container, stream, np.array(pts, np.int64), key_pts_a, np.array(key_pos, np.int64), "demux", head
     )
+    # The last packet in decode order may be cut short where the container cannot say (a transport
+    # stream ends where the recording stopped) or says so (a corrupt flag).
+    if pts and (seeks_by_bytes(container) or last_corrupt):
+        return _without_cut_picture(p, container, stream, index, pts[-1])
+    return index
+
+
+def _picture(container: Any, stream: Any, index: FrameIndex, j: int, target: int) -> Any:
+    """Frame ``target`` (a timestamp) decoded from keyframe ``j`` (-1: the file's start), as raw
+    samples; None where it does not come out."""
+    import av
+
+    pos = int(index.key_pos[j]) if j >= 0 else -1
+    if j < 0:
+        seek_start(container, stream)
+    elif seeks_by_bytes(container) and pos >= 0:
+        container.seek(pos, unsupported_byte_offset=True)
+    else:
+        container.seek(int(index.key_pts[j]), stream=stream, backward=True, any_frame=False)
+    try:
+        for frame in container.decode(stream):
+            if frame.pts == target:
+                try:
+                    return frame.to_ndarray()
+                except ValueError:  # a pixel format numpy has no layout for
+                    return frame.to_ndarray(format="rgb24")
+    except av.error.FFmpegError:
+        pass
+    return None
+
+
+def _without_cut_picture(p: Path, container: Any, stream: Any, index: FrameIndex, last: int) -> FrameIndex:
+    """``index`` without the last packet's picture (``last``, decode order) where it depends on
+    where decoding began: decoded from the keyframe a seek would start at, and from the one before
+    (the pictures a player's decoder holds by then), it must come out the same."""
+    import numpy as np
+
+    at = int(np.searchsorted(index.pts, last))
+    if at >= len(index.pts) or int(index.pts[at]) != last or len(index.pts) < 2:
+        return index  # it did not decode at all (not in the index already), or it is all there is
+    j = int(np.searchsorted(index.key_pts, last, side="right")) - 1
+    if j < 0:
+        return index  # before the first keyframe: only ever decoded from the file's start
+    seeked = _picture(container, stream, index, j, last)
+    held = _picture(container, stream, index, j - 1, last)
+    if seeked is not None and held is not None and seeked.shape == held.shape and np.array_equal(seeked, held):
+        return index
+    tb = float(stream.time_base)
+    log.warning(
+        "%s: the file ends inside its last picture (at %.2f s): it is left out, as its pixels depend "
+        "on where decoding starts (a recording cut mid-frame)",
+        p,
+        (last - int(index.pts[0])) * tb,
+    )
+    return index._replace(pts=np.delete(index.pts, at), cut_pts=last)
 
 
 def _sorted_unique(a: np.ndarray) -> np.ndarray:
@@ -313,7 +444,13 @@ def _decodable(
         raise VideoError(p, "no decodable frame")
     sorted_pts = sorted_pts[sorted_pts <= last]
     return FrameIndex(
-        sorted_pts, key_pts_a, key_pos_a, float(stream.time_base), claimed_duration(container, stream), source
+        sorted_pts,
+        key_pts_a,
+        key_pos_a,
+        float(stream.time_base),
+        claimed_duration(container, stream),
+        source,
+        int(stream.index),
     )
 
 
@@ -354,7 +491,13 @@ def _index_by_decoding(p: Path, container: Any, stream: Any) -> FrameIndex:
     arr = _sorted_unique(np.array(pts, np.int64))
     first = np.array([arr[0]], np.int64)
     return FrameIndex(
-        arr, first, np.array([0], np.int64), float(stream.time_base), claimed_duration(container, stream), "decode"
+        arr,
+        first,
+        np.array([0], np.int64),
+        float(stream.time_base),
+        claimed_duration(container, stream),
+        "decode",
+        int(stream.index),
     )
 
 
@@ -369,8 +512,9 @@ def frame_index(
     import av
 
     p = Path(path)
-    key = _index_key(p)
-    known = _load_index(key, cache_dir) if tables else None
+    ident = _identity(p)
+    key = _index_key(ident)
+    known = _load_index(key, ident, cache_dir) if tables else None
     if known is not None:
         return known
     index: FrameIndex
@@ -379,10 +523,5 @@ def frame_index(
             index = _build_index(p, c, video_stream(p, c), tables)
     else:
         index = _build_index(p, container, video_stream(p, container), tables)
-    _remember_index(key, index, cache_dir)
+    _remember_index(key, ident, index, cache_dir)
     return index
-
-
-def count_frames(path: str | os.PathLike[str]) -> int:
-    """Exact number of frames, as the sampler numbers them (from the frame index)."""
-    return len(frame_index(path).pts)

@@ -14,6 +14,7 @@ falls back to the demux pass.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -21,6 +22,10 @@ import numpy as np
 
 #: A moov box larger than this is not read (a 4-hour 60 fps file's tables are ~15 MB).
 MAX_MOOV_BYTES = 256 * 2**20
+#: The most boxes one parse walks (top level, the moov and the path to the sample tables): a real
+#: file has a few dozen; a hostile moov of millions of empty boxes is refused (the demux pass reads
+#: it) instead of costing a Python loop per box.
+MAX_BOXES = 10_000
 
 _CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts"}
 
@@ -41,11 +46,23 @@ class SampleTable(NamedTuple):
     empty: int
 
 
-def _boxes(buf: bytes, start: int, end: int) -> list[tuple[bytes, int, int]]:
-    """(type, payload start, box end) of the boxes in ``buf[start:end]``."""
-    out = []
+class _Budget:
+    """Boxes left to walk in one parse (``MAX_BOXES``)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_BOXES
+
+    def take(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise ValueError(f"more than {MAX_BOXES} boxes")
+
+
+def _boxes(buf: bytes, start: int, end: int, budget: _Budget) -> Iterator[tuple[bytes, int, int]]:
+    """(type, payload start, box end) of the boxes in ``buf[start:end]``, one at a time."""
     at = start
     while at + 8 <= end:
+        budget.take()
         size, kind = struct.unpack_from(">I4s", buf, at)
         head = 8
         if size == 1:
@@ -57,29 +74,29 @@ def _boxes(buf: bytes, start: int, end: int) -> list[tuple[bytes, int, int]]:
             size = end - at
         if size < head or at + size > end:
             raise ValueError(f"box {kind!r} overruns its parent")
-        out.append((kind, at + head, at + size))
+        yield kind, at + head, at + size
         at += size
+
+
+def _children(buf: bytes, start: int, end: int, budget: _Budget) -> dict[bytes, list[tuple[int, int]]]:
+    """Payload ranges of the boxes directly in ``buf[start:end]``, by type (one walk)."""
+    out: dict[bytes, list[tuple[int, int]]] = {}
+    for kind, a, b in _boxes(buf, start, end, budget):
+        out.setdefault(kind, []).append((a, b))
     return out
 
 
-def _find(buf: bytes, start: int, end: int, path: list[bytes]) -> list[tuple[int, int]]:
-    """Payload ranges of the boxes at ``path`` (e.g. [b"trak"]) under ``buf[start:end]``."""
-    found = []
-    for kind, a, b in _boxes(buf, start, end):
-        if kind == path[0]:
-            found += [(a, b)] if len(path) == 1 else _find(buf, a, b, path[1:])
-    return found
+def _one(found: dict[bytes, list[tuple[int, int]]], kind: bytes) -> tuple[int, int] | None:
+    ranges = found.get(kind, [])
+    return ranges[0] if len(ranges) == 1 else None
 
 
-def _one(buf: bytes, start: int, end: int, path: list[bytes]) -> tuple[int, int] | None:
-    found = _find(buf, start, end, path)
-    return found[0] if len(found) == 1 else None
-
-
-def read_moov(f: BinaryIO, file_size: int) -> bytes | None:
+def read_moov(f: BinaryIO, file_size: int, budget: _Budget | None = None) -> bytes | None:
     """The moov box's payload, walking the top-level boxes by their sizes; None for a fragmented file."""
+    budget = budget or _Budget()
     at = 0
     while at + 8 <= file_size:
+        budget.take()
         f.seek(at)
         head = f.read(16)
         if len(head) < 8:
@@ -106,83 +123,122 @@ def read_moov(f: BinaryIO, file_size: int) -> bytes | None:
     return None
 
 
-def _full_box(buf: bytes, a: int) -> tuple[int, int]:
-    """(version, payload start after version and flags)."""
+def _full_box(buf: bytes, box: tuple[int, int], need: int = 0) -> tuple[int, int]:
+    """(version, payload start after version and flags) of a full box whose payload spans
+    ``box``; the box must hold the version and flags and ``need`` more bytes."""
+    a, b = box
+    if b - a < 4 + need:
+        raise ValueError("box too short for its header")
     return buf[a], a + 4
 
 
-def _table(buf: bytes, at: int, count: int, fmt: str) -> np.ndarray:
-    """``count`` big-endian records of ``fmt`` (a numpy dtype spec of one or more fields)."""
+def _table(buf: bytes, box: tuple[int, int], at: int, count: int, fmt: str) -> np.ndarray:
+    """``count`` big-endian records of ``fmt`` (a numpy dtype spec of one or more fields) at
+    ``at``, all inside ``box`` (a table claiming more entries than its box holds is refused)."""
     dt = np.dtype(fmt)
-    if at + count * dt.itemsize > len(buf):
+    if count < 0 or at + count * dt.itemsize > box[1]:
         raise ValueError("table overruns its box")
     return np.frombuffer(buf, dt, count, at)
 
 
-def video_track(moov: bytes, file_size: int) -> SampleTable | None:
-    """The first video track's sample tables, or None where they are not all simple to read.
+def _counted(buf: bytes, box: tuple[int, int], fmt: str) -> np.ndarray:
+    """A full box's table: a 32-bit entry count, then the entries."""
+    _v, p = _full_box(buf, box, 4)
+    return _table(buf, box, p + 4, struct.unpack_from(">I", buf, p)[0], fmt)
 
-    ``file_size`` bounds the sample count (every sample holds a byte): a damaged header must not
-    make the tables allocate more than the file could describe.
+
+def video_track(
+    moov: bytes, file_size: int, track_id: int | None = None, samples: int | None = None
+) -> SampleTable | None:
+    """The video track's sample tables (``track_id``: the one with that ``tkhd`` track ID, which
+    FFmpeg gives as the stream's id; else the first), or None where they are not all simple to read.
+
+    ``file_size`` and ``samples`` (the sample count FFmpeg read, where known) bound the sample
+    count before any table is expanded: a damaged header must not make the tables allocate more
+    than the file could describe.
     """
-    if _find(moov, 0, len(moov), [b"mvex"]):
+    budget = _Budget()
+    top = _children(moov, 0, len(moov), budget)
+    if b"mvex" in top:
         return None  # fragmented
     movie_scale = None
-    mvhd = _one(moov, 0, len(moov), [b"mvhd"])
+    mvhd = _one(top, b"mvhd")
     if mvhd:
-        v, p = _full_box(moov, mvhd[0])
+        v, p = _full_box(moov, mvhd, 20 if _v1(moov, mvhd) else 12)
         movie_scale = struct.unpack_from(">I", moov, p + (16 if v == 1 else 8))[0]
-    for trak in _find(moov, 0, len(moov), [b"trak"]):
-        hdlr = _one(moov, *trak, [b"mdia", b"hdlr"])
-        if hdlr is None or moov[hdlr[0] + 8 : hdlr[0] + 12] != b"vide":
+    for trak in top.get(b"trak", []):
+        kids = _children(moov, *trak, budget)
+        mdia = _one(kids, b"mdia")
+        if mdia is None:
             continue
-        try:
-            return _track(moov, trak, movie_scale, file_size)
-        except (ValueError, struct.error):
-            return None
+        media = _children(moov, *mdia, budget)
+        hdlr = _one(media, b"hdlr")
+        if hdlr is None or hdlr[1] - hdlr[0] < 12 or moov[hdlr[0] + 8 : hdlr[0] + 12] != b"vide":
+            continue
+        if track_id is not None and _track_id(moov, kids) != track_id:
+            continue
+        return _track(moov, kids, media, movie_scale, file_size, samples, budget)
     return None
 
 
-def _track(buf: bytes, trak: tuple[int, int], movie_scale: int | None, file_size: int) -> SampleTable | None:
-    mdhd = _one(buf, *trak, [b"mdia", b"mdhd"])
-    stbl = _one(buf, *trak, [b"mdia", b"minf", b"stbl"])
-    if mdhd is None or stbl is None:
+def _v1(buf: bytes, box: tuple[int, int]) -> bool:
+    """A full box of version 1 (64-bit times)."""
+    return box[1] > box[0] and buf[box[0]] == 1
+
+
+def _track_id(buf: bytes, kids: dict[bytes, list[tuple[int, int]]]) -> int | None:
+    tkhd = _one(kids, b"tkhd")
+    if tkhd is None:
         return None
-    v, p = _full_box(buf, mdhd[0])
+    v, p = _full_box(buf, tkhd, 20 if _v1(buf, tkhd) else 12)
+    return int(struct.unpack_from(">I", buf, p + (16 if v == 1 else 8))[0])
+
+
+def _track(
+    buf: bytes,
+    kids: dict[bytes, list[tuple[int, int]]],
+    media: dict[bytes, list[tuple[int, int]]],
+    movie_scale: int | None,
+    file_size: int,
+    samples: int | None,
+    budget: _Budget,
+) -> SampleTable | None:
+    mdhd = _one(media, b"mdhd")
+    minf = _one(media, b"minf")
+    if mdhd is None or minf is None:
+        return None
+    stbl = _one(_children(buf, *minf, budget), b"stbl")
+    if stbl is None:
+        return None
+    v, p = _full_box(buf, mdhd, 20 if _v1(buf, mdhd) else 12)
     timescale = struct.unpack_from(">I", buf, p + (16 if v == 1 else 8))[0]
-    boxes = {kind: (a, b) for kind, a, b in _boxes(buf, *stbl)}
+    boxes = {kind: ranges[0] for kind, ranges in _children(buf, *stbl, budget).items() if len(ranges) == 1}
     if b"stz2" in boxes or not all(k in boxes for k in (b"stts", b"stsz", b"stsc")) or timescale <= 0:
         return None
-    # stsz: sizes
-    _v, p = _full_box(buf, boxes[b"stsz"][0])
+    # stsz: sizes. The count is bounded before anything is allocated: by FFmpeg's count, and by the
+    # file (every sample holds at least one byte, a fixed-size sample its size).
+    _v, p = _full_box(buf, boxes[b"stsz"], 8)
     fixed, n = struct.unpack_from(">II", buf, p)
-    if n > file_size:
+    if (samples is not None and n != samples) or n * max(1, fixed) > file_size:
         return None
-    size = np.full(n, fixed, np.int64) if fixed else _table(buf, p + 8, n, ">u4").astype(np.int64)
+    size = np.full(n, fixed, np.int64) if fixed else _table(buf, boxes[b"stsz"], p + 8, n, ">u4").astype(np.int64)
     # stts: decode times
-    _v, p = _full_box(buf, boxes[b"stts"][0])
-    stts = _table(buf, p + 4, struct.unpack_from(">I", buf, p)[0], ">u4,>u4")
-    if int(stts["f0"].sum()) != n:
+    stts = _counted(buf, boxes[b"stts"], ">u4,>u4")
+    if int(stts["f0"].astype(np.int64).sum()) != n:
         return None
     deltas = np.repeat(stts["f1"].astype(np.int64), stts["f0"].astype(np.int64))
-    if len(deltas) != n:
-        return None
     dts = np.concatenate([[0], np.cumsum(deltas[:-1])]).astype(np.int64) if n else np.zeros(0, np.int64)
     # ctts: composition offsets (signed in practice, whatever the version says)
     cts = np.zeros(n, np.int64)
     if b"ctts" in boxes:
-        _v, p = _full_box(buf, boxes[b"ctts"][0])
-        ctts = _table(buf, p + 4, struct.unpack_from(">I", buf, p)[0], ">u4,>i4")
-        if int(ctts["f0"].sum()) != n:
+        ctts = _counted(buf, boxes[b"ctts"], ">u4,>i4")
+        if int(ctts["f0"].astype(np.int64).sum()) != n:
             return None
         cts = np.repeat(ctts["f1"].astype(np.int64), ctts["f0"].astype(np.int64))
-        if len(cts) != n:
-            return None
     # stss: sync samples (1-based); none means every sample is one
     keyframe = np.ones(n, bool)
     if b"stss" in boxes:
-        _v, p = _full_box(buf, boxes[b"stss"][0])
-        sync = _table(buf, p + 4, struct.unpack_from(">I", buf, p)[0], ">u4").astype(np.int64) - 1
+        sync = _counted(buf, boxes[b"stss"], ">u4").astype(np.int64) - 1
         if len(sync) and (sync.min() < 0 or sync.max() >= n):
             return None
         keyframe = np.zeros(n, bool)
@@ -191,9 +247,10 @@ def _track(buf: bytes, trak: tuple[int, int], movie_scale: int | None, file_size
     if offset is None:
         return None
     edit, empty = None, 0
-    elst = _one(buf, *trak, [b"edts", b"elst"])
+    edts = _one(kids, b"edts")
+    elst = _one(_children(buf, *edts, budget), b"elst") if edts is not None else None
     if elst is not None:
-        parsed = _edit(buf, elst[0], timescale, movie_scale)
+        parsed = _edit(buf, elst, timescale, movie_scale)
         if parsed is None:
             return None
         edit, empty = parsed
@@ -203,15 +260,15 @@ def _track(buf: bytes, trak: tuple[int, int], movie_scale: int | None, file_size
 def _offsets(buf: bytes, boxes: dict[bytes, tuple[int, int]], size: np.ndarray) -> np.ndarray | None:
     """Each sample's byte offset: chunk offsets (stco/co64) and samples per chunk (stsc)."""
     if b"stco" in boxes:
-        _v, p = _full_box(buf, boxes[b"stco"][0])
-        chunk_off = _table(buf, p + 4, struct.unpack_from(">I", buf, p)[0], ">u4").astype(np.int64)
+        chunk_off = _counted(buf, boxes[b"stco"], ">u4").astype(np.int64)
     elif b"co64" in boxes:
-        _v, p = _full_box(buf, boxes[b"co64"][0])
-        chunk_off = _table(buf, p + 4, struct.unpack_from(">I", buf, p)[0], ">u8").astype(np.int64)
+        chunk_off = _counted(buf, boxes[b"co64"], ">u8")
+        if len(chunk_off) and int(chunk_off.max()) >= 2**62:
+            return None
+        chunk_off = chunk_off.astype(np.int64)
     else:
         return None
-    _v, p = _full_box(buf, boxes[b"stsc"][0])
-    stsc = _table(buf, p + 4, struct.unpack_from(">I", buf, p)[0], ">u4,>u4,>u4")
+    stsc = _counted(buf, boxes[b"stsc"], ">u4,>u4,>u4")
     first = stsc["f0"].astype(np.int64) - 1
     n_chunks = len(chunk_off)
     if len(first) == 0 or first[0] != 0 or np.any(np.diff(first) <= 0) or first[-1] >= n_chunks:
@@ -229,12 +286,12 @@ def _offsets(buf: bytes, boxes: dict[bytes, tuple[int, int]], size: np.ndarray) 
     return chunk_off[chunk_of] + before - base[chunk_of]
 
 
-def _edit(buf: bytes, a: int, timescale: int, movie_scale: int | None) -> tuple[tuple[int, int], int] | None:
+def _edit(
+    buf: bytes, box: tuple[int, int], timescale: int, movie_scale: int | None
+) -> tuple[tuple[int, int], int] | None:
     """(media_time, duration in track units; -1 = to the end), leading empty edits; None: not one plain edit."""
-    v, p = _full_box(buf, a)
-    count = struct.unpack_from(">I", buf, p)[0]
-    rec = ">u8,>i8,>i2,>i2" if v == 1 else ">u4,>i4,>i2,>i2"
-    entries = _table(buf, p + 4, count, rec)
+    v = buf[box[0]] if box[1] > box[0] else 0
+    entries = _counted(buf, box, ">u8,>i8,>i2,>i2" if v == 1 else ">u4,>i4,>i2,>i2")
     empty_movie = 0
     edits: list[tuple[int, int]] = []
     for dur, media_time, rate, _frac in entries.tolist():
@@ -271,18 +328,24 @@ def packet_times(table: SampleTable) -> tuple[np.ndarray, np.ndarray]:
     return raw - media_time + table.empty, discard
 
 
-def sample_table(path: str | Path) -> SampleTable | None:
-    """The first video track's sample tables of the MP4/MOV at ``path``; None where not readable here."""
+#: Everything a malformed box can raise while it is read: the caller falls back to the demux pass.
+MALFORMED = (ValueError, struct.error, IndexError, OverflowError, KeyError, TypeError, MemoryError)
+
+
+def sample_table(path: str | Path, track_id: int | None = None, samples: int | None = None) -> SampleTable | None:
+    """The video track's sample tables of the MP4/MOV at ``path`` (see :func:`video_track`); None
+    where they are not readable here, for whatever reason (the demux pass then reads the file)."""
     p = Path(path)
     size = p.stat().st_size
+    budget = _Budget()
     with open(p, "rb") as f:
         try:
-            moov = read_moov(f, size)
-        except (OSError, struct.error):
+            moov = read_moov(f, size, budget)
+        except (OSError, *MALFORMED):
             return None
     if moov is None:
         return None
     try:
-        return video_track(moov, size)
-    except (ValueError, struct.error):
+        return video_track(moov, size, track_id, samples)
+    except MALFORMED:
         return None

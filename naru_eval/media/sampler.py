@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from naru_eval.media.decode import Decoder, choose_threads
 from naru_eval.media.index import FrameIndex, frame_index
+from naru_eval.media.pixels import RESIZES
 from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, uniform_indices
 from naru_eval.media.video import (
     VideoError,
@@ -20,6 +21,7 @@ from naru_eval.media.video import (
     check_file,
     check_truncation,
     frame_rate,
+    real_video_streams,
     seeks_by_bytes,
     video_stream,
 )
@@ -34,14 +36,12 @@ MAX_FRAMES = 2048
 
 
 class SampledFrames(NamedTuple):
-    """Frames picked from one video. ``timestamp_error_s`` is 0 for exact sampling."""
+    """Frames picked from one video: each the frame its number names (or the sampler raises)."""
 
     frames: np.ndarray  # uint8, N x H x W x 3
     indices: np.ndarray  # int64 frame numbers
     timestamps: np.ndarray  # float64 seconds
     info: VideoInfo
-    exact: bool
-    timestamp_error_s: np.ndarray  # |picked - target| per frame, seconds
 
 
 def sample_frames(
@@ -50,36 +50,53 @@ def sample_frames(
     fps: float | None = None,
     max_frames: int | None = None,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
-    approximate: bool = False,
-    info: VideoInfo | None = None,
+    size: tuple[int, int] | None = None,
+    resize: str | None = None,
     index_dir: str | os.PathLike[str] | None = None,
 ) -> SampledFrames:
     """Sample frames from ``path``: ``num_frames`` uniform, or ``fps`` (capped by ``max_frames``).
 
-    Frame numbers are positions in the frame index (presentation order). Exact mode seeks to the
-    keyframe before each target (by byte offset where the container has no index), checks that
-    decoding starts at or before it, else goes back one keyframe (open-GOP leading pictures need
-    the previous GOP), and takes the frame whose timestamp is the target's; it keeps decoding
-    instead of seeking when that keyframe is not past the last frame decoded. Frames are turned
-    as a player shows them (rotation, sample aspect ratio) and resized to ``max_pixels`` of the
-    displayed size as they are taken, into one preallocated array. Approximate mode takes the
-    keyframe at or before each target (decoding only it) and reports the error. ``info`` is
-    accepted for compatibility; the file itself is always the authority. The frame index is kept
-    in memory and, with ``index_dir`` (or ``NARU_FRAME_CACHE``), on disk.
+    Frame numbers are positions in the frame index (presentation order) of the video stream a
+    player shows. The sampler seeks to the keyframe before each target (by byte offset where the
+    container has no index), checks that decoding starts at or before it, else goes back one
+    keyframe (open-GOP leading pictures need the previous GOP), and takes the frame whose
+    timestamp is the target's; it keeps decoding instead of seeking when that keyframe is not past
+    the last frame decoded. Frames are converted to RGB with their own colour matrix and range,
+    turned as a player shows them (rotation, sample aspect ratio) and resized as they are taken,
+    into one preallocated array: to ``max_pixels`` of the displayed size (swscale bicubic, in the
+    same pass as the conversion), or, with ``size`` = (height, width), to exactly that size from
+    the native-size frame by torchvision's antialiased bicubic, in the arithmetic ``resize`` names
+    (``"float"``, the default: qwen-vl-utils' step; ``"uint8"``: transformers' video processors';
+    :mod:`naru_eval.media.pixels`). The frame index is kept in memory and, with ``index_dir`` (or
+    ``NARU_FRAME_CACHE``), on disk.
     """
     if (num_frames is None) == (fps is None):
         raise ValueError("give exactly one of num_frames or fps")
+    if size is not None and (len(size) != 2 or min(size) < 1):
+        raise ValueError(f"size={size!r}: give (height, width), both at least 1")
+    if resize is not None and (size is None or resize not in RESIZES):
+        raise ValueError(f"resize={resize!r}: one of {', '.join(RESIZES)}, and only with size")
     asked = min(num_frames, max_frames) if num_frames is not None and max_frames else num_frames
     if asked is not None and asked > MAX_FRAMES:
         raise ValueError(f"num_frames={asked}: the sampler takes at most {MAX_FRAMES} frames per video")
     p = Path(path)
     check_file(p)
+    exact_size = (int(size[0]), int(size[1])) if size is not None else None
+    out = _Output(max_pixels, exact_size, resize or "float")
     try:
-        return _sample(p, asked, fps, max_frames, max_pixels, approximate, index_dir, tables=True)
+        return _sample(p, asked, fps, max_frames, out, index_dir, tables=True)
     except _TablesContradicted:
         # The sample tables' index disagrees with the packets in the middle (its head and tail were
         # checked when it was built): rebuild it by demuxing, and sample again.
-        return _sample(p, asked, fps, max_frames, max_pixels, approximate, index_dir, tables=False)
+        return _sample(p, asked, fps, max_frames, out, index_dir, tables=False)
+
+
+class _Output(NamedTuple):
+    """The size frames are kept at: ``max_pixels`` of the displayed size, or exactly ``size``."""
+
+    max_pixels: int | None
+    size: tuple[int, int] | None
+    resize: str
 
 
 class _TablesContradicted(Exception):
@@ -91,8 +108,7 @@ def _sample(
     asked: int | None,
     fps: float | None,
     max_frames: int | None,
-    max_pixels: int | None,
-    approximate: bool,
+    out: _Output,
     index_dir: str | os.PathLike[str] | None,
     tables: bool,
 ) -> SampledFrames:
@@ -106,7 +122,7 @@ def _sample(
             stream = video_stream(p, container)
             # Containers without an index (MPEG-TS) are often cut mid-frame: the last picture is then
             # concealed, and frame threads conceal it differently from a sequential decode.
-            choose_threads(stream, approximate or seeks_by_bytes(container))
+            choose_threads(stream, seeks_by_bytes(container))
             index = frame_index(p, container, index_dir, tables)
             total = len(index.pts)
             tb = index.time_base
@@ -114,7 +130,7 @@ def _sample(
             end_s = (int(index.pts[-1]) - first_pts) * tb
             frame_s = end_s / max(1, total - 1) if total > 1 else 0.0
             check_truncation(p, index.claimed_s, end_s, total, frame_s)
-            duration = max(index.claimed_s, end_s + frame_s)
+            duration = index.claimed_s if index.claimed_s > 0 else end_s + frame_s
             if asked is not None:
                 n = asked
             else:
@@ -127,13 +143,12 @@ def _sample(
                         f"maximum of {MAX_FRAMES} per video: lower fps or set max_frames",
                     )
             targets = uniform_indices(total, n)
-            run = Decoder(p, container, stream, index, max_pixels, len(targets))
-            if approximate:
-                picked = [run.keyframe_before(k) for k in targets]
-            else:
-                picked = [run.exact(k) for k in targets]
+            run = Decoder(p, container, stream, index, out.max_pixels, len(targets), out.size, out.resize)
+            picked = [run.exact(k) for k in targets]
             frames = run.frames()
             width, height = run.out_size
+            streams = len(real_video_streams(container))
+            rate = (total - 1) / end_s if end_s > 0 else frame_rate(stream)  # read while the file is open
     except VideoError as e:
         if tables and index is not None and index.source == "moov" and e.reason.startswith("could not decode frame"):
             raise _TablesContradicted() from e
@@ -143,14 +158,5 @@ def _sample(
     assert index is not None  # set before anything that could decode
     indices = np.array(picked, dtype=np.int64)
     ts = (index.pts[indices] - first_pts) * tb if len(indices) else np.zeros(0)
-    want = (index.pts[np.array(targets, np.int64)] - first_pts) * tb if targets else np.zeros(0)
-    rate = (total - 1) / end_s if end_s > 0 else frame_rate(stream)
-    out_info = VideoInfo(str(p), duration, rate, total, width, height, True)
-    return SampledFrames(
-        frames=frames,
-        indices=indices,
-        timestamps=np.asarray(ts, dtype=np.float64),
-        info=out_info,
-        exact=not approximate,
-        timestamp_error_s=np.abs(np.asarray(ts, np.float64) - want),
-    )
+    out_info = VideoInfo(str(p), duration, rate, total, width, height, True, index.stream, streams, run.colour)
+    return SampledFrames(frames=frames, indices=indices, timestamps=np.asarray(ts, dtype=np.float64), info=out_info)

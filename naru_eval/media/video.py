@@ -25,7 +25,12 @@ class VideoError(RuntimeError):
 class VideoInfo(NamedTuple):
     """What the container says about a video (frame_count may be estimated: see ``exact``).
 
-    ``width`` x ``height`` is the displayed size: sample aspect ratio and rotation applied.
+    ``width`` x ``height`` is the displayed size (sample aspect ratio and rotation applied) in the
+    probe's, the size of the frames returned in the sampler's. ``duration_s`` is :func:`claimed_duration` (one definition for the probe, ``validate-data``
+    and the sampler). ``stream_index`` is the container's index of the video stream used (the one
+    a player shows, :func:`video_stream`), ``video_streams`` how many real video streams the
+    file has (attached pictures and thumbnails not counted). ``colour`` names the colour matrix
+    and range the pixels are converted with (``pixels.colour_name``).
     """
 
     path: str
@@ -35,6 +40,9 @@ class VideoInfo(NamedTuple):
     width: int
     height: int
     frame_count_exact: bool
+    stream_index: int = 0
+    video_streams: int = 1
+    colour: str = ""
 
 
 class FileIdentity(TypedDict):
@@ -63,11 +71,44 @@ def check_file(p: Path) -> None:
         raise VideoError(p, "file is empty")
 
 
+def real_video_streams(container: Any) -> list[Any]:
+    """The video streams that are pictures in motion: attached pictures (cover art), timed
+    thumbnails and still images left out."""
+    from av.stream import Disposition
+
+    skip = Disposition.attached_pic | Disposition.timed_thumbnails | Disposition.still_image
+    return [s for s in container.streams.video if not s.disposition & skip]
+
+
+def _rank(stream: Any) -> tuple[int, int, int, int]:
+    """``av_find_best_stream``'s order: not for the hearing or visually impaired, then the default
+    disposition, then the largest picture, then the highest bit rate (the first stream on a tie)."""
+    from av.stream import Disposition
+
+    disp = stream.disposition
+    impaired = Disposition.hearing_impaired | Disposition.visual_impaired
+    score = (0 if disp & impaired else 1) + (1 if disp & Disposition.default else 0)
+    ctx = stream.codec_context  # None: unreadable parameters (video_stream refuses it if chosen)
+    if ctx is None:
+        return score, 0, 0, -int(stream.index)
+    return score, int(ctx.width or 0) * int(ctx.height or 0), int(ctx.bit_rate or 0), -int(stream.index)
+
+
 def video_stream(p: Path, container: Any) -> Any:
-    """The first video stream (the one every frame number refers to)."""
-    if not container.streams.video:
-        raise VideoError(p, "no video stream")
-    return container.streams.video[0]
+    """The video stream a player shows (the one every frame number refers to), as FFmpeg chooses
+    it: no attached picture or thumbnail, the default disposition, then the largest.
+
+    Checked before anything decodes it: a stream whose codec parameters could not be read (a
+    damaged sample description leaves PyAV without a codec context, and decoding it crashes the
+    process) is a :class:`VideoError`, never handed to the decoder.
+    """
+    streams = real_video_streams(container)
+    if not streams:
+        raise VideoError(p, "no video stream" + (" (only cover art)" if container.streams.video else ""))
+    best = max(streams, key=_rank)
+    if best.codec_context is None:
+        raise VideoError(p, f"video stream #{best.index} cannot be decoded: its codec parameters are unreadable")
+    return best
 
 
 def claimed_duration(container: Any, stream: Any) -> float:
@@ -157,11 +198,14 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
     """
     import av  # lazy: only tools that touch videos pay for it
 
+    from naru_eval.media.pixels import colour_name
+
     p = Path(path)
     check_file(p)
     try:
         with av.open(str(p)) as container:
             stream = video_stream(p, container)
+            chosen, n_streams = int(stream.index), len(real_video_streams(container))
             fps = frame_rate(stream)
             duration = claimed_duration(container, stream)
             frames = int(stream.frames or 0)
@@ -172,6 +216,7 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
             if first is None:
                 raise VideoError(p, "no decodable frame")
             width, height, _turns = displayed_size(first, stream.codec_context.sample_aspect_ratio)
+            colour = colour_name(first)
             if check_end and duration > 0:
                 tb = float(stream.time_base)
                 start = first.pts if first.pts is not None else (stream.start_time or 0)
@@ -190,7 +235,17 @@ def probe_video(path: str | os.PathLike[str], check_end: bool = True) -> VideoIn
         raise VideoError(p, f"cannot be opened or decoded ({type(e).__name__}: {e})") from None
     if fps <= 0 or duration <= 0:
         raise VideoError(p, f"container reports no usable duration/fps (duration={duration}, fps={fps})")
-    return VideoInfo(str(p), duration, fps, frames, width, height, exact)
+    return VideoInfo(str(p), duration, fps, frames, width, height, exact, chosen, n_streams, colour)
+
+
+def stream_note(info: VideoInfo) -> str | None:
+    """``validate-data``'s note on a file with several real video streams: which one is used."""
+    if info.video_streams <= 1:
+        return None
+    return (
+        f"{info.path}: {info.video_streams} video streams; stream #{info.stream_index} is used "
+        "(the one a player shows: the default disposition, then the largest)"
+    )
 
 
 #: validate-data: a container claiming more than this many seconds per frame on average (e.g.

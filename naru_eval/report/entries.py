@@ -18,8 +18,14 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from naru_eval.core.data import CATEGORIES
-from naru_eval.core.runfiles import ResultsFile, SampleLog, mismatched, task_problems
+from naru_eval.core.runfiles import (
+    OWN_INPUT_MODE,
+    ResultsFile,
+    SampleLog,
+    mismatched,
+    sampling_budget,
+    task_problems,
+)
 from naru_eval.core.scoring import METRICS, ForeignLogError, SampleLogError, close
 from naru_eval.report.models import (
     Conflict,
@@ -51,13 +57,27 @@ def rel(path: Path) -> str:
 
 
 def entry_id(
-    model: str, task: str, budget: str, judge: str | None, data: str | None = None, input_mode: str | None = None
+    model: str,
+    task: str,
+    sampling: str,
+    judge: str | None,
+    data: str | None = None,
+    input_mode: str | None = None,
+    variant: str = "",
 ) -> str:
-    """The entry's key: runs that differ in any part are different entries (never merged). The
-    input mode is part of it when the payloads record one: the same model given a video or
-    separate images is two configurations."""
-    key = f"{model} | {task} | {budget} | judge={judge or '-'} | data={data or 'unknown'}"
-    return key + (f" | input={input_mode}" if input_mode else "")
+    """The entry's key, from what makes runs different: the model, the task, the sampling, the
+    judge, the data, the input mode (when the payloads record one: the same model given a video
+    or separate images is two configurations) and the variant (the answer-changing arguments that
+    differ from the adapter's defaults, e.g. Gemini's ``audio=false``). Runs that differ in any
+    part are different entries, never merged."""
+    key = f"{model} | {task} | {sampling} | judge={judge or '-'} | data={data or 'unknown'}"
+    return key + (f" | input={input_mode}" if input_mode else "") + (f" | variant={variant}" if variant else "")
+
+
+def display_label(label: str, variant: str) -> str:
+    """The model's name as the tables show it: the label, then the variant when there is one
+    (``gemini-3-flash (audio=false)``), so two runs that differ in it read differently."""
+    return f"{label} ({variant})" if variant else label
 
 
 def _label_for(results_file: Path, labels: Mapping[str, str]) -> str | None:
@@ -143,7 +163,8 @@ def _entry(
     mpath = find_manifest(res.path, run.root)
     manifest = read_manifest(mpath) if mpath else None
     config = res.config
-    label = _label_for(res.path, labels) or config.label(manifest)
+    name = _label_for(res.path, labels) or config.label(manifest)
+    label = name
 
     def unverified(reason: str) -> None:
         out.unverified.append(
@@ -176,8 +197,15 @@ def _entry(
     data = log.one("data_fingerprint")
     if data is None and manifest is not None and manifest.data is not None:
         data = manifest.data.fingerprint
-    frames, fps = config.budget
-    budget = config.sampling
+    sampling = log.sampling(config)
+    if log.own_sampler:
+        out.warnings.append(
+            f"{where}: no naru-eval provenance in the payloads: the model sampled its frames itself "
+            f"(input {OWN_INPUT_MODE}); never merged or compared with naru-eval's exact sampler"
+        )
+    frames, fps = sampling_budget(sampling)
+    variant = log.variant
+    label = display_label(name, variant)
     judge = _judge(res, run.task)
     metrics: dict[str, Number]
     ci95: dict[str, list[float] | None] | None
@@ -207,21 +235,22 @@ def _entry(
         unverified(f"results.json reports {', '.join(mismatch)} that the sample log does not recompute")
     orig, eff = res.n_samples(run.task)
     status: DataStatus = data_status(data, _category_counts(log))
-    input_mode = log.one("input_mode")
+    input_mode = log.input_mode
     return Entry(
-        id=entry_id(label, run.task, budget, judge, data, input_mode),
+        id=entry_id(name, run.task, sampling, judge, data, input_mode, variant),
         model=label,
         from_=None,
         published=False,
         task=run.task,
         frames=frames,
         fps=fps,
-        budget=budget,
-        sampling=budget,
+        budget=sampling,
+        sampling=sampling,
         judge=judge,
         data=data,
         data_status=status,
         input_mode=input_mode,
+        variant=variant,
         metrics=metrics,
         ci95=ci95,
         n=n,
@@ -365,7 +394,3 @@ def leaderboard_tables(entries: Sequence[Entry], published: Sequence[Entry], ran
             rows = sorted(by_data[d], key=sort_key)
             out.append(Table(task=task, data=d, status=status(rows), rows=[r.id for r in rows], kind=_kind(task, rows)))
     return out
-
-
-#: the metric columns of an open-ended table
-OPEN_METRIC_COLUMNS: tuple[str, ...] = ("overall", "narrative", "cultural", *CATEGORIES, "recall")

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
-from naru_eval.core.scoring import MACRO_METRICS, macro_levels
+from naru_eval.core.data import CATEGORIES
+from naru_eval.core.metrics import Metric, in_scope, macro_levels
+from naru_eval.core.scoring import MACRO_METRICS, MCQ
 
 DEFAULT_BOOTSTRAP = 2000
 
@@ -84,12 +85,15 @@ class Unit:
     correct: bool
 
 
-SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("overall", CATEGORIES),
-    ("narrative", NARRATIVE),
-    ("cultural", CULTURAL),
-    ("accuracy", CATEGORIES),
-    *((c, (c,)) for c in CATEGORIES),
+def _scope_order(m: Metric[Any]) -> int:
+    return 0 if m.aggregation == "macro" else 1 if m.scope == "all" else 2
+
+
+#: the accuracy scopes a gap is given for (the MCQ table's accuracies, with their categories):
+#: the macro means, accuracy over all questions, then each category
+SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (m.name, tuple(c for c in CATEGORIES if in_scope(m.scope, c)))
+    for m in sorted((m for m in MCQ if m.higher_is_better), key=_scope_order)
 )
 
 
@@ -103,7 +107,7 @@ def macro_cluster_bootstrap(
     seed: int = 0,
 ) -> BootstrapStat:
     """``macro(a) - macro(b)`` for the authors' ``metric`` (overall/narrative/cultural: means of
-    category accuracies, :func:`naru_eval.core.scoring.macro_levels`), paired, with a 95 % CI from
+    category accuracies, :func:`naru_eval.core.metrics.macro_levels`), paired, with a 95 % CI from
     resampling videos and recomputing both macro means on each replicate."""
     import numpy as np
 

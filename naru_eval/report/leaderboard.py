@@ -54,7 +54,7 @@ from naru_eval.report.sweep import package_version
 if TYPE_CHECKING:
     from naru_eval.report.paper import PaperReference
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 __all__ = ["OFFICIAL_DATA", "Leaderboard", "build_leaderboard"]
 

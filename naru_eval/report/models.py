@@ -76,8 +76,8 @@ class RunInfo(Doc):
     samples_file: str = Field(description="the sample log the metrics were recomputed from")
     adapter: str | None = Field(description="lmms-eval `--model`")
     model_args: dict[str, str] = Field(description="`--model_args` as a dict, secrets dropped")
-    num_frames: int | None = Field(description="`num_frames` of `model_args`")
-    fps: float | None = Field(description="`fps` of `model_args`")
+    num_frames: int | None = Field(description="the frame count of the entry's `sampling` (null for a rate)")
+    fps: float | None = Field(description="the rate of the entry's `sampling` (null for a frame count)")
     task_version: JsonValue = Field(description="the task YAML's `metadata.version`")
     task_hash: str | None = Field(description="lmms-eval's task hash")
     lmms_eval_version: str | None = Field(description="lmms-eval's version")
@@ -103,10 +103,13 @@ class Entry(Doc):
 
     id: str = Field(
         description='`"<model> | <task> | <sampling> | judge=<judge or -> | data=<fingerprint or unknown>"`, '
-        'plus `" | input=<input mode>"` when the payloads record one: the key; `"published | <model> | <task>"` '
-        "for published rows"
+        'plus `" | input=<input mode>"` when there is one and `" | variant=<variant>"` when there is one: the '
+        'key, what makes runs different; `"published | <model> | <task>"` for published rows'
     )
-    model: str = Field(description="model name (the `--label`, the manifest's label, or `model_args`)")
+    model: str = Field(
+        description="model name (the `--label`, the manifest's label, or `model_args`), then ` (<variant>)` when "
+        "the run has one"
+    )
     # "from" on the wire; ``from_`` in Python (a keyword), for the constructor and attribute access
     from_: str | None = Field(
         validation_alias=AliasChoices("from", "from_"),
@@ -116,10 +119,15 @@ class Entry(Doc):
     checkpoint: str | None = Field(default=None, description="published rows: the checkpoint the authors name")
     published: bool = Field(description="true: the authors' figure, not a run of ours")
     task: str = Field(description="the lmms-eval task")
-    frames: int | None = Field(description="`num_frames` from `model_args` (null when absent)")
-    fps: float | None = Field(description="`fps` from `model_args` (null when absent)")
+    frames: int | None = Field(description="the frame count of `sampling` (null for a rate or another label)")
+    fps: float | None = Field(description="the rate of `sampling` (null for a frame count or another label)")
     budget: str | None = Field(description="the sampling label (kept for the figures)")
-    sampling: str | None = Field(description='the sampling label: "128 Frames", "0.25 FPS", "default"')
+    sampling: str | None = Field(
+        description='the sampling: runs, as the payloads record it ("128 Frames", "0.25 FPS"); `"model\'s own '
+        'sampler"` for a model that sampled its frames itself (no naru-eval provenance); payloads that record none '
+        '(older logs): `"<F> Frames (model_args)"` from an explicit `num_frames=`/`fps=`, else `"not recorded"`; '
+        "published rows: as the authors print it"
+    )
     judge: str | None = Field(description="the judge of an open-ended task; null for MCQ")
     data: str | None = Field(description="the annotations' fingerprint; `official` for published rows")
     metrics: dict[str, Number] = Field(
@@ -147,7 +155,12 @@ class Entry(Doc):
     input_mode: str | None = Field(
         default=None,
         description="runs: what the model was given, from the payloads (`video`, `images`, `server-sampled`, "
-        "`text`); null for older logs",
+        "`text`; `model-sampled` for a model that sampled its frames itself); null for older logs",
+    )
+    variant: str | None = Field(
+        default=None,
+        description='runs: the answer-changing arguments that differ from the adapter\'s defaults (`"k=v,..."`, '
+        'e.g. `"audio=false"`; `""` when none), from the payloads',
     )
     reported_matches_log: bool | None = Field(
         default=None,
@@ -259,8 +272,8 @@ class LeaderboardDocument(Doc):
     """`leaderboard.json`."""
 
     schema_version: int = Field(
-        description="`2` (1 had micro overall/narrative/cultural and no published rows). "
-        "Any change to a field's meaning bumps it"
+        description="`3` (2 read `frames`/`fps`/`sampling` from `model_args` and had no `variant`; 1 had micro "
+        "overall/narrative/cultural and no published rows). Any change to a field's meaning bumps it"
     )
     generated_by: str = Field(description="`naru-eval <version>`")
     generated_at: str = Field(description="UTC ISO time")
@@ -270,7 +283,9 @@ class LeaderboardDocument(Doc):
     data_note: str = Field(description="the sentence the page prints about data")
     metrics: list[str] = Field(description="the metric names of MCQ entries")
     published: Published = Field(description="the authors' published rows")
-    entries: list[Entry] = Field(description="your runs, one per (model, task, sampling, judge, data)")
+    entries: list[Entry] = Field(
+        description="your runs, one per (model, task, sampling, judge, data, input mode, variant)"
+    )
     tables: list[Table] = Field(description="the tables of the page")
     unverified: list[Unverified] = Field(
         default_factory=list,

@@ -38,7 +38,6 @@ PAPER_ARXIV = "2608.13210"
 #: how the page and the JSON name the paper: its title and arXiv id, nothing else
 PAPER = {"title": PAPER_TITLE, "arxiv": PAPER_ARXIV}
 PAPER_SOURCE_FILE = "naru_eval/data_files/naru_paper.json"
-OFFICIAL_SOURCE_FILE = "naru_eval/data_files/official_results.json"
 
 
 def _package_json(name: str) -> dict[str, Any]:

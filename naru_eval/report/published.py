@@ -18,7 +18,8 @@ from importlib import resources
 from typing import Any
 
 from naru_eval.core.data import CATEGORIES, SYNTHETIC_PREFIX
-from naru_eval.core.scoring import macro_levels
+from naru_eval.core.metrics import macro_levels
+from naru_eval.core.scoring import MCQ
 from naru_eval.report.models import DataStatus, Entry, Number
 
 #: the ``data`` of the published rows: the authors' official release of the benchmark
@@ -77,6 +78,7 @@ def published_rows(official: Mapping[str, Any] | None = None) -> list[Entry]:
     means of their categories, overall = (narrative + cultural) / 2; ``accuracy`` (micro) from
     the counts where there are counts. Open-ended (``naru_open``, the 500-question subset):
     per-category recall as published, overall = the mean of the nine categories."""
+    from naru_eval.judge.score import OPEN
     from naru_eval.report import paper
 
     off = dict(official) if official is not None else paper.official_results()
@@ -94,14 +96,16 @@ def published_rows(official: Mapping[str, Any] | None = None) -> list[Entry]:
             cat = {c: 100.0 * k / n_cat[c] for c, k in zip(CATEGORIES, vals, strict=True)}
             accuracy, counts = 100.0 * sum(vals) / total, dict(zip(CATEGORIES, vals, strict=True))
         org[name] = r.get("from")
-        metrics: dict[str, Number] = {**macro_levels(cat), **cat, "accuracy": accuracy, "invalid_rate": None}
+        known: dict[str, Number] = {**macro_levels(cat), **cat, "accuracy": accuracy}
+        metrics: dict[str, Number] = {m: known.get(m) for m in MCQ.names}  # invalid_rate: not published
         figures = "published accuracies" if r.get("percent") else "correct counts"
         rows.append(
             _published(name, r.get("from"), r, "naru_mcq", metrics, {"overall": total, **n_cat}, counts, figures)
         )
     for name, r in off["open_rq3"]["rows"].items():
         cat = {c: float(v) for c, v in zip(CATEGORIES, [*r["narrative"], *r["cultural"]], strict=True)}
-        metrics = {**macro_levels(cat, overall="categories"), **cat, "recall": None}
+        known = {**macro_levels(cat, overall=OPEN.overall), **cat}
+        metrics = {m: known.get(m) for m in OPEN.columns}  # recall (micro): not published
         made_by = r.get("from", org.get(name))
         rows.append(
             _published(name, made_by, r, "naru_open", metrics, {"overall": 500}, None, "published recalls (2 decimals)")

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from naru_eval.core.data import CATEGORIES
+from naru_eval.core.metrics import MetricTable
 from naru_eval.core.numbers import fmt_ci, fmt_num
-from naru_eval.core.scoring import MACRO_METRICS
-from naru_eval.report.entries import OPEN_METRIC_COLUMNS
+from naru_eval.core.scoring import MCQ
+from naru_eval.core.variants import CIRCULAR
 from naru_eval.report.models import ComparisonRow, Entry, LeaderboardDocument, ManifestRef, Table, dump_json
 from naru_eval.report.published import STATUS_NOTES
 
@@ -74,7 +74,6 @@ class TableView:
     cols: list[str]
     digits: int
     rows: list[Entry]
-    runs: bool  # it holds runs: the input column
     published: bool  # it holds published rows: the "from" column
 
 
@@ -85,13 +84,26 @@ def table_title(table: Table) -> str:
     return f"{table.task}: runs on data {table.data} ({note})"
 
 
-def _spec(table: Table, rows: Sequence[Entry]) -> tuple[list[str], int]:
-    """(metric columns, decimals) of one table."""
+def _metric_table(table: Table, rows: Sequence[Entry]) -> MetricTable[Any] | None:
+    """The metric table whose columns a table shows (None: a table of mixed kinds)."""
+    from naru_eval.judge.score import OPEN
+
     if table.kind == "mcq":
-        return [*MACRO_METRICS, *CATEGORIES, "accuracy", "invalid_rate"], 1
+        return MCQ
     if table.kind == "open":
-        return list(OPEN_METRIC_COLUMNS), 2
-    return sorted({k for e in rows for k in e.metrics}), 3
+        return OPEN
+    if rows and all(e.metrics_source == "sample_log_circular" for e in rows):
+        return CIRCULAR
+    return None
+
+
+def _spec(table: Table, rows: Sequence[Entry]) -> tuple[list[str], int]:
+    """(metric columns, decimals) of one table: its metric table's columns and decimals, or
+    every metric its rows have (a table of mixed kinds)."""
+    metrics = _metric_table(table, rows)
+    if metrics is None:
+        return sorted({k for e in rows for k in e.metrics}), 3
+    return list(metrics.columns), metrics.digits
 
 
 def table_views(doc: LeaderboardDocument) -> list[TableView]:
@@ -116,7 +128,6 @@ def table_views(doc: LeaderboardDocument) -> list[TableView]:
                 cols=cols,
                 digits=digits,
                 rows=rows,
-                runs=any(not e.published for e in rows),
                 published=any(e.published for e in rows),
             )
         )
@@ -125,6 +136,12 @@ def table_views(doc: LeaderboardDocument) -> list[TableView]:
 
 def _who(e: Entry) -> str:
     return "published" if e.published else "run"
+
+
+def input_cell(e: Entry) -> str:
+    """The input column: a run's input mode (``unknown`` for a log that records none); ``-`` for a
+    published row (the authors do not say)."""
+    return e.input_mode or ("-" if e.published else "unknown")
 
 
 def markdown(data: LeaderboardDocument | Mapping[str, Any]) -> str:
@@ -155,16 +172,15 @@ def markdown(data: LeaderboardDocument | Mapping[str, Any]) -> str:
         lines += [f"## {md(view.title)}", ""]
         if view.note:
             lines += [view.note, ""]
-        input_head = "input | " if view.runs else ""
-        lines.append("| model | | from | sampling | " + input_head + "data | " + " | ".join(view.cols) + " | n |")
-        lines.append("|---|---|---|---|" + ("---|" if view.runs else "") + "---|" + "---:|" * len(view.cols) + "---:|")
+        lines.append("| model | | from | sampling | input | data | " + " | ".join(view.cols) + " | n |")
+        lines.append("|---|---|---|---|---|---|" + "---:|" * len(view.cols) + "---:|")
         for e in view.rows:
             ci = e.ci95 or {}
             flag = " (CONFLICT)" if e.conflict else ""
             cells = [
                 f"{fmt_num(e.metrics.get(c), view.digits)} {fmt_ci(ci.get(c), view.digits)}".strip() for c in view.cols
             ]
-            mode = f"{md(e.input_mode or '-')} | " if view.runs else ""
+            mode = f"{md(input_cell(e))} | "
             lines.append(
                 f"| {md(e.model)}{flag} | {_who(e)} | {md(e.from_ or '-')} | {md(e.sampling or '-')} | {mode}"
                 f"{md(e.data or 'unknown')} | " + " | ".join(cells) + f" | {e.n.get('overall')} |"
@@ -235,6 +251,7 @@ def render_html(
         paper_line=paper_line(doc),
         fmt_num=fmt_num,
         fmt_ci=fmt_ci,
+        input_cell=input_cell,
         comparison_digits=comparison_digits,
         versions=_versions,
         dumps=json.dumps,

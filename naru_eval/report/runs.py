@@ -132,7 +132,18 @@ class RunLog:
 
     @property
     def input_mode(self) -> str | None:
-        return self.read().one("input_mode")
+        """What the model was given (naru_eval.core.runfiles.SampleLog.input_mode)."""
+        return self.read().input_mode
+
+    @property
+    def sampling(self) -> str:
+        """The resolved sampling the payloads record (naru_eval.core.runfiles.SampleLog.sampling)."""
+        return self.read().sampling(self.config)
+
+    @property
+    def variant(self) -> str:
+        """The answer-changing arguments that differ from the adapter's defaults ("" when none)."""
+        return self.read().variant
 
     @property
     def positions(self) -> str | None:

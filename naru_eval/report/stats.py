@@ -8,7 +8,7 @@ or permutes whole **videos** (clusters), never single questions:
   of every metric, recomputed the way the task reports it: per-item metrics (``accuracy``, a
   category, ``invalid_rate``) as score sum / questions in scope, and the authors' macro metrics
   (``overall``, ``narrative``, ``cultural``) as the same mean of category means
-  (:func:`naru_eval.core.scoring.macro_levels`) on each resample; :func:`bootstrap_open_ci` is the
+  (:func:`naru_eval.core.metrics.macro_levels`) on each resample; :func:`bootstrap_open_ci` is the
   same bootstrap for ``naru_open`` (recall 0-1; ``overall`` = mean of the nine category recalls);
 * :func:`compare`: two runs paired by ``question_id``: the difference of each metric (B - A, in
   percentage points), a paired bootstrap CI over videos, and a paired sign-flip permutation test
@@ -22,7 +22,7 @@ lmms-eval sample logs (:func:`naru_eval.core.scoring.samples_from_log`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +30,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from naru_eval.core.data import CATEGORIES
+from naru_eval.core.metrics import MetricTable, macro_levels
 from naru_eval.core.numbers import NA, fmt_ci, fmt_num
-from naru_eval.core.scoring import MACRO_METRICS, METRICS, ScoredSample, compute_metrics, in_scope, macro_levels
+from naru_eval.core.scoring import MCQ, METRICS, ScoredSample, compute_metrics
 
 DEFAULT_BOOTSTRAP_REPS = 2000
 DEFAULT_PERMUTATION_REPS = 10000
@@ -61,25 +62,15 @@ class ScoreTable:
         return s, n
 
 
-def _event(metric: str, sample: ScoredSample) -> bool:
-    return (not sample.valid) if metric == "invalid_rate" else bool(sample.correct)
-
-
-def _mcq_value(metric: str, sample: ScoredSample) -> float | None:
-    """A multiple-choice question's score (0/100) for ``metric``; None when out of its scope."""
-    if not in_scope(metric, sample.category):
-        return None
-    return 100.0 if _event(metric, sample) else 0.0
-
-
 def value_table(
     items: Sequence[Any],
     metrics: Sequence[str],
-    value: Callable[[str, Any], float | None],
+    table: MetricTable[Any],
     cluster: str = "video_id",
 ) -> ScoreTable:
-    """Per-item values of ``metrics`` (``value(metric, item)``, None where the item does not count
-    towards the metric), with each item's cluster (its ``cluster`` attribute)."""
+    """Per-item values of ``metrics`` (the ``table``'s per-question values, None where the item
+    does not count towards the metric), with each item's cluster (its ``cluster`` attribute)."""
+    columns = [table[m] for m in metrics]
     names: dict[str, int] = {}
     cluster_of = np.empty(len(items), dtype=int)
     scores = np.zeros((len(items), len(metrics)))
@@ -87,8 +78,8 @@ def value_table(
     for i, s in enumerate(items):
         key = str(getattr(s, cluster))
         cluster_of[i] = names.setdefault(key, len(names))
-        for j, m in enumerate(metrics):
-            v = value(m, s)
+        for j, metric in enumerate(columns):
+            v = metric.of(s)
             if v is not None:
                 mask[i, j] = True
                 scores[i, j] = float(v)
@@ -106,7 +97,7 @@ def score_table(
     samples: Sequence[ScoredSample], metrics: Sequence[str] = METRICS, cluster: str = "video_id"
 ) -> ScoreTable:
     """Scores of ``samples``; ``cluster`` is ``video_id`` (default) or ``question_id`` (no clustering)."""
-    return value_table(samples, metrics, _mcq_value, cluster)
+    return value_table(samples, metrics, MCQ, cluster)
 
 
 def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -148,9 +139,9 @@ def bootstrap_ci(
     metrics: Sequence[str] = METRICS,
 ) -> dict[str, tuple[float, float] | None]:
     """Percentile bootstrap interval of every multiple-choice metric, resampling whole clusters
-    (videos): :func:`bootstrap_values` with the 0/100 scores of :func:`score_table` and the
-    authors' table II macro (``overall`` = mean of the two levels)."""
-    return bootstrap_values(samples, metrics, _mcq_value, "levels", reps, seed, level, cluster)
+    (videos): :func:`bootstrap_values` over the table :data:`~naru_eval.core.scoring.MCQ` (0/100
+    scores, the authors' table II macro: ``overall`` = mean of the two levels)."""
+    return bootstrap_values(samples, MCQ, metrics, reps, seed, level, cluster)
 
 
 def bootstrap_open_ci(
@@ -161,47 +152,46 @@ def bootstrap_open_ci(
     cluster: str = "video_id",
     metrics: Sequence[str] | None = None,
 ) -> dict[str, tuple[float, float] | None]:
-    """The same bootstrap for ``naru_open`` (:class:`~naru_eval.judge.score.JudgedSample`s):
-    per-response values as the task aggregates them (:func:`~naru_eval.judge.score.metric_value`:
-    recall 0-1, unscored responses left out), and the table III macro (``overall`` = mean of the
+    """The same bootstrap for ``naru_open`` (:class:`~naru_eval.judge.score.JudgedSample`s), over
+    the table :data:`~naru_eval.judge.score.OPEN`: per-response values as the task aggregates them
+    (recall 0-1, unscored responses left out), and the table III macro (``overall`` = mean of the
     nine category mean recalls, ``narrative``/``cultural`` = means of their categories) recomputed
     on each resample. ``metrics`` defaults to every per-response mean of the task."""
-    from naru_eval.judge.score import MEAN_METRICS, metric_value
+    from naru_eval.judge.score import OPEN
 
-    return bootstrap_values(
-        samples, tuple(metrics or MEAN_METRICS), metric_value, "categories", reps, seed, level, cluster
-    )
+    return bootstrap_values(samples, OPEN, metrics or OPEN.per_item, reps, seed, level, cluster)
 
 
 def bootstrap_values(
     items: Sequence[Any],
-    metrics: Sequence[str],
-    value: Callable[[str, Any], float | None],
-    overall: str = "levels",
+    table: MetricTable[Any],
+    metrics: Sequence[str] | None = None,
     reps: int = DEFAULT_BOOTSTRAP_REPS,
     seed: int = DEFAULT_SEED,
     level: float = 0.95,
     cluster: str = "video_id",
 ) -> dict[str, tuple[float, float] | None]:
-    """The one bootstrap: percentile interval of each metric, resampling whole clusters (videos).
+    """The one bootstrap: percentile interval of each of ``table``'s ``metrics`` (default: every
+    per-item one, ``MetricTable.per_item``), resampling whole clusters (videos).
 
     Each replicate draws as many videos as there are, with replacement, and recomputes each
     per-item metric as (sum of values) / (items in scope) over the drawn videos' items, and each
-    macro metric (:data:`~naru_eval.core.scoring.MACRO_METRICS`) as :func:`macro_levels` of that
-    replicate's category means (``overall`` as :func:`macro_levels` takes it). Replicates in which
-    a metric has no item (a category absent from every drawn video) are ignored for that metric.
-    ``None`` when the metric has no item at all.
+    macro metric (``MetricTable.macro``) as :func:`macro_levels` of that replicate's category
+    means (``overall`` as the table forms it). Replicates in which a metric has no item (a
+    category absent from every drawn video) are ignored for that metric. ``None`` when the metric
+    has no item at all.
     """
+    metrics = tuple(metrics or table.per_item)
     if not items:
         return {m: None for m in metrics}
-    table = value_table(items, metrics, value, cluster)
-    s, n = table.cluster_sums()
-    w = cluster_weights(np.random.default_rng(seed), len(table.cluster_names), reps)
+    values = value_table(items, metrics, table, cluster)
+    s, n = values.cluster_sums()
+    w = cluster_weights(np.random.default_rng(seed), len(values.cluster_names), reps)
     draws = ratio(w @ s, w @ n)
-    cols = [j for j, m in enumerate(metrics) if m in MACRO_METRICS]
+    cols = [j for j, m in enumerate(metrics) if m in table.macro]
     if cols:
-        cs, cn = value_table(items, CATEGORIES, value, cluster).cluster_sums()
-        macros = macro_draws(ratio(w @ cs, w @ cn), overall)
+        cs, cn = value_table(items, CATEGORIES, table, cluster).cluster_sums()
+        macros = macro_draws(ratio(w @ cs, w @ cn), table.overall, table.macro)
         for j in cols:
             draws[:, j] = macros[metrics[j]]
     return dict(zip(metrics, _percentile_interval(draws, level), strict=True))
@@ -214,14 +204,17 @@ def _category_ratios(samples: Sequence[ScoredSample], cluster: str, w: np.ndarra
     return ratio(w @ cs, w @ cn)
 
 
-def macro_draws(cat_draws: np.ndarray, overall: str = "levels") -> dict[str, np.ndarray]:
-    """``overall``/``narrative``/``cultural`` of each replicate from its category means
-    ((reps, 9) in CATEGORIES order), by the one definition :func:`macro_levels` (``overall``:
-    ``"levels"`` for multiple choice, ``"categories"`` for open-ended)."""
-    out = {m: np.full(cat_draws.shape[0], np.nan) for m in MACRO_METRICS}
+def macro_draws(
+    cat_draws: np.ndarray, overall: str = "levels", macro: Sequence[str] = MCQ.macro
+) -> dict[str, np.ndarray]:
+    """The ``macro`` metrics (``overall``/``narrative``/``cultural``) of each replicate from its
+    category means ((reps, 9) in CATEGORIES order), by the one definition :func:`macro_levels`
+    (``overall``: ``"levels"`` for multiple choice, ``"categories"`` for open-ended)."""
+    out = {m: np.full(cat_draws.shape[0], np.nan) for m in macro}
     for r, row in enumerate(cat_draws):
         for m, v in macro_levels(dict(zip(CATEGORIES, row.tolist(), strict=True)), overall).items():
-            out[m][r] = np.nan if v is None else v
+            if m in out:
+                out[m][r] = np.nan if v is None else v
     return out
 
 
@@ -245,7 +238,7 @@ def macro_weights(samples: Sequence[ScoredSample], metric: str) -> dict[str, flo
 
 def counts(samples: Sequence[ScoredSample], metrics: Sequence[str] = METRICS) -> dict[str, int]:
     """Questions in scope per metric, plus ``videos``."""
-    out = {m: sum(in_scope(m, s.category) for s in samples) for m in metrics}
+    out = {m: sum(MCQ[m].of(s) is not None for s in samples) for m in metrics}
     out["videos"] = len({s.video_id for s in samples})
     return out
 
@@ -287,6 +280,8 @@ class PermutationSpec(BaseModel):
 class ComparisonDoc(BaseModel):
     """One task of ``naru-eval compare``'s JSON (:meth:`Comparison.as_doc`)."""
 
+    input_modes: dict[str, str | None] = Field(description="the input mode of each run: `{a, b}`")
+    across_inputs: bool = Field(description="the runs differ in input mode: an input ablation (`--across-inputs`)")
     paired_questions: int
     videos: int
     only_in_a: list[str]
@@ -351,12 +346,21 @@ class Comparison:
     seed: int
     level: float
     notes: list[str] = field(default_factory=list)
+    input_modes: tuple[str | None, str | None] = (None, None)
+
+    @property
+    def across_inputs(self) -> bool:
+        """The two runs gave the model different inputs (an input ablation, asked for explicitly)."""
+        a, b = self.input_modes
+        return a is not None and b is not None and a != b
 
     def row(self, metric: str) -> MetricComparison:
         return next(r for r in self.rows if r.metric == metric)
 
     def as_doc(self) -> ComparisonDoc:
         return ComparisonDoc(
+            input_modes={"a": self.input_modes[0], "b": self.input_modes[1]},
+            across_inputs=self.across_inputs,
             paired_questions=self.paired,
             videos=self.videos,
             only_in_a=self.only_a,
@@ -424,8 +428,16 @@ def compare(
     seed: int = DEFAULT_SEED,
     level: float = 0.95,
     metrics: Sequence[str] = METRICS,
+    input_modes: tuple[str | None, str | None] | None = None,
+    across_inputs: bool = False,
 ) -> Comparison:
-    """Paired comparison of runs ``a`` and ``b`` on the questions both answered (B - A)."""
+    """Paired comparison of runs ``a`` and ``b`` on the questions both answered (B - A).
+
+    Runs on different data are never compared. Runs that gave the model different inputs
+    (``input_modes``, each run's as its log records it: naru_eval.core.runfiles.SampleLog.input_mode;
+    by default the samples' ``input_mode``) are refused unless ``across_inputs`` asks for an input
+    ablation: then they are paired per question and per category like any two runs, and the
+    comparison says which input modes it compares."""
     fa = {s.data_fingerprint for s in a if s.data_fingerprint}
     fb = {s.data_fingerprint for s in b if s.data_fingerprint}
     if fa and fb and fa != fb:
@@ -433,19 +445,27 @@ def compare(
             f"the runs were computed on different data (fingerprints {', '.join(sorted(fa))} vs "
             f"{', '.join(sorted(fb))}); runs on different data are never compared"
         )
-    modes_a = {s.input_mode for s in a if s.input_mode}
-    modes_b = {s.input_mode for s in b if s.input_mode}
-    if modes_a and modes_b and modes_a != modes_b:
-        raise ValueError(
-            f"the runs gave the model different inputs (input mode {', '.join(sorted(modes_a))} vs "
-            f"{', '.join(sorted(modes_b))}); runs of different input modes are never paired"
+    if input_modes is None:
+        input_modes = (
+            ", ".join(sorted({s.input_mode for s in a if s.input_mode})) or None,
+            ", ".join(sorted({s.input_mode for s in b if s.input_mode})) or None,
+        )
+    mode_a, mode_b = input_modes
+    notes = []
+    if mode_a and mode_b and mode_a != mode_b:
+        if not across_inputs:
+            raise ValueError(
+                f"the runs gave the model different inputs (input mode {mode_a} vs {mode_b}); runs of different "
+                "input modes are never paired unless an input ablation is asked for (--across-inputs)"
+            )
+        notes.append(
+            f"input ablation: A's input mode {mode_a} against B's {mode_b}, paired per question and per category"
         )
     by_a = {s.question_id: s for s in a}
     by_b = {s.question_id: s for s in b}
     common = [q for q in by_a if q in by_b]
     only_a = sorted(set(by_a) - set(by_b))
     only_b = sorted(set(by_b) - set(by_a))
-    notes = []
     mismatched = [q for q in common if (by_a[q].video_id, by_a[q].category) != (by_b[q].video_id, by_b[q].category)]
     if mismatched:
         raise ValueError(
@@ -467,7 +487,7 @@ def compare(
     rng = np.random.default_rng(seed)
     w = cluster_weights(rng, len(ta.cluster_names), reps) if common else np.zeros((0, 0))
     boot = ratio(w @ d, w @ n) if common else np.zeros((0, len(metrics)))
-    if common and any(m in MACRO_METRICS for m in metrics):
+    if common and any(m in MCQ.macro for m in metrics):
         # a macro difference is the difference of the two runs' macro means on the same resample
         ma = macro_draws(_category_ratios(sa, "video_id", w))
         mb = macro_draws(_category_ratios(sb, "video_id", w))
@@ -475,7 +495,7 @@ def compare(
         cat_d = score_table(sb, CATEGORIES).cluster_sums()[0] - cat_a.cluster_sums()[0]  # (V, 9)
         n_cat = cat_a.mask.sum(axis=0)
         for j, m in enumerate(metrics):
-            if m not in MACRO_METRICS:
+            if m not in MCQ.macro:
                 continue
             boot[:, j] = mb[m] - ma[m]
             # per-video contribution to the macro difference (linear in the category sums)
@@ -526,6 +546,7 @@ def compare(
         seed=seed,
         level=level,
         notes=notes,
+        input_modes=(mode_a, mode_b),
     )
 
 
@@ -581,9 +602,11 @@ def format_comparison(cmp: Comparison, label_a: str = "A", label_b: str = "B") -
         s = f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
         return s + (" (exact)" if exact else "")
 
+    mode_a, mode_b = (m or "unknown" for m in cmp.input_modes)
     lines = [
         f"A = {label_a}",
         f"B = {label_b}",
+        f"input modes: A {mode_a}, B {mode_b}" + (" (an input ablation)" if cmp.across_inputs else ""),
         f"paired on {cmp.paired} question(s) over {cmp.videos} video(s); bootstrap {cmp.reps} reps, "
         f"permutation {cmp.permutation_reps} reps, seed {cmp.seed}",
         "",

@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
-from naru_eval.core.runfiles import RunConfig, parse_model_args, sampling_label
+from naru_eval.core.budgets import Sampling
+from naru_eval.core.runfiles import RunConfig, parse_model_args
 from naru_eval.report.models import ManifestData, SweepManifest, dump_json, validate_doc
 from naru_eval.report.runs import (
     MANIFEST_NAME,
@@ -258,7 +259,7 @@ def sweep_manifest(
             model_args=redact(parse_model_args(cfg.model_args)),
             model_args_string=redact_args_string(cfg.model_args),
             budget={"num_frames": cfg.budget},
-            sampling=sampling_label(cfg.budget, None),
+            sampling=Sampling(frames=cfg.budget).label,
             tasks=cfg.tasks,
             launcher=" ".join(redact_argv(os.environ.get("SWEEP_LAUNCHER", "").split())),
             lmms_eval_extra_args=redact_argv(json.loads(os.environ.get("SWEEP_EXTRA") or "[]")),

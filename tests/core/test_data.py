@@ -136,7 +136,7 @@ def test_hf_dataset_with_column_mapping(small_data, tmp_path, monkeypatch):
     assert "NARU_HF_COLUMNS='{" in msg
 
 
-# ------------------------------------------------------------------ hostile data (issue 20)
+# ------------------------------------------------------------------ hostile data
 
 
 def _outside_video(tmp_path, small_data):

@@ -32,7 +32,9 @@ def test_a_complete_run_and_its_results_file(tmp_path):
     res = ResultsFile.read(rf)
     assert res.sample_logs() == {"naru_mcq": log} and res.evaluated == ["naru_mcq"]
     assert res.config == RunConfig("naru_replay", "predictions=p.jsonl,num_frames=8")
-    assert res.config.sampling == "8 Frames" and res.n_samples("naru_mcq") == (18, 18)
+    assert res.n_samples("naru_mcq") == (18, 18)
+    # the payloads record no sampling: the one fallback, labelled as read from model_args
+    assert read_log(log).sampling(res.config) == "8 Frames (model_args)"
     assert "accuracy_stderr_clustered" not in res.reported("naru_mcq")  # standard errors are not metrics
     data = json.loads(rf.read_text())
     data["results"]["naru_mcq"]["overall,none"] = float("nan")  # NaN is no value: the log gives one

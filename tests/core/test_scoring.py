@@ -1,22 +1,12 @@
 import dataclasses
 import random
-from typing import get_type_hints
 
 import pytest
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE, NaruQuestion
-from naru_eval.core.scoring import (
-    MACRO_KEY,
-    METRICS,
-    McqRecord,
-    ScoredSample,
-    aggregate_macro,
-    aggregate_score,
-    compute_metrics,
-    macro_levels,
-    metric_payloads,
-    score_response,
-)
+from naru_eval.core.metrics import MACRO_KEY, aggregate_macro, aggregate_score, macro_levels
+from naru_eval.core.provenance import FIELDS as PROVENANCE_FIELDS
+from naru_eval.core.scoring import METRICS, ScoredSample, compute_metrics, metric_payloads, score_response
 
 
 def _q(qid, cat, answer="B", video="v1"):
@@ -41,19 +31,19 @@ def test_payload_scopes():
         assert payload["data_fingerprint"] == "abc"
 
 
-def test_payload_records_type_every_field_in_order():
-    """``ScoredSample.record`` / ``CircularSample.record`` cast ``asdict``: their TypedDicts must
-    name every dataclass field, in order, with its type (a field added to one and not the other
-    fails here)."""
-    from naru_eval.core.variants import CircularRecord, CircularSample
+def test_each_record_is_its_dataclass_dumped_in_order_with_the_provenance_last():
+    """A payload's record is the dataclass itself, dumped (one declaration, no TypedDict twin): the
+    fields in order, the provenance fields last, and a record reads back into the same sample."""
+    from naru_eval.core.variants import CircularSample, circular_record
 
-    for cls, td in ((ScoredSample, McqRecord), (CircularSample, CircularRecord)):
-        fields = {f.name: f.type for f in dataclasses.fields(cls)}
-        assert list(td.__annotations__) == list(fields), td.__name__
-        assert get_type_hints(td) == get_type_hints(cls), td.__name__
-        assert td.__required_keys__ == frozenset(fields)
-    s = score_response(_q("q1", "N.2"), "B")
-    assert s.record() == dataclasses.asdict(s) and list(s.record()) == list(McqRecord.__annotations__)
+    s = score_response(_q("q1", "N.2"), "B", "fp", provenance={"adapter": "naru_x", "sampling": "8 Frames"})
+    fields = [f.name for f in dataclasses.fields(ScoredSample)]
+    assert list(s.record()) == fields and fields[-len(PROVENANCE_FIELDS) :] == list(PROVENANCE_FIELDS)
+    assert s.record() == dataclasses.asdict(s) and ScoredSample.from_record({**s.record(), "score": 1}) == s
+    c = circular_record(s, "q1", 1)
+    assert list(c.record()) == [f.name for f in dataclasses.fields(CircularSample)]
+    assert CircularSample.from_record(c.record()) == c
+    assert (c.sampling, c.variant) == ("8 Frames", None)
 
 
 def test_metrics_on_constructed_samples():

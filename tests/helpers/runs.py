@@ -21,7 +21,9 @@ def write_run(
 ) -> tuple[Path, Path]:
     """(results file, sample log) of an 18-question run whose every metric recomputes; ``original``:
     the task's size when the run evaluated fewer (``--limit``)."""
-    samples = [score_response(q, q.answer if i % 3 else "A", "fp") for i, q in enumerate(QUESTIONS)]
+    # the provenance naru_replay records (every naru-eval adapter records its id)
+    prov = {"adapter": "naru_replay"}
+    samples = [score_response(q, q.answer if i % 3 else "A", "fp", provenance=prov) for i, q in enumerate(QUESTIONS)]
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / f"{STAMP}_samples_{task}.jsonl"
     log.write_text("".join(json.dumps({"doc_id": i, **metric_payloads(s)}) + "\n" for i, s in enumerate(samples)))

@@ -274,15 +274,16 @@ def test_verdict_records_read_back_typed_and_validated(make_judge):
             JudgedSample.from_dict(d)
 
 
-def test_open_record_types_every_field_in_order():
-    """``JudgedSample.to_dict`` casts ``asdict``: :class:`OpenRecord` must name every field, in
-    order, with its type (a field added to one and not the other fails here)."""
+def test_open_record_is_the_dataclass_dumped_with_the_provenance_last():
+    """The naru_open record is :class:`JudgedSample` itself, dumped (no TypedDict twin): every field
+    in order, the provenance fields last, read back unchanged."""
     import dataclasses
-    from typing import get_type_hints
 
-    from naru_eval.judge.score import JudgedSample, OpenRecord
+    from naru_eval.core.provenance import FIELDS as PROVENANCE_FIELDS
+    from naru_eval.judge.score import JudgedSample, open_payloads
 
+    s = JudgedSample("q1", "v1", "N.1", "narrative", "q", "r", "a", "scored", recall=0.5, sampling="8 Frames")
     fields = [f.name for f in dataclasses.fields(JudgedSample)]
-    assert list(OpenRecord.__annotations__) == fields
-    assert get_type_hints(OpenRecord) == get_type_hints(JudgedSample)
-    assert OpenRecord.__required_keys__ == frozenset(fields)
+    assert list(s.to_dict()) == fields and fields[-len(PROVENANCE_FIELDS) :] == list(PROVENANCE_FIELDS)
+    assert JudgedSample.from_dict(s.to_dict()) == s
+    assert list(open_payloads(s)["overall"]) == [*fields, "item_score"]

@@ -3,7 +3,7 @@ recompute from them (naru_eval/core/runfiles.py, bound in naru_eval/lmms/run.py)
 disk, on which lmms-eval 0.7.3 exits 0 beside a complete results file and a cut sample log, is a
 failed run for the runner,
 ``naru-eval verify-run``, the frame sweep and the demo; the response store keeps the answers, so
-the rerun asks nothing again (issue 20, item 9)."""
+the rerun asks nothing again."""
 
 from __future__ import annotations
 

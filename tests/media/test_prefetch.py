@@ -1,4 +1,4 @@
-"""Decode-ahead (issue 14): frames decoded by worker processes are exactly the sampler's, taken
+"""Decode-ahead: frames decoded by worker processes are exactly the sampler's, taken
 through the one frame cache, in the order asked, within the memory budget; a bad video fails
 exactly as when decoded inline."""
 

@@ -47,6 +47,7 @@ def data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def docs(data) -> list[dict[str, Any]]:
+    """The docs of the module's ``data`` (a module overrides ``data`` for data of its own)."""
     return docs_of(data)
 
 

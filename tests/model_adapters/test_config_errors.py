@@ -19,7 +19,7 @@ from naru_eval.api.retry import ConfigurationError
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset
 from naru_eval.lmms.tasks import doc_to_text
-from tests.helpers.data import docs_of, lmms_instances
+from tests.helpers.data import lmms_instances
 from tests.helpers.stubs.gemini_server import GeminiStub, GReply
 
 pytestmark = pytest.mark.api
@@ -29,12 +29,11 @@ TASK, SPLIT = "naru_mcq", "test"
 
 
 @pytest.fixture(scope="module")
-def docs(tmp_path_factory) -> list[dict[str, Any]]:
-    """9 questions over 2 short videos."""
-    data = make_dataset(
+def data(tmp_path_factory) -> Path:
+    """9 questions over 2 short videos (the ``docs`` fixture of conftest.py reads them)."""
+    return make_dataset(
         tmp_path_factory.mktemp("cfg9"), SyntheticSpec(counts={c: 1 for c in CATEGORIES}, n_videos=2, seed=7)
     )
-    return docs_of(data)
 
 
 @pytest.fixture(autouse=True)

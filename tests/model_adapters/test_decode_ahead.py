@@ -13,14 +13,14 @@ import pytest
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset
 from naru_eval.media import frame_cache
-from tests.helpers.data import docs_of, lmms_instances
+from tests.helpers.data import lmms_instances
 from tests.helpers.families import make
 
 
 @pytest.fixture(scope="module")
-def docs(tmp_path_factory):
-    data = make_dataset(tmp_path_factory.mktemp("ahead"), SyntheticSpec(counts={c: 1 for c in CATEGORIES}, n_videos=3))
-    return docs_of(data)
+def data(tmp_path_factory):
+    """9 questions over 3 short videos (the ``docs`` fixture of conftest.py reads them)."""
+    return make_dataset(tmp_path_factory.mktemp("ahead"), SyntheticSpec(counts={c: 1 for c in CATEGORIES}, n_videos=3))
 
 
 @pytest.fixture

@@ -64,11 +64,6 @@ def data(tmp_path_factory) -> Path:
     )
 
 
-@pytest.fixture(scope="module")
-def docs(data) -> list[dict[str, Any]]:
-    return docs_of(data)
-
-
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)

@@ -18,7 +18,7 @@ from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset, read_frame_index
 from naru_eval.lmms.tasks import doc_to_text
 from naru_eval.media.plan import uniform_indices
-from tests.helpers.data import docs_of, lmms_instances
+from tests.helpers.data import lmms_instances
 from tests.helpers.stubs import OpenAIStub, Reply, StubRequest
 
 pytestmark = pytest.mark.api
@@ -38,12 +38,12 @@ def env(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def docs(tmp_path_factory) -> list[dict[str, Any]]:
-    """36 questions (4 per category) over 4 short videos: about 9 questions per video."""
-    data = make_dataset(
+def data(tmp_path_factory) -> Path:
+    """36 questions (4 per category) over 4 short videos: about 9 questions per video (the
+    ``docs`` fixture of conftest.py reads them)."""
+    return make_dataset(
         tmp_path_factory.mktemp("naru36"), SyntheticSpec(counts={c: 4 for c in CATEGORIES}, n_videos=4, seed=11)
     )
-    return docs_of(data)
 
 
 def on_video(docs: list[dict[str, Any]], video: Path, n: int = 3) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Hostile and careless input to every reader of sample logs (issue 20, items 4-7), and what the
+"""Hostile and careless input to every reader of sample logs, and what the
 tables compare: truncated, empty and foreign logs are named (file and line) with a non-zero exit
 and no traceback; forged leaderboard rows are never ranked; Markdown cells are escaped; runs sit
 beside the published rows only on the official data, synthetic data is marked as such."""
@@ -13,9 +13,10 @@ import pytest
 
 from naru_eval.cli.main import main
 from naru_eval.core.data import CATEGORIES, LETTERS, NaruQuestion
+from naru_eval.core.runfiles import parse_model_args
 from naru_eval.core.scoring import compute_metrics, metric_payloads, score_response
 from naru_eval.report.leaderboard import build_leaderboard
-from naru_eval.report.render import markdown, md
+from naru_eval.report.render import markdown, md, render_html
 
 PAPER_COUNTS = {
     "N.1": 185,
@@ -48,13 +49,20 @@ def write_run(
     input_mode: str | None = "video",
     tamper: float = 0.0,
     task: str = "naru_mcq",
+    variant: str = "",
+    adapter: str | None = "naru_replay",
+    flip: int = 3,
 ) -> Path:
     """A naru_mcq run folder as lmms-eval leaves it: the sample log (payloads of
-    ``metric_payloads``) and the results file reporting the metrics the log gives (+ ``tamper``)."""
-    prov = {"adapter": "naru_replay", "input_mode": input_mode} if input_mode else None
+    ``metric_payloads``, with the provenance an adapter records: ``adapter`` None is a model that
+    records none, one of lmms-eval's own) and the results file reporting the metrics the log gives
+    (+ ``tamper``); every ``flip``-th answer is wrong."""
+    prov = (
+        {"adapter": adapter, "input_mode": input_mode, "sampling": "8 Frames", "variant": variant} if adapter else None
+    )
     samples = [
         score_response(
-            q, q.answer if i % 3 else LETTERS[(LETTERS.index(q.answer) + 1) % 4], fingerprint, provenance=prov
+            q, q.answer if i % flip else LETTERS[(LETTERS.index(q.answer) + 1) % 4], fingerprint, provenance=prov
         )
         for i, q in enumerate(qs)
     ]
@@ -69,9 +77,9 @@ def write_run(
     }
     results = {
         "results": {task: reported},
-        "config": {"model": "naru_replay", "model_args": model_args},
+        "config": {"model": adapter or "qwen2_5_vl", "model_args": model_args},
         "n-samples": {task: {"original": len(samples), "effective": len(samples)}},
-        "versions": {task: 2.0},
+        "versions": {task: 3.0},
     }
     (folder / "20260101_000000_results.json").write_text(json.dumps(results), encoding="utf-8")
     return log
@@ -81,7 +89,7 @@ def no_traceback(text: str) -> None:
     assert "Traceback" not in text and "JSONDecodeError" not in text, text
 
 
-# --------------------------------------------------------------------------- item 4: truncated logs
+# --------------------------------------------------------------------------- truncated logs
 
 
 @pytest.fixture
@@ -132,7 +140,10 @@ def test_a_bare_nan_in_a_log_is_not_json(tmp_path, capsys):
     text = log.read_text(encoding="utf-8").replace('"duration_s": null', '"duration_s": NaN', 1)
     log.write_text(text, encoding="utf-8")
     assert main(["score", str(log)]) == 2
-    assert f"{log}:1: not a JSON line (bare NaN is not JSON)" in capsys.readouterr().err
+    assert (
+        f"{log}:1: not a JSON line (non-finite number NaN (not JSON; write a finite number or null))"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_log_of_another_task_gets_the_right_message_without_a_traceback(tmp_path, capsys):
@@ -148,7 +159,7 @@ def test_a_log_of_another_task_gets_the_right_message_without_a_traceback(tmp_pa
     no_traceback(err)
 
 
-# --------------------------------------------------------------------------- item 5: empty logs
+# --------------------------------------------------------------------------- empty logs
 
 
 def test_an_empty_log_is_an_error(tmp_path, capsys):
@@ -160,7 +171,7 @@ def test_an_empty_log_is_an_error(tmp_path, capsys):
     no_traceback(err)
 
 
-# --------------------------------------------------------------------------- item 6: forged rows
+# --------------------------------------------------------------------------- forged rows
 
 
 def test_a_run_whose_log_is_not_a_naru_log_is_never_ranked(tmp_path):
@@ -196,7 +207,7 @@ def test_a_run_whose_reported_numbers_do_not_recompute_is_never_ranked(tmp_path)
     assert "overall" in u["reason"] and "does not recompute" in u["reason"]
 
 
-# --------------------------------------------------------------------------- item 7: Markdown injection
+# --------------------------------------------------------------------------- Markdown injection
 
 
 def _cells(line: str) -> int:
@@ -366,6 +377,105 @@ def test_runs_of_different_input_modes_are_different_entries(tmp_path):
     assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"]
     assert sorted(e["input_mode"] for e in lb.data["entries"]) == ["images", "video"]
     assert sorted(e["id"].rsplit(" | ", 1)[1] for e in lb.data["entries"]) == ["input=images", "input=video"]
+
+
+@pytest.mark.parametrize(
+    ("variant", "model_args"),
+    [
+        ("audio=false", "model=gemini-3-flash,audio=false"),  # Gemini without the soundtrack
+        ("max_pixels=200704", "pretrained=Qwen/Qwen2.5-VL-7B-Instruct,max_pixels=200704"),  # smaller frames
+        ("enable_thinking=true", "pretrained=Qwen/Qwen3.5-9B,enable_thinking=true"),  # thinking on
+    ],
+)
+def test_runs_that_differ_only_in_a_variant_are_two_entries_without_a_label(tmp_path, variant, model_args):
+    """Two runs of one model on the same data, one with an answer-changing argument that is none of
+    the sampling, judge or input mode: two entries (never a conflict, no --label needed), each
+    labelled by what differs."""
+    qs = questions({c: 3 for c in CATEGORIES})
+    name = parse_model_args(model_args).get("pretrained") or parse_model_args(model_args)["model"]
+    default_args = ",".join(a for a in model_args.split(",") if not a.startswith(variant.split("=")[0]))
+    write_run(tmp_path / "default", qs, "fp0000", model_args=default_args)
+    write_run(tmp_path / "variant", qs, "fp0000", model_args=model_args, variant=variant, flip=2)
+    lb = build_leaderboard([tmp_path / "default", tmp_path / "variant"], reps=10)
+    assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"], lb.errors
+    by_model = {e["model"]: e for e in lb.data["entries"]}
+    assert set(by_model) == {name, f"{name} ({variant})"}
+    assert by_model[name]["variant"] == "" and by_model[f"{name} ({variant})"]["variant"] == variant
+    assert by_model[f"{name} ({variant})"]["id"].endswith(f" | input=video | variant={variant}")
+    assert by_model[name]["metrics"]["overall"] != by_model[f"{name} ({variant})"]["metrics"]["overall"]
+    text = markdown(lb.data)
+    assert f"| {name} ({variant}) | run | - | 8 Frames | video | fp0000 |" in text
+
+
+def test_gemini_without_audio_and_the_default_gemini_run_are_two_entries(tmp_path):
+    """Gemini's default run (the video with its soundtrack) and ``audio=false`` on the same data:
+    their payloads differ in input mode and variant, and they are two entries, no --label needed."""
+    qs = questions({c: 3 for c in CATEGORIES})
+    write_run(tmp_path / "default", qs, "fp0000", model_args="model=gemini-3-flash", input_mode="video+audio")
+    write_run(
+        tmp_path / "mute", qs, "fp0000", model_args="model=gemini-3-flash,audio=false", input_mode="video",
+        variant="audio=false", flip=2,
+    )  # fmt: skip
+    lb = build_leaderboard([tmp_path / "default", tmp_path / "mute"], reps=10)
+    assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"], lb.errors
+    got = sorted((e["model"], e["input_mode"], e["variant"]) for e in lb.data["entries"])
+    assert got == [("gemini-3-flash", "video+audio", ""), ("gemini-3-flash (audio=false)", "video", "audio=false")]
+
+
+def test_the_input_mode_is_a_column_of_every_table(tmp_path):
+    """md, html and json: the input mode sits beside the sampling in every table, the published
+    rows' included ("-": the authors do not say)."""
+    write_run(tmp_path / "a", questions({c: 3 for c in CATEGORIES}), "fp0000", input_mode="images")
+    lb = build_leaderboard([tmp_path / "a"], reps=10)
+    (e,) = lb.data["entries"]
+    assert e["input_mode"] == "images"
+    text = markdown(lb.data)
+    heads = [x for x in text.splitlines() if x.startswith("| model |")]
+    assert len(heads) == len(lb.data["tables"]) and all("| sampling | input | data |" in h for h in heads)
+    assert "| Gemini-3-Flash | published | Google | 0.25 FPS | - | official |" in text
+    page = render_html(lb.data)
+    assert page.count('<th class="l">input</th>') == len(lb.data["tables"])
+    assert "<td class='l'>images</td>" in page and "<td class='l'>-</td>" in page
+
+
+def test_an_input_ablation_is_paired_only_when_asked_and_says_what_it_compares(tmp_path, capsys):
+    """``compare --across-inputs`` pairs runs of different input modes per question and per
+    category, and its output (text and JSON) names the two modes."""
+    qs = questions({c: 2 for c in CATEGORIES})
+    a = write_run(tmp_path / "a", qs, "fp0000", input_mode="video")
+    b = write_run(tmp_path / "b", qs, "fp0000", input_mode="images", flip=2)
+    args = ["compare", str(a), str(b), "--reps", "10", "--permutations", "10"]
+    assert main(args) == 2 and "--across-inputs" in capsys.readouterr().err
+    assert main([*args, "--across-inputs"]) == 0
+    text = capsys.readouterr().out
+    assert "input modes: A video, B images (an input ablation)" in text
+    assert "input ablation: A's input mode video against B's images, paired per question and per category" in text
+    rows = [x.split("|")[1].strip() for x in text.splitlines() if x.startswith("| ") and "metric" not in x]
+    assert set(CATEGORIES) <= set(rows)
+    assert main([*args, "--across-inputs", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["tasks"]["naru_mcq"]
+    assert doc["input_modes"] == {"a": "video", "b": "images"} and doc["across_inputs"] is True
+    assert doc["paired_questions"] == len(qs)
+
+
+def test_a_model_that_sampled_its_own_frames_is_marked_and_never_merged_with_ours(tmp_path, capsys):
+    """A run whose payloads carry no naru-eval provenance (one of lmms-eval's own models): its
+    sampling is the model's own sampler and its input mode model-sampled, in the key and the
+    tables; it is never one entry with a run of ours and compare pairs it only as an ablation."""
+    qs = questions({c: 3 for c in CATEGORIES})
+    ours = write_run(tmp_path / "ours", qs, "fp0000", model_args="pretrained=Qwen/Qwen2.5-VL-7B-Instruct")
+    theirs = write_run(
+        tmp_path / "own", qs, "fp0000", model_args="pretrained=Qwen/Qwen2.5-VL-7B-Instruct", adapter=None
+    )
+    lb = build_leaderboard([tmp_path / "ours", tmp_path / "own"], reps=10)
+    assert not lb.errors and not lb.data["conflicts"] and not lb.data["duplicates"]
+    own = next(e for e in lb.data["entries"] if e["run"]["adapter"] == "qwen2_5_vl")
+    assert (own["sampling"], own["input_mode"], own["frames"]) == ("model's own sampler", "model-sampled", None)
+    assert "| model's own sampler | model-sampled |" in markdown(lb.data)
+    assert any("sampled its frames itself" in w for w in lb.warnings)
+    assert len({e["id"] for e in lb.data["entries"]}) == 2
+    assert main(["compare", str(ours), str(theirs), "--reps", "10", "--permutations", "10"]) == 2
+    assert "video vs model-sampled" in capsys.readouterr().err
 
 
 def test_an_unreadable_results_file_is_named_once_and_skipped(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from naru_eval.cli.results import register
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
-from naru_eval.core.runfiles import parse_model_args, sampling_label
+from naru_eval.core.runfiles import legacy_sampling, parse_model_args, sampling_budget
 from naru_eval.core.scoring import METRICS, metrics_from_samples_log
 from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
 from naru_eval.report.leaderboard import build_leaderboard
@@ -142,14 +142,22 @@ def test_committed_leaderboard_is_the_published_one():
         assert "not runs of ours" in text and "never merged or compared" in text
         for internal in ("seed 00", "(seed", "summary", "/work", "shared/"):
             assert internal not in text.lower(), internal
-    assert "| Gemini-3-Flash | published | Google | 0.25 FPS | official | 76.2 |" in md
+    assert "| Gemini-3-Flash | published | Google | 0.25 FPS | - | official | 76.2 |" in md
 
 
-def test_sampling_labels():
-    assert sampling_label(128, None) == "128 Frames" and sampling_label(None, 0.25) == "0.25 FPS"
-    assert sampling_label(16, None, "naru_gemini") == "16 Frames"  # explicit model_args win
-    assert sampling_label(None, None, "naru_gemini") == "0.25 FPS"  # else the adapter's default
-    assert sampling_label(None, None, "naru_replay") == "default"  # no fixed default
+def test_sampling_labels_read_back_and_the_legacy_fallback_is_labelled():
+    """A recorded label reads back as the budget it names (the inverse of ``Sampling.label``); a
+    log older than the recorded sampling falls back to an explicit ``num_frames=``/``fps=`` of its
+    model_args, labelled so, and never to a guessed adapter default."""
+    from naru_eval.core.budgets import Sampling
+
+    for s in (Sampling(frames=128), Sampling(fps=0.25), Sampling(fps=2.0), Sampling(frames=2048)):
+        assert sampling_budget(s.label) == (s.frames, s.fps)
+    assert sampling_budget("32 Frames (model_args)") == (32, None)
+    assert sampling_budget("model's own sampler") == sampling_budget("n/a") == sampling_budget(None) == (None, None)
+    assert legacy_sampling({"num_frames": "16"}) == "16 Frames (model_args)"
+    assert legacy_sampling({"num_frames": "16", "fps": "0.5"}) == "0.5 FPS (model_args)"  # fps wins
+    assert legacy_sampling({"pretrained": "x"}) == "not recorded"  # no adapter default guessed
 
 
 def test_consistency_check_catches_an_inconsistent_row_and_counts():
@@ -221,14 +229,15 @@ def test_leaderboard_numbers_come_from_the_sample_logs(runs, tmp_path):
         assert e["n"]["overall"] == len(ids) and e["n"]["videos"] == 12
         assert e["n"]["narrative"] + e["n"]["cultural"] == len(ids)
         assert e["frames"] == (8 if name == "model-a" else 32) and e["fps"] is None and e["judge"] is None
-        assert e["run"]["adapter"] == "naru_replay" and e["run"]["task_version"] == 2.0
+        assert e["run"]["adapter"] == "naru_replay" and e["run"]["task_version"] == 3.0
         assert e["run"]["model_args"]["num_frames"] == str(e["frames"])
-        assert e["sampling"] == f"{e['frames']} Frames" and e["data"] == fingerprint
-        assert e["id"] == f"{name} | {task} | {e['frames']} Frames | judge=- | data={fingerprint}"
+        # the sampling the payloads record; "(model_args)": the adapter recorded none
+        assert e["sampling"].removesuffix(" (model_args)") == f"{e['frames']} Frames" and e["data"] == fingerprint
+        assert e["id"] == f"{name} | {task} | {e['sampling']} | judge=- | data={fingerprint}"
         # the micro interval tracks lmms-eval's own clustered standard error (an independent estimate)
         se = run.results()["results"][task]["accuracy_stderr_clustered,none"]
         assert 0.5 * 1.96 * se < (e["ci95"]["accuracy"][1] - e["ci95"]["accuracy"][0]) / 2 < 1.6 * 1.96 * se
-    # the runs are on synthetic data (issue 20): they sit in a table of their own, sorted by
+    # the runs are on synthetic data: they sit in a table of their own, sorted by
     # overall, and the published rows are a separate table (the reference), never interleaved
     assert fingerprint.startswith("synthetic-")
     mcq_tables = [t for t in lb.data["tables"] if t["task"] == "naru_mcq"]
@@ -238,7 +247,7 @@ def test_leaderboard_numbers_come_from_the_sample_logs(runs, tmp_path):
     by_id = {r["id"]: r for r in [*lb.data["published"]["rows"], *lb.data["entries"]]}
     overall = [by_id[i]["metrics"]["overall"] for i in table["rows"]]
     assert overall == sorted(overall, reverse=True)
-    assert lb.data["schema_version"] == 2
+    assert lb.data["schema_version"] == 3
     assert lb.data["bootstrap"] == {
         "method": "percentile bootstrap, videos resampled with replacement; overall/narrative/cultural "
         "recomputed as means of category means on each resample",
@@ -314,7 +323,7 @@ def test_duplicates_are_noted_and_conflicts_are_errors(runs, tmp_path, capsys):
     assert len(lb.data["conflicts"]) == 1
     conflict = lb.data["conflicts"][0]
     fp = lines[0]["overall"]["data_fingerprint"]
-    assert conflict["id"] == f"model-a | naru_mcq | 8 Frames | judge=- | data={fp}"
+    assert conflict["id"].startswith("model-a | naru_mcq | 8 Frames") and conflict["id"].endswith(f" | data={fp}")
     assert "overall" in conflict["differences"] and len(conflict["files"]) == 2
     assert sum(1 for e in lb.data["entries"] if e.get("conflict")) == 2  # both kept, flagged
     assert lb.errors and "conflicting entries" in lb.errors[0]
@@ -477,6 +486,7 @@ def write_open_run(run_dir: Path, model: str, fingerprint: str, seed: int) -> li
                     level="narrative" if cat in NARRATIVE else "cultural", question="q", reference="r",
                     response="a", status="unscored" if unscored else "scored",
                     recall=None if unscored else round(rng.random(), 2), data_fingerprint=fingerprint,
+                    adapter="naru_replay",
                 )
             )  # fmt: skip
     d = run_dir / model
@@ -489,7 +499,7 @@ def write_open_run(run_dir: Path, model: str, fingerprint: str, seed: int) -> li
         "results": {"naru_open": reported},
         "config": {"model": "naru_replay", "model_args": f"pretrained={model},num_frames=8"},
         "n-samples": {"naru_open": {"original": len(samples), "effective": len(samples)}},
-        "versions": {"naru_open": 2.0},
+        "versions": {"naru_open": 3.0},
     }
     (d / "20260101_000000_results.json").write_text(json.dumps(results), encoding="utf-8")
     return samples
@@ -517,7 +527,7 @@ def test_open_runs_get_macro_bootstrap_cis_and_their_data(tmp_path):
     for fp, samples in (("fpA", a), ("fpB", b)):
         e = entries[fp]
         assert e["metrics_source"] == "sample_log_open" and e["reported_matches_log"] is True
-        assert e["id"] == f"model-x | naru_open | 8 Frames | judge={e['judge'] or '-'} | data={fp}"
+        assert e["id"] == f"model-x | naru_open | 8 Frames (model_args) | judge={e['judge'] or '-'} | data={fp}"
         # the macro by hand: mean of the nine category mean recalls (unscored left out)
         cat = {c: [s.recall for s in samples if s.category == c and s.recall is not None] for c in CATEGORIES}
         means = [sum(v) / len(v) for v in cat.values() if v]
@@ -530,7 +540,7 @@ def test_open_runs_get_macro_bootstrap_cis_and_their_data(tmp_path):
             assert lo <= e["metrics"][m] <= hi and hi - lo > 0, m
         assert metrics_from_open_log(ROOT_OF[fp](tmp_path))["overall"] == pytest.approx(e["metrics"]["overall"])
     tables = [t for t in lb.data["tables"] if t["task"] == "naru_open"]
-    # fpA and fpB are not the official data (issue 20): the published rows are a table of their own,
+    # fpA and fpB are not the official data: the published rows are a table of their own,
     # the reference, and each run's data has its own table, never interleaved with them
     assert [t["data"] for t in tables] == [None, "fpA", "fpB"]
     assert len(tables[0]["rows"]) == 8 and all(i.startswith("published |") for i in tables[0]["rows"])

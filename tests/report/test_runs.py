@@ -16,7 +16,10 @@ from naru_eval.report.runs import discover, latest, read_log
 
 OPTS = ("red", "green", "blue", "white")
 QS = [NaruQuestion(f"q{i}", f"v{i % 3}", CATEGORIES[i % 9], "?", OPTS, "ABCD"[i % 4]) for i in range(12)]
-PROV = {"adapter": "naru_qwen2_5_vl", "input_mode": "video", "positions": "qwen-reference"}
+PROV = {
+    "adapter": "naru_qwen2_5_vl", "input_mode": "video", "positions": "qwen-reference", "sampling": "32 Frames",
+    "variant": "",
+}  # fmt: skip
 
 
 def write(folder: Path, stamp: str, task: str, lines: list[dict], config: dict | None = None) -> Path:
@@ -51,7 +54,7 @@ def test_discovery_pairs_logs_with_results_and_keeps_the_latest(tmp_path):
     assert len(superseded) == 1 and "20260101_000000" in superseded[0]
     run = next(r for r in kept if r.task == "naru_mcq")
     assert run.config == RunConfig("naru_qwen2_5_vl", cfg["model_args"])
-    assert run.config.label() == "Qwen/Qwen2.5-VL-7B-Instruct" and run.config.sampling == "32 Frames"
+    assert run.config.label() == "Qwen/Qwen2.5-VL-7B-Instruct" and (run.sampling, run.variant) == ("32 Frames", "")
     assert (run.data_fingerprint, run.adapter, run.input_mode, run.positions) == (
         "fp1", "naru_qwen2_5_vl", "video", "qwen-reference",
     )  # fmt: skip
@@ -81,3 +84,48 @@ def test_every_log_kind_reads_through_the_one_strict_reader(tmp_path):
         _ = log.samples
     with pytest.raises(ForeignLogError, match=r"mmmu\.jsonl:1: no NARU 'overall' payload"):
         read_log(write(tmp_path, "s", "mmmu", [{"acc": 1}]))
+
+
+def test_the_sampling_variant_and_input_mode_come_from_the_payloads(tmp_path):
+    """What a run did is read from its payloads (what the adapter recorded), never re-guessed from
+    ``model_args``: the recorded sampling and variant; a log with the provenance fields but no
+    adapter is a model that sampled its frames itself; a log whose payloads record no sampling
+    falls back once to an explicit num_frames= of model_args, labelled as such, else says so."""
+    from naru_eval.core import provenance
+
+    cfg = RunConfig("naru_gemini", "model=gemini-3-flash,num_frames=64")  # its args never decide the label
+    provenance.clear()
+    try:
+        provenance.record(
+            adapter="naru_gemini",
+            input_mode="video",
+            sampling="0.25 FPS",
+            variant=provenance.variant_string({"audio": False}),
+        )
+        recorded = [score_response(q, q.answer, "fp", provenance=provenance.current()) for q in QS]
+    finally:
+        provenance.clear()
+    log = read_log(write(tmp_path / "a", "s", "naru_mcq", [metric_payloads(s) for s in recorded]))
+    assert (log.sampling(cfg), log.variant, log.input_mode, log.own_sampler) == (
+        "0.25 FPS",
+        "audio=false",
+        "video",
+        False,
+    )
+
+    # lmms-eval's own model: the payloads carry the provenance fields, all null
+    own = [score_response(q, q.answer, "fp") for q in QS]
+    log = read_log(write(tmp_path / "b", "s", "naru_mcq", [metric_payloads(s) for s in own]))
+    assert (log.sampling(RunConfig("qwen2_5_vl", "pretrained=x")), log.input_mode) == (
+        "model's own sampler", "model-sampled",
+    )  # fmt: skip
+    assert log.own_sampler and log.variant == ""
+
+    # a log written before the sampling was recorded (no provenance keys at all)
+    old = [
+        {k: v for k, v in metric_payloads(s)["overall"].items() if k not in ("sampling", "variant")} for s in recorded
+    ]
+    log = read_log(write(tmp_path / "c", "s", "naru_mcq", [{"overall": p} for p in old]))
+    assert not log.records_provenance and not log.own_sampler and log.input_mode == "video"
+    assert log.sampling(cfg) == "64 Frames (model_args)"
+    assert log.sampling(RunConfig("naru_gemini", "model=gemini-3-flash")) == "not recorded"

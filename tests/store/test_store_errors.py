@@ -1,6 +1,6 @@
 """A store that is corrupt, a directory, read-only or on a full disk: the error names the file,
 what is wrong and what to do; a corrupt store is never overwritten and is moved aside only by
-``naru-eval store move-aside``; once a write fails, nothing more is asked (issue 20, items 8, 10)."""
+``naru-eval store move-aside``; once a write fails, nothing more is asked."""
 
 from __future__ import annotations
 
