@@ -24,14 +24,18 @@ question but the last two steps, each in naru_eval.providers.gemini:
    :class:`~naru_eval.providers.gemini.usage.UsageSummary` written to
    ``gemini_usage_<timestamp>.json``.
 
-This module is the lmms-eval class and its typed arguments (:class:`GeminiArgs`, kept whole on
-``self.args``); the work is in naru_eval.providers.gemini: ``client`` (the SDK client),
+This module is the lmms-eval class; its typed arguments are :class:`GeminiArgs`
+(``naru_eval.providers.gemini.args``, kept whole on ``self.args``) and the work is in
+naru_eval.providers.gemini: ``client`` (the SDK client),
 ``request`` (parts, generationConfig, the reply's answer and usage), ``uploads``, ``preflight``
 (estimates and calibration), ``caching``, ``batch``, ``families``, ``tokens``, ``pricing`` and
 ``usage`` (the run's summary).
 
 Thinking settings are checked against the model's family at start (``families.check_thinking``):
 a pairing the API would answer 400 on every request is refused, naming what the model takes.
+
+What the model is given (its input plan, recorded in every payload): the native video at
+``fps``, with its audio track (input mode ``video+audio``) unless ``audio=false`` (``video``).
 
 The API key is read from ``GOOGLE_API_KEY`` (then ``GEMINI_API_KEY``) only; a key in
 ``model_args`` is refused (lmms-eval writes model_args into results.json). The key never
@@ -42,26 +46,27 @@ from __future__ import annotations
 
 import atexit
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from loguru import logger
 
-from model_adapters.args import ArgParser, is_none
-from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
-from model_adapters.gemini_args import DEFAULT_MODEL, GeminiArgs, check_base_url
+from naru_eval.adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.adapters.family import Family, Official
 from naru_eval.api.caller import ApiCaller
+from naru_eval.api.lazy import Lazy
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
 from naru_eval.api.retry import RetryError, RetryPolicy
-from naru_eval.core.budgets import resolve_sampling
+from naru_eval.core.budgets import Sampling
+from naru_eval.core.inputs import AudioInput, FramesInput, InputPlan
 from naru_eval.providers.gemini import request as request_
+from naru_eval.providers.gemini.args import DEFAULT_MODEL, GeminiArgs, check_base_url
 from naru_eval.providers.gemini.batch import BatchPolicy, GeminiBatchRunner
 from naru_eval.providers.gemini.caching import CachePolicy, VideoCaches
-from naru_eval.providers.gemini.client import DEFAULT_BASE_URL, KEY_ENV, api_key_from_env, genai_errors, make_client
+from naru_eval.providers.gemini.client import DEFAULT_BASE_URL, api_key_from_env, genai_errors, make_client
 from naru_eval.providers.gemini.families import check_thinking, family
 from naru_eval.providers.gemini.preflight import (
     Asked,
@@ -92,32 +97,25 @@ from naru_eval.store.uploads import UploadRegistry, account_id, default_registry
 
 __all__ = ["DEFAULT_MODEL", "ConfigurationRefused", "ContextOverflow", "Gemini", "GeminiArgs", "UploadFailed"]
 
-_LMMS_EVAL_EXTRAS = ("device", "max_batch_size")
-_NOT_SECRET = frozenset({"max_output_tokens", "max_input_tokens"})
-_NOT_FOR_GEMINI = ("num_frames", "max_frames", "max_pixels")
-
-
-_ARGS = ArgParser("naru_gemini")
-#: the base's arguments (response store, batch size) passed through; the frame budget is fps= only
-_BASE_ARGS = ("response_store", "store", "batch_size")
-
 
 class Gemini(NaruModel):
-    model_id = "naru_gemini"
-    Args: ClassVar[type[GeminiArgs]] = GeminiArgs
-    needs_frames = False  # Gemini samples the uploaded file itself
-    default_num_frames = None
+    """Gemini through the google-genai SDK, the video sent natively."""
+
+    family = Family(
+        id="naru_gemini",
+        args=GeminiArgs,
+        default=Official(Sampling(fps=0.25), rows=("Gemini-3-Flash", "Gemini-3-Pro", "Gemini-2.5-Flash")),
+        inputs=("frames", "audio"),
+    )
     max_concurrency = 8
+    args: GeminiArgs
 
     def __init__(self, **kwargs: Any) -> None:
-        args, base = self._parse(kwargs)
-        #: the typed model args, as given (``fps`` None: the default sampling); read from here only
-        self.args = args
-        # unset: the official leaderboard's sampling, from the one table of defaults
-        _, fps = resolve_sampling(self.model_id, None, args.fps)
+        super().__init__(**kwargs)
+        args = self.args
+        fps = self.sampling.fps
         if fps is None:
             raise ValueError(f"{self.model_id}: its default sampling must be a rate (fps), not a frame count")
-        super().__init__(fps=fps, **base)
         warning = check_thinking(args.model, args.thinking_budget, args.thinking_level)
         if warning:
             logger.warning(warning)
@@ -147,11 +145,10 @@ class Gemini(NaruModel):
         self.question_caller = ApiCaller(
             self.model_id, policy, catch=genai_errors, limiter=self.limiter, warn=logger.warning, sleep=self._sleep
         )
-        self._client: Any = None
         self._account: str | None = None
-        self._client_lock = threading.Lock()
-        self._registry: UploadRegistry | None = None
-        self._jobs: GeminiJobs | None = None
+        self._client: Lazy[Any] = Lazy(self._make_client)
+        self._registry: Lazy[UploadRegistry] = Lazy(self._open_registry)
+        self._jobs: Lazy[GeminiJobs] = Lazy(lambda: GeminiJobs(self.registry.path))
         self.uploads = self._uploader()
         self.caches = self._video_caches()
         self.batcher = self._batcher()
@@ -161,18 +158,11 @@ class Gemini(NaruModel):
         atexit.register(self.caches.close, at_exit=True)
 
     # -- configuration ------------------------------------------------------------------------
-    @classmethod
-    def _parse(cls, kwargs: dict[str, Any]) -> tuple[GeminiArgs, dict[str, Any]]:
-        """(typed args, the base's args); refuses secrets and the frame-count args."""
-        _ARGS.refuse_secrets(kwargs, KEY_ENV, _NOT_SECRET)
-        wrong = [n for n in _NOT_FOR_GEMINI if not is_none(kwargs.get(n))]
-        if wrong:
-            raise ValueError(
-                f"naru_gemini: {wrong} do not apply: Gemini samples the uploaded video itself at fps= "
-                "(videoMetadata.fps); use fps= and media_resolution="
-            )
-        given = {k: v for k, v in kwargs.items() if k not in _LMMS_EVAL_EXTRAS and k not in _NOT_FOR_GEMINI}
-        return GeminiArgs.parse(cls.model_id, given, passthrough=_BASE_ARGS)
+    def input_plan(self) -> InputPlan:
+        """The native video: its frames sampled by Gemini at ``fps`` (nothing decoded here) and,
+        unless ``audio=false``, its audio track."""
+        frames = FramesInput(self.sampling, delivery="video", decoded=False)
+        return InputPlan(frames=frames, audio=AudioInput() if self.args.audio else None)
 
     def _sleep(self, seconds: float) -> None:
         self.sleep(seconds)  # looked up at each wait: tests replace ``self.sleep``
@@ -259,19 +249,18 @@ class Gemini(NaruModel):
     @property
     def client(self) -> Any:
         """The ``genai.Client``, built on first use; the SDK's own retries are off."""
-        if self._client is None:
-            with self._client_lock:
-                if self._client is None:
-                    key = api_key_from_env()
-                    if not key:
-                        raise RuntimeError(
-                            "naru_gemini: no API key: set GOOGLE_API_KEY (or GEMINI_API_KEY) in the environment"
-                        )
-                    self._account = account_id(key, self.endpoint)
-                    self._client = make_client(
-                        key, api_version=self.args.api_version, timeout=self.args.timeout, base_url=self.args.base_url
-                    )
-        return self._client
+        return self._client.get()
+
+    def _make_client(self) -> Any:
+        key = api_key_from_env()
+        if not key:
+            raise RuntimeError(
+                f"{self.model_id}: no API key: set GOOGLE_API_KEY (or GEMINI_API_KEY) in the environment"
+            )
+        self._account = account_id(key, self.endpoint)
+        return make_client(
+            key, api_version=self.args.api_version, timeout=self.args.timeout, base_url=self.args.base_url
+        )
 
     @property
     def account(self) -> str:
@@ -281,22 +270,16 @@ class Gemini(NaruModel):
 
     @property
     def registry(self) -> UploadRegistry:
-        if self._registry is None:
-            with self._client_lock:
-                if self._registry is None:
-                    given = self.args.upload_registry
-                    self._registry = UploadRegistry(Path(given) if given else default_registry_path(self._store_path))
-        return self._registry
+        return self._registry.get()
+
+    def _open_registry(self) -> UploadRegistry:
+        given = self.args.upload_registry
+        return UploadRegistry(Path(given) if given else default_registry_path(self._store_path))
 
     @property
     def jobs(self) -> GeminiJobs:
         """Context caches and batch jobs, in the upload registry's file (naru_eval.store.gemini_jobs)."""
-        if self._jobs is None:
-            registry = self.registry
-            with self._client_lock:
-                if self._jobs is None:
-                    self._jobs = GeminiJobs(registry.path)
-        return self._jobs
+        return self._jobs.get()
 
     def _call(self, fn: Callable[[], Any], what: str, policy: RetryPolicy | None = None) -> Any:
         return self.caller.call(fn, what, policy=policy).value
@@ -549,7 +532,7 @@ class Gemini(NaruModel):
             except Exception as e:  # noqa: BLE001 - the summary must not break a run
                 store_error = str(e)
         storage = {}
-        if self._jobs is not None and run.run_keys:
+        if self._jobs.built and run.run_keys:
             try:
                 storage = cache_storage_by_run_key(self.jobs.caches(self.account), run.run_keys, self.price)
             except Exception as e:  # noqa: BLE001 - the summary must not break a run
@@ -569,7 +552,7 @@ class Gemini(NaruModel):
             store_totals_error=store_error,
             failures=run.failures,
             uploads=dict(self.upload_stats),
-            upload_registry=str(self.registry.path) if self._registry is not None else None,
+            upload_registry=str(self.registry.path) if self._registry.built else None,
             preflight=run.preflight,
             calibration=run.calibration,
             adaptive_concurrency=self.limiter.stats(),

@@ -21,8 +21,11 @@ computing it again side by side (``prefix_first``).
   the file's name, or its path under ``video_root``); the server decodes and samples the video
   itself and no frame is decoded here.
 
-The mode is the run's input mode (``video`` / ``images`` / ``server-sampled``): recorded with
-every sample (:meth:`OpenAICompat.provenance`) and part of the response store's key.
+The mode is the run's input mode (``video`` / ``images`` / ``server-sampled``): the delivery of
+the input plan's frames (:meth:`OpenAICompat.input_plan`), recorded with every sample and part of
+the response store's key. Its args, the served model's family by name, the wire form and the
+server checks are the library's (``naru_eval.providers.openai_compat``); the Qwen rule for a
+rate-sampled Qwen video is ``naru_eval.adapters.qwen_sampling``, the HF path's.
 
 The API key is read from ``OPENAI_API_KEY`` only: lmms-eval writes ``model_args`` into
 ``results.json``, so a key given there is refused. The SDK's own retries are off; the one retry
@@ -33,52 +36,44 @@ See docs/openai_compat.md.
 
 from __future__ import annotations
 
-import inspect
 import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from loguru import logger
 
-from model_adapters import openai_preflight as preflight
-from model_adapters.args import ArgParser
-from model_adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
-from model_adapters.openai_compat_args import OpenAICompatArgs, check_server_url, resolve_video_mode
-from model_adapters.openai_families import qwen_patch_size
-from model_adapters.openai_wire import MediaIO, MediaPart, UserMessage, VideoParts, video_url
+from naru_eval.adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.adapters.family import Family, Official
+from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan, resize_frames
 from naru_eval.api.caller import ApiCaller
+from naru_eval.api.lazy import Lazy
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
-from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
+from naru_eval.api.openai_client import is_reasoning_family, make_openai_client, openai_errors, usage_of
 from naru_eval.api.retry import RetryError, is_connection_error, is_timeout
-from naru_eval.judge.config import is_reasoning_family
+from naru_eval.core.budgets import Sampling
+from naru_eval.core.inputs import FrameDelivery, FramesInput, InputPlan
+from naru_eval.providers.openai_compat import preflight
+from naru_eval.providers.openai_compat.args import OpenAICompatArgs, check_server_url, resolve_video_mode
+from naru_eval.providers.openai_compat.served import qwen_patch_size
+from naru_eval.providers.openai_compat.wire import MediaIO, MediaPart, UserMessage, VideoParts, video_url
 
 if TYPE_CHECKING:
-    from model_adapters.qwen import QwenVideoPlan
     from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.sampler import SampledFrames
 
-#: video_mode -> the input mode the model gets (naru_eval.core.provenance)
-INPUT_MODES = {"video": "video", "frames": "images", "video_url": "server-sampled"}
+#: video_mode -> how the frames reach the model (the input plan's delivery, its input mode)
+DELIVERY: dict[str, FrameDelivery] = {"video": "video", "frames": "images", "video_url": "server-sampled"}
 DEFAULT_MAX_TOKENS = 16
-
-#: arguments lmms-eval adds by itself (``create_from_arg_string``); they change nothing here
-_LMMS_EVAL_EXTRAS = ("device", "max_batch_size")
-#: argument names that look like secrets but are not
-_NOT_SECRET = frozenset({"max_tokens", "max_new_tokens"})
 
 
 class ServerUnreachable(RuntimeError):
     """Too many requests in a row could not reach the server: the run stops (a rerun resumes)."""
 
 
-_ARGS = ArgParser("naru_openai_compat")
-#: the base's arguments (frame budget, response store, batch size) passed through
-_BASE_ARGS = tuple(n for n in inspect.signature(NaruModel.__init__).parameters if n not in ("self", "kwargs"))
-
-
-class RequestParams(TypedDict, total=False):
+class CompletionParams(TypedDict, total=False):
     """The keyword arguments of ``chat.completions.create`` besides the model and the messages."""
 
     max_tokens: int
@@ -88,39 +83,38 @@ class RequestParams(TypedDict, total=False):
 
 
 class OpenAICompat(NaruModel):
-    model_id = "naru_openai_compat"
-    default_num_frames = 32
-    Args: ClassVar[type[OpenAICompatArgs]] = OpenAICompatArgs
+    """Any OpenAI-compatible chat-completions server (vLLM, SGLang, ...)."""
+
+    family = Family(
+        id="naru_openai_compat",
+        args=OpenAICompatArgs,
+        default=Official(
+            Sampling(frames=32),
+            note="the served model is the user's: set its official row's num_frames/fps (docs/openai_compat.md)",
+        ),
+    )
+    args: OpenAICompatArgs
 
     def __init__(self, **kwargs: Any) -> None:
-        self._refuse_secrets(kwargs)
-        for extra in _LMMS_EVAL_EXTRAS:
-            kwargs.pop(extra, None)
-        args, base = self.Args.parse(self.model_id, kwargs, passthrough=_BASE_ARGS)
-        #: the typed model args, as given
-        self.args = args
+        super().__init__(**kwargs)
+        args = self.args
         resolved_url = args.base_url or os.environ.get("OPENAI_BASE_URL")
         if not resolved_url:
-            raise ValueError("naru_openai_compat: give base_url=http://HOST:PORT/v1 or set OPENAI_BASE_URL")
+            raise ValueError(f"{self.model_id}: give base_url=http://HOST:PORT/v1 or set OPENAI_BASE_URL")
         check_server_url(resolved_url)
-        super().__init__(**base)
         assert args.model is not None
         self.model = args.model
         self.base_url = str(resolved_url)
-        #: the resolved mode: video, frames or video_url (``auto`` decided by the served name)
-        self.video_mode = resolve_video_mode(args.video_mode, self.model)
         self.video_root = Path(args.video_root) if args.video_root else None
         #: the base's thread pool size (``NaruModel``), and the limiter's ceiling
         self.max_concurrency = args.max_concurrency
         self.retry_policy = args.retry_policy()
         self.timeout = args.timeout
         self.abort_after = args.abort_after if args.abort_after is not None else max(10, 2 * self.max_concurrency)
-        if self.video_mode == "video_url":
-            self.needs_frames = False  # the server decodes the video itself
         self.reasoning = is_reasoning_family(self.model) if args.reasoning == "auto" else bool(args.reasoning)
         if args.max_completion_tokens is not None and not self.reasoning:
             raise ValueError(
-                "naru_openai_compat: max_completion_tokens is for reasoning models (reasoning=true); "
+                f"{self.model_id}: max_completion_tokens is for reasoning models (reasoning=true); "
                 "other models take the task's max_new_tokens"
             )
         #: the wait between retries; tests replace it
@@ -136,8 +130,9 @@ class OpenAICompat(NaruModel):
             warn=logger.warning,
             sleep=lambda s: self.sleep(s),
         )
-        self._client: Any = None
-        self._client_lock = threading.Lock()
+        self._client: Lazy[Any] = Lazy(
+            lambda: make_openai_client(self.base_url, timeout=self.timeout, who=self.model_id, info=logger.info)
+        )
         #: the encoded parts of the last few videos (video and frames modes)
         self._parts = VideoParts(max(4, self.max_concurrency + 1), self.video_mode == "video", args.jpeg_quality)
         self._unreachable = 0
@@ -152,19 +147,22 @@ class OpenAICompat(NaruModel):
         self._first_done: dict[str, threading.Event] = {}
         self._first_lock = threading.Lock()
 
-    # -- configuration checks -----------------------------------------------------------------
-    @staticmethod
-    def _refuse_secrets(args: Mapping[str, Any]) -> None:
-        _ARGS.refuse_secrets(args, ("OPENAI_API_KEY",), _NOT_SECRET)
+    # -- what the model is given ---------------------------------------------------------------
+    @property
+    def video_mode(self) -> str:
+        """The resolved mode: video, frames or video_url (``auto`` decided by the served name)."""
+        return resolve_video_mode(self.args.video_mode, self.args.model)
+
+    def input_plan(self) -> InputPlan:
+        """The frames as the video mode sends them: one video, images, or a URL the server
+        samples itself (nothing decoded here)."""
+        delivery = DELIVERY[self.video_mode]
+        return InputPlan(frames=FramesInput(self.sampling, delivery, decoded=delivery != "server-sampled"))
 
     @property
     def input_mode(self) -> str:
         """What the model is given (naru_eval.core.provenance): ``video``, ``images`` or ``server-sampled``."""
-        return INPUT_MODES[self.video_mode]
-
-    def provenance(self) -> dict[str, str | None]:
-        """The input mode of every answer of this run (written into each sample payload)."""
-        return {"adapter": self.model_id, "input_mode": self.input_mode}
+        return self.inputs.mode
 
     def describe(self) -> dict[str, Any]:
         """What changes the answers: the served model and how the video is sent (not the URL).
@@ -192,18 +190,12 @@ class OpenAICompat(NaruModel):
     @property
     def client(self) -> Any:
         """The ``openai.OpenAI`` client, built on first use (SDK retries off)."""
-        if self._client is None:
-            with self._client_lock:
-                if self._client is None:
-                    self._client = make_openai_client(
-                        self.base_url, timeout=self.timeout, who=self.model_id, info=logger.info
-                    )
-        return self._client
+        return self._client.get()
 
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         """Before the first question: the frames fit the server's image limit, and the server
         answers and serves ``model`` (else one clear error, and nothing is asked;
-        :mod:`model_adapters.openai_preflight`)."""
+        :mod:`naru_eval.providers.openai_compat.preflight`)."""
         if not requests:
             return
         preflight.check_before_asking(self, requests)
@@ -211,23 +203,23 @@ class OpenAICompat(NaruModel):
     # -- the frames -------------------------------------------------------------------------------
     def video_plan(self, video: str) -> QwenVideoPlan | None:
         """Video mode, rate sampling (``fps=``), a Qwen family: the frame count and size
-        qwen-vl-utils gives (``model_adapters.qwen.qwen_video_plan``, the HF path's rule), so the
-        server gets the frames and tokens the HF path feeds the model; None otherwise."""
+        qwen-vl-utils gives (``naru_eval.adapters.qwen_sampling.qwen_video_plan``, the HF path's
+        rule), so the server gets the frames and tokens the HF path feeds the model; None otherwise."""
         patch = qwen_patch_size(self.model)
-        if self.video_mode != "video" or self.fps is None or patch is None:
+        s = self.sampling
+        if self.video_mode != "video" or s.fps is None or patch is None:
             return None
         if video not in self._plans:
-            from model_adapters.qwen import qwen_video_plan
             from naru_eval.media.video import probe_video
 
             info = probe_video(video, check_end=False)
             try:
                 self._plans[video] = qwen_video_plan(
-                    info.frame_count, info.fps, info.height, info.width, fps=self.fps, patch_size=patch,
-                    max_frames=self.max_frames, max_pixels=self.max_pixels,
+                    info.frame_count, info.fps, info.height, info.width, fps=s.fps, patch_size=patch,
+                    max_frames=s.max_frames, max_pixels=s.max_pixels,
                 )  # fmt: skip
             except ValueError as e:  # e.g. fewer frames than qwen-vl-utils' FRAME_FACTOR
-                raise RequestFailed(f"video {video}: qwen-vl-utils sampling at fps={self.fps:g}: {e}") from None
+                raise RequestFailed(f"video {video}: qwen-vl-utils sampling at fps={s.fps:g}: {e}") from None
         return self._plans[video]
 
     def frame_params(self, video: str) -> SamplingParams:
@@ -238,13 +230,11 @@ class OpenAICompat(NaruModel):
 
         return sampling_params(num_frames=plan.nframes, max_pixels=plan.max_pixels)
 
-    def frames(self, request: NaruRequest) -> Any:
+    def frames(self, request: NaruRequest) -> SampledFrames:
         sampled = super().frames(request)
         plan = self.video_plan(request.video) if request.video is not None else None
         if plan is None:
             return sampled
-        from model_adapters.qwen import resize_frames
-
         return sampled._replace(frames=resize_frames(sampled.frames, plan.height, plan.width))
 
     # -- the message ------------------------------------------------------------------------------
@@ -280,7 +270,7 @@ class OpenAICompat(NaruModel):
                 return int(gen_kwargs[name])
         return DEFAULT_MAX_TOKENS
 
-    def request_params(self, gen_kwargs: Mapping[str, Any]) -> RequestParams:
+    def request_params(self, gen_kwargs: Mapping[str, Any]) -> CompletionParams:
         """The request parameters sent (as the judge's ``JudgeConfig.request_params``): temperature 0
         and ``max_tokens``; for a reasoning model (gpt-5*, o-series, or ``reasoning=true``)
         ``max_completion_tokens`` and no temperature, which such models refuse to change."""
@@ -351,7 +341,7 @@ class OpenAICompat(NaruModel):
             count = self._unreachable
         if count >= self.abort_after:
             raise ServerUnreachable(
-                f"naru_openai_compat: {count} requests in a row could not reach {self.base_url} ({e}); "
+                f"{self.model_id}: {count} requests in a row could not reach {self.base_url} ({e}); "
                 "stopping. Answers so far are in the response store; rerun to resume."
             ) from e
 

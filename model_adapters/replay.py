@@ -4,8 +4,9 @@ Scores predictions from any source through the same extractor and metrics. Every
 the run needs must be in the file: missing ids are one error, listing them all, raised before
 any answer is given. ``"response": null`` marks a failed request (scored invalid).
 
-Model args: :class:`model_adapters.args.ReplayArgs` (``predictions``, an optional ``pretrained``
-label, the base's sampling and store args); any other arg is refused.
+Model args: :class:`ReplayArgs` (``predictions``, an optional ``pretrained`` label, the base's
+sampling and store args: the sampling labels the run, e.g. a frame sweep's budget); any other arg
+is refused.
 """
 
 from __future__ import annotations
@@ -13,31 +14,47 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from model_adapters.args import ReplayArgs, parse_model_args
-from model_adapters.base import NaruModel, NaruRequest, failed
+from pydantic import Field
+
+from naru_eval.adapters.args import SamplingArgs
+from naru_eval.adapters.base import NaruModel, NaruRequest, failed
+from naru_eval.adapters.family import Family
+from naru_eval.settings import UserError
 
 
-class ReplayError(ValueError):
-    pass
+class ReplayError(UserError):
+    """A predictions file that cannot be replayed (missing, malformed, or missing questions)."""
 
 
 def load_predictions(path: str | Path) -> dict[str, str | None]:
-    """question_id -> response; bad lines and duplicate ids are reported together."""
+    """question_id -> response; bad lines (not UTF-8, not JSON, no id) and duplicate ids are
+    reported together, each with its file and line; a folder or unreadable file is named."""
     p = Path(path)
     if not p.exists():
         raise ReplayError(f"naru_replay: predictions file {p} does not exist")
+    if not p.is_file():
+        raise ReplayError(f"naru_replay: predictions {p} is a folder, not a JSONL file")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise ReplayError(f"naru_replay: cannot read the predictions file {p} ({e.strerror or e})") from None
     preds: dict[str, str | None] = {}
     problems = []
-    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problems.append(f"{p}:{lineno}: not valid UTF-8 (byte {e.start + 1} of the line); save the file as UTF-8")
+            continue
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
             qid = str(rec["question_id"])
             resp = rec.get("response")
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             problems.append(f"{p}:{lineno}: expected {{'question_id', 'response'}} ({type(e).__name__}: {e})")
             continue
         if resp is not None and not isinstance(resp, str):
@@ -48,23 +65,32 @@ def load_predictions(path: str | Path) -> dict[str, str | None]:
             continue
         preds[qid] = resp
     if problems:
-        raise ReplayError("naru_replay: invalid predictions file:\n  - " + "\n  - ".join(problems))
+        shown = problems[:50] + ([f"... and {len(problems) - 50} more"] if len(problems) > 50 else [])
+        raise ReplayError(
+            f"naru_replay: invalid predictions file ({len(problems)} problem(s)):\n  - " + "\n  - ".join(shown)
+        )
     return preds
 
 
+class ReplayArgs(SamplingArgs):
+    """Args of ``naru_replay``."""
+
+    predictions: str = Field(description='a JSONL of {"question_id", "response"}')
+    pretrained: str | None = Field(None, description="the model that made the predictions (the leaderboard's label)")
+
+
 class NaruReplay(NaruModel):
-    model_id = "naru_replay"
-    needs_frames = False
+    """Answers made elsewhere, replayed from a JSONL."""
+
+    #: no inputs: the model that made the predictions was given whatever it was given elsewhere
+    family = Family(id="naru_replay", args=ReplayArgs, inputs=())
     uses_store = False  # the predictions file is the store
-    default_num_frames = None
-    Args: ClassVar[type[ReplayArgs]] = ReplayArgs
+    args: ReplayArgs
 
     def __init__(self, **model_args: Any) -> None:
-        args = parse_model_args(self.Args, model_args, self.model_id)
-        self.args = args
-        super().__init__(**args.base_kwargs())
-        self.predictions_path = args.predictions
-        self.predictions = load_predictions(args.predictions)
+        super().__init__(**model_args)
+        self.predictions_path = self.args.predictions
+        self.predictions = load_predictions(self.args.predictions)
 
     def prepare(self, requests: Sequence[NaruRequest]) -> None:
         missing = sorted({r.question_id for r in requests} - self.predictions.keys())

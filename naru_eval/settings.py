@@ -7,7 +7,9 @@ time, never at import: the object is cached per snapshot of the process's ``NARU
 values are validated once per distinct environment. ``Settings.from_env(env)`` builds one from
 any mapping (a test's dict, a subprocess's environment).
 
-A value is refused with an error naming the variable. An empty value means unset. Flags
+A value is refused with an error naming the variable; every bad value, and every ``NARU_*`` name
+that is no variable (a misspelt ``NARU_RESPONSE_STOR`` would be silently ignored), is one line of
+one :class:`SettingsError` (with the closest known name). An empty value means unset. Flags
 (:func:`env_flag`, :func:`parse_flag`) take ``1/true/yes/on`` and ``0/false/no/off`` in any case;
 anything else is an error, never a silent ``False``. The table in docs/settings.md is generated
 from the field descriptions below (:func:`settings_table`; ``python -m naru_eval.settings``);
@@ -18,10 +20,14 @@ This module imports nothing of ours: every layer may read it.
 
 from __future__ import annotations
 
+import difflib
 import functools
+import json
 import os
+import sys
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
@@ -62,10 +68,54 @@ def _flag(value: Any) -> bool:
 Flag = Annotated[bool, BeforeValidator(_flag)]
 
 
-def _var(default: Any, text: str, default_doc: str | None = None) -> Any:
+def _var(default: Any, text: str, default_doc: str | None = None, **limits: Any) -> Any:
     """A field: its default, its description (one line of the docs table) and, where the default
-    is applied by the reader (None here), the default the docs state."""
-    return Field(default, description=text, json_schema_extra={"default_doc": default_doc} if default_doc else None)
+    is applied by the reader (None here), the default the docs state; ``limits`` are pydantic's
+    (``gt``, ``ge``, ``allow_inf_nan``)."""
+    extra: dict[str, Any] | None = {"default_doc": default_doc} if default_doc else None
+    return Field(default, description=text, json_schema_extra=extra, **limits)
+
+
+#: a count or a number of seconds that must be positive and finite (a NaN or a negative timeout
+#: would wait forever or not at all)
+_POSITIVE = {"gt": 0, "allow_inf_nan": False}
+_NON_NEGATIVE = {"ge": 0, "allow_inf_nan": False}
+
+
+class UserError(ValueError):
+    """A mistake of the user's (a setting, a data file, a predictions file): its message says
+    what is wrong and what to do, and is shown without a traceback (:func:`exit_on_user_error`)."""
+
+
+class SettingsError(UserError):
+    """Bad ``NARU_*`` variables: ``problems`` holds one line per bad value or unknown name."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(
+            f"invalid NARU_* environment ({len(self.problems)} problem(s); docs/settings.md lists every variable):\n"
+            + "\n".join(f"  - {p}" for p in self.problems)
+        )
+
+
+def _json_object(value: Any) -> Any:
+    """NARU_HF_COLUMNS: a JSON object of dataset column -> NARU field (strings)."""
+    if value is None:
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON ({e.msg} at character {e.pos})") from None
+    if not isinstance(parsed, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in parsed.items()):
+        raise ValueError(
+            f'must be a JSON object of dataset column -> NARU field, e.g. \'{{"qid": "question_id"}}\', '
+            f"got a JSON {type(parsed).__name__}"
+        )
+    return value
+
+
+#: a JSON-object setting, checked when read
+JsonObject = Annotated[str | None, BeforeValidator(_json_object)]
 
 
 class Settings(BaseModel):
@@ -79,8 +129,13 @@ class Settings(BaseModel):
     )
     hf_dataset: str | None = _var(None, "a Hugging Face dataset id to load instead of a local directory")
     hf_split: str = _var("test", "the split of NARU_HF_DATASET")
-    hf_columns: str | None = _var(None, "JSON: dataset column -> NARU field, merged over the built-in map")
-    video_dir: str | None = _var(None, "where the videos of NARU_HF_DATASET are (`<video_id>.<ext>`)")
+    hf_columns: JsonObject = _var(None, "JSON object: dataset column -> NARU field, merged over the built-in map")
+    video_dir: str | None = _var(
+        None,
+        "the folder the videos are in (`<video_id>.<ext>`): those of NARU_HF_DATASET, or a local data set's "
+        "kept elsewhere; `video_path` is relative to it for NARU_HF_DATASET (docs/data.md)",
+        "NARU_DATA_DIR/videos",
+    )
     skip_video_check: Flag = _var(False, "flag: the lmms-eval tasks' preflight checks the schema only")
     allow_external_videos: Flag = _var(
         False,
@@ -122,18 +177,20 @@ class Settings(BaseModel):
     judge_facts_model: str | None = _var(None, "the model whose frozen facts are used", "the judge model")
     judge_base_url: str | None = _var(None, "an OpenAI-compatible `/v1` URL", "OPENAI_BASE_URL, else the OpenAI API")
     judge_api_key: SecretStr | None = _var(None, "the judge's key; never logged or cached", "OPENAI_API_KEY")
-    judge_temperature: float | None = _var(None, "sent only to models that take one (never to gpt-5 / o-series)", "0")
+    judge_temperature: float | None = _var(
+        None, "sent only to models that take one (never to gpt-5 / o-series)", "0", ge=0, le=2, allow_inf_nan=False
+    )
     judge_reasoning_effort: str | None = _var(
         None, "a reasoning effort the model takes", "medium (high for -pro) for gpt-5 / o-series"
     )
-    judge_max_tokens: int | None = _var(None, "`max_completion_tokens` per judge call", "8192")
+    judge_max_tokens: int | None = _var(None, "`max_completion_tokens` per judge call", "8192", ge=1)
     judge_seed: int | None = _var(None, "an optional `seed` (best effort on the server)")
-    judge_concurrency: int | None = _var(None, "judge requests in flight per process", "16")
-    judge_max_retries: int | None = _var(None, "transport retries (429, 5xx, timeouts)", "5")
-    judge_retry_base_delay: float | None = _var(None, "first retry delay, seconds", "1")
-    judge_retry_max_delay: float | None = _var(None, "longest retry delay, seconds", "60")
-    judge_parse_attempts: int | None = _var(None, "attempts for an unparseable or mismatched judge output", "3")
-    judge_timeout: float | None = _var(None, "seconds per judge request", "180")
+    judge_concurrency: int | None = _var(None, "judge requests in flight per process", "16", ge=1)
+    judge_max_retries: int | None = _var(None, "transport retries (429, 5xx, timeouts)", "5", ge=0)
+    judge_retry_base_delay: float | None = _var(None, "first retry delay, seconds", "1", **_NON_NEGATIVE)
+    judge_retry_max_delay: float | None = _var(None, "longest retry delay, seconds", "60", **_NON_NEGATIVE)
+    judge_parse_attempts: int | None = _var(None, "attempts for an unparseable or mismatched judge output", "3", ge=1)
+    judge_timeout: float | None = _var(None, "seconds per judge request", "180", **_POSITIVE)
     judge_cache: str | None = _var(None, "the judge's SQLite cache", "NARU_CACHE_DIR/judge.sqlite")
     judge_prices: str | None = _var(
         None, "JSON or a JSON file: judge prices (USD per 1M tokens) over the built-in table"
@@ -157,21 +214,48 @@ class Settings(BaseModel):
         return PREFIX + field.upper()
 
     @classmethod
+    def variables(cls) -> list[str]:
+        """Every ``NARU_*`` variable, in the order of the fields."""
+        return [cls.variable(f) for f in cls.model_fields]
+
+    @classmethod
+    def unknown_problems(cls, env: Mapping[str, str]) -> list[str]:
+        """One line per ``NARU_*`` name in ``env`` that is no variable, with the closest known one."""
+        known = cls.variables()
+        out = []
+        for name in sorted(k for k in env if k.startswith(PREFIX) and k not in known):
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else "see docs/settings.md for the variables"
+            out.append(f"{name}: unknown variable ({hint}); it would be ignored: fix its name or unset it")
+        return out
+
+    @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """The settings of ``env`` (default: the process's); one error lists every bad variable."""
+        """The settings of ``env`` (default: the process's); one :class:`SettingsError` lists every
+        bad value and every unknown ``NARU_*`` name."""
         env = os.environ if env is None else env
         raw = {f: env.get(cls.variable(f)) for f in cls.model_fields}
         data = {f: v.strip() for f, v in raw.items() if v is not None and v.strip()}
+        problems = []
+        out: Settings | None = None
         try:
-            return cls.model_validate(data)
+            out = cls.model_validate(data)
         except ValidationError as e:
-            problems = []
             for err in e.errors():
                 field = str(err["loc"][0])
-                shown = "<hidden>" if "key" in field else repr(data.get(field))
+                shown = "<hidden>" if "key" in field else _shown(data.get(field))
                 msg = str(err["msg"]).removeprefix("Value error, ")
                 problems.append(f"{cls.variable(field)}={shown}: {msg}")
-            raise ValueError("invalid NARU_* environment: " + "; ".join(problems)) from None
+        problems += cls.unknown_problems(env)
+        if problems or out is None:
+            raise SettingsError(problems)
+        return out
+
+
+def _shown(value: Any) -> str:
+    """A value in a message: its repr, cut to 80 characters (a setting may hold a whole JSON file)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @functools.lru_cache(maxsize=8)
@@ -182,6 +266,25 @@ def _cached(snapshot: tuple[tuple[str, str], ...]) -> Settings:
 def settings() -> Settings:
     """The process's settings now (cached per distinct ``NARU_*`` environment)."""
     return _cached(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(PREFIX))))
+
+
+def check_environment() -> None:
+    """Raise the :class:`SettingsError` of the process's ``NARU_*`` environment, if any: what every
+    ``naru-eval`` command, the lmms-eval tasks and the adapters run first."""
+    settings()
+
+
+@contextmanager
+def exit_on_user_error(who: str) -> Iterator[None]:
+    """A :class:`UserError` inside becomes its message on stderr and exit status 2, never a
+    traceback: for code that lmms-eval calls (its model constructor, the tasks' ``process_docs``),
+    which would print a traceback, retry five times and wrap the message in ``RetryError[...]``
+    (and then exit 0). ``SystemExit`` is not an ``Exception``, so lmms-eval lets it through."""
+    try:
+        yield
+    except UserError as e:
+        print(f"{who}: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 def _kind(annotation: Any) -> str:

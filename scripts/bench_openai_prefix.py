@@ -1,4 +1,4 @@
-"""The server path's prefix cache (issue 18): video prefills per video through ``naru_openai_compat``.
+"""The server path's prefix cache: video prefills per video through ``naru_openai_compat``.
 
 The real adapter and ``openai`` SDK ask the loopback stub (tests/helpers/stubs/openai_server.py)
 with its prefix-cache model on: everything before the question costs ``--tokens-per-frame`` x

@@ -8,7 +8,7 @@ Measured side by side in one run, on a synthetic data set with the paper's categ
 * ``preflight``: probing the 155 videos alone, in-process;
 * ``extract``: the extractor + metrics over the 1,481 answers, in-process.
 
-Target (issue #2): ``full`` under 60 s on the 2-core CI machine, nearly all of it start-up,
+Target: ``full`` under 60 s on the 2-core CI machine, nearly all of it start-up,
 i.e. ``full / floor`` close to 1.
 
     python scripts/bench_scoring.py [--repeat 3]
@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from naru_eval.adapters.registry import id_of
 from naru_eval.core.data import load_local
 from naru_eval.core.scoring import compute_metrics, score_response
 from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, demo_responses, make_dataset
@@ -34,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    replay = id_of("replay")
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         data = make_dataset(tmp_path / "data", SyntheticSpec(counts=dict(PAPER_COUNTS), n_videos=155))
@@ -43,11 +45,11 @@ def main() -> None:
         env = {"NARU_DATA_DIR": str(data)}
         full, floor, pre, ext = [], [], [], []
         for i in range(args.repeat):
-            r = run_lmms_eval("naru_replay", f"predictions={preds}", ["naru_mcq"], tmp_path / f"full{i}", env=env)
+            r = run_lmms_eval(replay, f"predictions={preds}", ["naru_mcq"], tmp_path / f"full{i}", env=env)
             assert r.ok and r.results()["n-samples"]["naru_mcq"]["effective"] == 1481, r.stderr[-3000:]
             full.append(r.seconds)
             r = run_lmms_eval(
-                "naru_replay", f"predictions={preds}", ["naru_mcq"], tmp_path / f"floor{i}", env=env,
+                replay, f"predictions={preds}", ["naru_mcq"], tmp_path / f"floor{i}", env=env,
                 extra_args=["--limit", "1"],
             )  # fmt: skip
             assert r.ok, r.stderr[-3000:]

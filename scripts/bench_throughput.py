@@ -1,4 +1,4 @@
-"""Throughput of the open-weight path on CPU (issue 14): the shared video prefix and decode-ahead.
+"""Throughput of the open-weight path on CPU: the shared video prefix and decode-ahead.
 
 1. Shared prefix: 10 questions on one video at 32 and 128 frames, answered from one prefilled
    prefix (``shared_prefix=true``, the default) and per question (``shared_prefix=false``), on
@@ -9,7 +9,7 @@
    and whether the generated answers are identical.
 2. Decode-ahead: ``--videos`` videos x 10 questions through the adapter's own loop
    (``generate_until``), frames decoded inline (``decode_workers=0``) vs by worker processes
-   (``decode_workers=2``), the latter with the processor inline (before issue 17) and one video
+   (``decode_workers=2``), the latter with the processor inline (as it used to run) and one video
    ahead in its own thread (``processor_ahead``, the default), a fresh frame cache each: wall time
    against decode time + model time, and what the model waited for per video: frames (the frame
    cache's wait) and the processor (``prefill_stats["processor_wait_s"]``).
@@ -51,14 +51,14 @@ def build(work: Path) -> tuple[Path, list[Path]]:
 
 
 def adapter(ckpt: Path, frames: int, **args: Any) -> Any:
-    from model_adapters.qwen import Qwen2_5_VL
+    from model_adapters.qwen2_5_vl import Qwen2_5_VL
 
     kw = {"num_frames": frames, "device": "cpu", "store": "false", "dtype": "float32", **args}
     return Qwen2_5_VL(pretrained=str(ckpt), **{k: str(v) for k, v in kw.items()})
 
 
 def requests(video: Path, n: int) -> list[Any]:
-    from model_adapters.base import NaruRequest
+    from naru_eval.adapters.base import NaruRequest
 
     return [
         NaruRequest(

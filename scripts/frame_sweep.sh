@@ -27,7 +27,7 @@ usage() {
   cat <<'EOF'
 Usage: scripts/frame_sweep.sh --model MODEL [--model_args ARGS] --out OUT [options] [-- LMMS_EVAL_ARGS...]
 
-  --model M          lmms-eval --model (any adapter: naru_qwen2_5_vl, naru_openai_compat, naru_replay, ...)
+  --model M          lmms-eval --model (any adapter; `naru-eval adapters` lists them)
   --model_args A     lmms-eval --model_args; "{F}" is replaced by the budget, and num_frames=F is
                      appended (A must not set num_frames or fps itself)
   --out OUT          output root; budget F goes to OUT/fF/ (required)

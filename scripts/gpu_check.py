@@ -1,11 +1,14 @@
-"""GPU check of the open-weight path at real model sizes, with nothing downloaded (issues 14, 17).
+"""GPU check of the open-weight path at real model sizes, with nothing downloaded.
 
 Each family in ``scripts/gpu_configs/*.json`` is built at its real size (hidden sizes, layers,
 heads, vocabulary and vision tower of the public ``config.json``; random bf16 weights, so the
 same compute as the real checkpoint; Nemotron at a quarter of its depth, see its ``_source``)
 with the family's real processor classes and a small tokenizer trained here (its token ids fit
-the real vocabulary). A video is generated; a few questions are answered at the official frame
-budget (``naru_eval.core.budgets.DEFAULT_SAMPLING``: Qwen3-VL at 0.25 fps through qwen-vl-utils)
+the real vocabulary). A config is named after its family's module (``model_adapters/<name>.py``),
+whose declaration gives the adapter and the checkpoint ``model_type`` of the class the config
+builds (what is built below is keyed by that ``model_type``, so a new family over a known one
+needs only its config). A video is generated; a few questions are answered at the family's
+official default sampling (its ``Family.default``: Qwen3-VL at 0.25 fps through qwen-vl-utils)
 through the adapter's own ``respond`` with the shared video prefix and per question. One JSON
 file gets, per family: the attention implementation that ran (flash-attention 2 when installed,
 else SDPA), seconds per question (shared and per question), the vision-encoder and prefill work,
@@ -54,11 +57,21 @@ LOGIT_TOLERANCE_BF16 = 0.05
 
 
 def load_spec(name: str) -> dict[str, Any]:
-    return dict(json.loads((CONFIGS / f"{name}.json").read_text(encoding="utf-8")))
+    """The config of ``name``, with its family's adapter id and the checkpoint ``model_type`` of the
+    class it builds (from the family's declaration, ``gpu_check_preflight.family_modules``)."""
+    spec = dict(json.loads((CONFIGS / f"{name}.json").read_text(encoding="utf-8")))
+    fam = preflight.family_modules()[name]
+    return {**spec, "model_id": fam.model_id, "model_type": fam.model_type}
+
+
+def adapter_class(spec: dict[str, Any]) -> Any:
+    from naru_eval.adapters.registry import adapter_class as registered_class
+
+    return registered_class(spec["model_id"])
 
 
 def lmms_eval_stand_in() -> None:
-    """The two names ``model_adapters.base`` imports from lmms-eval, so that the check never
+    """The two names ``naru_eval.adapters.base`` imports from lmms-eval, so that the check never
     imports lmms-eval (the GPU image has none, and it pulls in far more than answering needs):
     the adapters subclass its ``lmms`` only to be found by its registry, and this check calls
     ``respond`` directly. lmms-eval's ``lmms.__init__`` sets the single-process rank and world
@@ -117,8 +130,8 @@ def tokenizer_and_processor(spec: dict[str, Any]) -> tuple[Any, Any, dict[str, i
 
     from tests.helpers import tiny_models as tm
 
-    mid = spec["model_id"]
-    if mid == "naru_internvl3_5":
+    kind = spec["model_type"]
+    if kind == "internvl":
         tok = tm.train_tokenizer(
             tm.INTERNVL_SPECIAL,
             extra_special_tokens={
@@ -137,7 +150,7 @@ def tokenizer_and_processor(spec: dict[str, Any]) -> tuple[Any, Any, dict[str, i
             chat_template=tm.INTERNVL_TEMPLATE,
         )
         return tok, proc, tm._ids(tok, tm.INTERNVL_SPECIAL)
-    if mid == "naru_nemotron_omni":
+    if kind == "nemotron_h_omni":
         tok = tm.train_tokenizer(tm.NEMOTRON_SPECIAL, extra_special_tokens={"video_token": "<video>"})
         tiny = spec["text_config"]["hidden_size"] < 1024
         return (
@@ -146,7 +159,7 @@ def tokenizer_and_processor(spec: dict[str, Any]) -> tuple[Any, Any, dict[str, i
             tm._ids(tok, [*tm.NEMOTRON_SPECIAL, "<video>"]),
         )
     tok = tm.train_tokenizer(tm.QWEN_SPECIAL)
-    if mid == "naru_qwen2_5_vl":
+    if kind == "qwen2_5_vl":
         proc = tf.Qwen2_5_VLProcessor(
             image_processor=tf.Qwen2VLImageProcessor(),
             video_processor=tf.Qwen2VLVideoProcessor(),
@@ -167,7 +180,8 @@ def build_config(spec: dict[str, Any], ids: dict[str, int]) -> Any:
     import transformers as tf
 
     text = {**spec["text_config"]}
-    if spec["model_id"] == "naru_internvl3_5":
+    kind = spec["model_type"]
+    if kind == "internvl":
         eos, pad = ids["<|im_end|>"], ids["<|endoftext|>"]
         text.update(bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)
         return tf.InternVLConfig(
@@ -180,7 +194,7 @@ def build_config(spec: dict[str, Any], ids: dict[str, int]) -> Any:
         )
     eos, pad = ids["<|im_end|>"], ids["<|endoftext|>"]
     text.update(bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)
-    if spec["model_id"] == "naru_nemotron_omni":
+    if kind == "nemotron_h_omni":
         return tf.NemotronH_Omni_Reasoning_V3_Config(
             text_config=text,
             vision_config=spec["vision_config"] or None,
@@ -230,12 +244,7 @@ def make_video(work: Path, dry: bool = False) -> Path:
 
 
 def adapter_for(spec: dict[str, Any], model: Any, processor: Any, **args: Any) -> Any:
-    import importlib
-
-    from model_adapters import ADAPTERS
-
-    module, name = ADAPTERS[spec["model_id"]].rsplit(".", 1)
-    cls = getattr(importlib.import_module(module), name)
+    cls = adapter_class(spec)
     a = cls(pretrained=f"gpu_check/{spec['model_id']}", store="false", **{k: str(v) for k, v in args.items()})
     a.model, a.processor = model, processor  # built above: from_pretrained would download
     a.model.generation_config.pad_token_id = processor.tokenizer.pad_token_id
@@ -243,7 +252,7 @@ def adapter_for(spec: dict[str, Any], model: Any, processor: Any, **args: Any) -
 
 
 def requests(video: Path, n: int) -> list[Any]:
-    from model_adapters.base import NaruRequest
+    from naru_eval.adapters.base import NaruRequest
 
     return [
         NaruRequest({"question_id": f"q{i}"}, QUESTION.format(i=i, k=i % 3 + 1), [str(video)], GEN, "naru_mcq", i)
@@ -253,8 +262,6 @@ def requests(video: Path, n: int) -> list[Any]:
 
 def dry_run(name: str, video: Path) -> dict[str, Any]:
     """Meta-device build and processor shapes: no GPU, no weights."""
-    from naru_eval.core.budgets import DEFAULT_SAMPLING
-
     spec = load_spec(name)
     _, proc, ids = tokenizer_and_processor(spec)
     config = build_config(spec, ids)
@@ -267,12 +274,12 @@ def dry_run(name: str, video: Path) -> dict[str, Any]:
     a = adapter_for(spec, model, proc, num_frames=4, device="cpu")
     r = requests(video, 1)[0]
     inputs = a.build_inputs(r, a.sampled(r))
-    mid = spec["model_id"]
-    token = config.image_token_id if mid in ("naru_internvl3_5", "naru_nemotron_omni") else config.video_token_id
+    kind = spec["model_type"]
+    token = config.image_token_id if kind in ("internvl", "nemotron_h_omni") else config.video_token_id
     n_video = int((inputs["input_ids"] == token).sum())
-    if mid == "naru_internvl3_5":
+    if kind == "internvl":
         want_video = 4 * config.image_seq_length
-    elif mid == "naru_nemotron_omni":  # 2-frame tubelets of patches / 4 tokens (2x2 pixel shuffle)
+    elif kind == "nemotron_h_omni":  # 2-frame tubelets of patches / 4 tokens (2x2 pixel shuffle)
         want_video = 4 // 2 * proc.video_processor.video_target_num_patches // 4
     else:
         grid = inputs["video_grid_thw"][0].tolist()
@@ -287,20 +294,28 @@ def dry_run(name: str, video: Path) -> dict[str, Any]:
         "family": spec["model_id"],
         "params_b": round(n_params, 3),
         "video_tokens_4_frames": n_video,
-        "official_sampling": DEFAULT_SAMPLING[spec["model_id"]]._asdict(),
+        "official_sampling": official_sampling(spec),
         "checks": checks,
         "ok": all(checks.values()),
     }
 
 
+def official_sampling(spec: dict[str, Any]) -> dict[str, Any]:
+    """The family's declared default sampling (its official row's)."""
+    default = adapter_class(spec).family.default.sampling
+    return {"frames": default.frames, "fps": default.fps}
+
+
 def family_args(spec: dict[str, Any], tiny: bool) -> dict[str, Any]:
-    """The model args of the run: the official sampling (tiny: 8 frames, and Qwen3-VL's 0.25 fps
-    through qwen-vl-utils as at full size), answers without reasoning (the questions' budget)."""
-    mid = spec["model_id"]
+    """The model args of the run: the official sampling (tiny: 8 frames, or a family sampling by
+    rate at its rate, through qwen-vl-utils as at full size), answers without reasoning (the
+    questions' budget) where the family reasons."""
+    cls = adapter_class(spec)
+    rate = cls.family.default.sampling.fps
     out: dict[str, Any] = {}
     if tiny:
-        out = {"fps": 0.25} if mid == "naru_qwen3_vl" else {"num_frames": 8}
-    if mid in ("naru_qwen3_5", "naru_nemotron_omni"):
+        out = {"fps": rate} if rate is not None else {"num_frames": 8}
+    if "enable_thinking" in cls.Args.model_fields:
         out["enable_thinking"] = "false"
     return out
 

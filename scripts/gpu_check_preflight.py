@@ -1,10 +1,14 @@
-"""Preflight of ``scripts/gpu_check.py`` (issue 17): before anything heavy is imported, name every
-package the check needs that is missing or too old, each with its fix, and the families this
+"""Preflight of ``scripts/gpu_check.py``: before anything heavy is imported, name every package
+the check needs that is missing or too old, each with its fix, and the families this
 transformers cannot build.
 
 Standard library only, so it runs on a bare node's ``python3``. The packages are those the check
 imports: the GPU image's (:data:`IMAGE`) and the wheel bundle's (``scripts/gpu_check_wheels.txt``,
-fetched here by ``scripts/gpu_wheels.sh``). Exit status 0 when the check can run, 1 otherwise.
+fetched here by ``scripts/gpu_wheels.sh``). The families are the configs in
+``scripts/gpu_configs/`` (one per family module, named after it), each with the transformers module
+of the class it builds, read off the family's own declaration (:func:`family_modules`, through the
+registry's ``ast`` reading: nothing of the family is imported). Exit status 0 when the check can
+run, 1 otherwise.
 
 Usage: ``python3 scripts/gpu_check_preflight.py [--families a,b] [--json]``
 """
@@ -21,7 +25,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 WHEELS = HERE / "gpu_check_wheels.txt"
+CONFIGS = HERE / "gpu_configs"
 #: the one command that installs the bundle on the node and runs the check (from the repo root)
 INSTALL = (
     "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
@@ -83,14 +89,37 @@ GPU_IMAGE_DISTS = frozenset(
     wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp""".split()
 )
 
-#: family -> (transformers module that holds its model, the class the check builds)
-FAMILY_MODULES = {
-    "qwen2_5_vl": ("transformers.models.qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration"),
-    "qwen3_vl": ("transformers.models.qwen3_vl", "Qwen3VLForConditionalGeneration"),
-    "qwen3_5": ("transformers.models.qwen3_5", "Qwen3_5ForConditionalGeneration"),
-    "internvl3_5": ("transformers.models.internvl", "InternVLForConditionalGeneration"),
-    "nemotron_omni": ("transformers.models.nemotron_h_omni", "NemotronH_Omni_Reasoning_V3"),
-}
+
+class Family(NamedTuple):
+    """A family the check builds: its adapter id, the checkpoint ``model_type`` of the class it
+    builds, the transformers module that holds that class, and the class."""
+
+    model_id: str
+    model_type: str
+    module: str
+    cls: str
+
+
+def family_modules() -> dict[str, Family]:
+    """Config name (``scripts/gpu_configs/<name>.json``, the family module's name) -> the family:
+    its id and its checkpoint classes from the family module's declaration (the registry reads it
+    with ``ast``, standard library only), the config's ``class`` among them."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from naru_eval.adapters.registry import registered
+
+    by_module = {r.name: r for r in registered().values()}
+    out = {}
+    for path in sorted(CONFIGS.glob("*.json")):
+        cls = json.loads(path.read_text(encoding="utf-8"))["class"]
+        reg = by_module.get(path.stem)
+        if reg is None:
+            raise SystemExit(f"preflight: {path.name} names no family module (model_adapters/{path.stem}.py)")
+        types = [t for t, c in reg.checkpoints.items() if c == cls]
+        if not types:
+            raise SystemExit(f"preflight: {path.name} builds {cls}, which {reg.id} does not load ({reg.checkpoints})")
+        out[path.stem] = Family(reg.id, types[0], f"transformers.models.{types[0]}", cls)
+    return out
 
 
 def bundle() -> tuple[Need, ...]:
@@ -137,10 +166,12 @@ def family_gaps(families: list[str]) -> dict[str, str]:
     if importlib.util.find_spec("transformers") is None:
         return {f: "transformers is missing" for f in families}
     have = installed("transformers") or "?"
+    known = family_modules()
     for f in families:
-        module, cls = FAMILY_MODULES.get(f, ("", ""))
+        fam = known.get(f)
+        module, cls = (fam.module, fam.cls) if fam else ("", "")
         if not module:
-            gaps[f] = f"unknown family {f!r} (known: {', '.join(FAMILY_MODULES)})"
+            gaps[f] = f"unknown family {f!r} (known: {', '.join(known)})"
         else:
             why = f"transformers {have} has no {cls} ({module}): a newer transformers has it"
             try:  # imports the transformers package itself (lazily: no model code)
@@ -164,7 +195,7 @@ def report(families: list[str]) -> dict[str, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--families", default=",".join(FAMILY_MODULES))
+    ap.add_argument("--families", default=",".join(family_modules()))
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args()
     r = report([f for f in args.families.split(",") if f])

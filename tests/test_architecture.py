@@ -115,3 +115,23 @@ def test_report_may_not_import_model_adapters(tmp_path):
     found = violations(import_graph(tmp_path), tmp_path)
     assert found == ["naru_eval.report.x:1 imports model_adapters.budgets (report may not import model_adapters)"]
     assert "model_adapters" not in LAYERS["report"]
+
+
+def test_a_family_module_imports_no_other_family(tmp_path):
+    """A family is one module: what two families share is the library's (naru_eval/adapters)."""
+    root = tmp_path
+    (root / "model_adapters").mkdir()
+    (root / "model_adapters" / "__init__.py").write_text("")
+    (root / "model_adapters" / "a.py").write_text("")
+    (root / "model_adapters" / "b.py").write_text("from model_adapters.a import X\n")
+    assert violations(import_graph(root), root) == [
+        "model_adapters.b:1 imports model_adapters.a (a family module imports no other family)"
+    ]
+
+
+def test_the_openai_compatible_adapter_imports_no_transformers_machinery():
+    """It follows the Qwen rule of the HF path (naru_eval/adapters/qwen_sampling.py), never an HF
+    family or the transformers base."""
+    deps = import_graph(ROOT)["model_adapters.openai_compat"].ours
+    assert not [d for d in deps if d.startswith(("model_adapters.", "naru_eval.adapters.hf"))]
+    assert "naru_eval.adapters.qwen_sampling" in deps

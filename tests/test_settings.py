@@ -138,7 +138,7 @@ def test_judge_config_reads_through_settings():
 
 
 def test_parse_model_args_types_defaults_and_unknown_args():
-    from model_adapters.args import HFArgs, parse_model_args
+    from naru_eval.adapters.args import HFArgs, parse_model_args
 
     a = parse_model_args(HFArgs, {"pretrained": "a/b", "num_frames": "8", "trust_remote_code": "YES", "dtype": "none"})
     assert (a.num_frames, a.trust_remote_code, a.dtype, a.fps) == (8, True, "auto", None)
@@ -153,7 +153,7 @@ def test_parse_model_args_types_defaults_and_unknown_args():
 
 def test_an_hf_family_refuses_an_unknown_arg_listing_its_own_too():
     """A typo (``num_frame``) used to vanish into the run key while the default sampling ran."""
-    from model_adapters.qwen import Qwen2_5_VL
+    from model_adapters.qwen2_5_vl import Qwen2_5_VL
 
     with pytest.raises(ValueError) as e:
         Qwen2_5_VL(pretrained="Qwen/Qwen2.5-VL-7B-Instruct", num_frame="8")
@@ -175,7 +175,61 @@ def test_replay_args(tmp_path):
 
 def test_a_family_flag_is_parsed_the_same_way():
     """``enable_thinking=maybe`` used to mean false."""
-    from model_adapters.qwen import Qwen3_5
+    from model_adapters.qwen3_5 import Qwen3_5
 
     with pytest.raises(ValueError, match="must be one of 1/true/yes/on"):
         Qwen3_5(pretrained="Qwen/Qwen3.5-9B", enable_thinking="maybe")
+
+
+def test_unknown_names_are_reported_with_the_closest_variable():
+    """A misspelt NARU_RESPONSE_STOR was silently ignored (the default store was used)."""
+    from naru_eval.settings import SettingsError
+
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env({"NARU_RESPONSE_STOR": "/x.sqlite", "NARU_JUDGE_BASE_UR": "http://h/v1", "NARU_ZZZ": "1"})
+    problems = err.value.problems
+    assert "NARU_RESPONSE_STOR: unknown variable (did you mean NARU_RESPONSE_STORE?)" in problems[1]
+    assert "did you mean NARU_JUDGE_BASE_URL?" in problems[0]
+    assert "NARU_ZZZ: unknown variable (see docs/settings.md" in problems[2]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate-data", "."],
+        ["score", "x.jsonl"],
+        ["verify-run", "."],
+        ["leaderboard", "--no-plots", "-o", "lb.json"],
+        ["judge", "score", "."],
+        ["store", "check", "x.sqlite"],
+        ["tasks-path"],
+        ["estimate-cost", "--model", "gemini-2.5-flash"],
+    ],
+)
+def test_every_command_names_every_bad_setting_without_a_traceback(argv, monkeypatch, capsys, tmp_path):
+    """``NARU_SKIP_VIDEO_CHECK=maybe`` and ``NARU_CONFIG_ERROR_AFTER=abc`` wrapped a good message
+    in a traceback from every command; now one message lists each bad value, before any work."""
+    from naru_eval.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NARU_SKIP_VIDEO_CHECK", "maybe")
+    monkeypatch.setenv("NARU_CONFIG_ERROR_AFTER", "abc")
+    monkeypatch.setenv("NARU_RESPONSE_STOR", "x")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "invalid NARU_* environment (3 problem(s)" in err
+    assert "NARU_SKIP_VIDEO_CHECK='maybe'" in err and "NARU_CONFIG_ERROR_AFTER='abc'" in err
+    assert "did you mean NARU_RESPONSE_STORE?" in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing was written
+
+
+def test_the_settings_table_states_the_limits():
+    """A negative timeout, a zero max tokens and a NaN temperature are refused where they are read."""
+    for name, value in (
+        ("NARU_JUDGE_TIMEOUT", "0"),
+        ("NARU_JUDGE_MAX_TOKENS", "-1"),
+        ("NARU_JUDGE_TEMPERATURE", "inf"),
+    ):
+        with pytest.raises(ValueError, match=name):
+            Settings.from_env({name: value})
+    assert Settings.from_env({"NARU_JUDGE_TIMEOUT": "0.5"}).judge_timeout == 0.5

@@ -8,7 +8,9 @@ send every request through :meth:`ApiCaller.call`:
 * **limiter**: each *attempt* holds a slot of the endpoint+model's
   :class:`~naru_eval.api.limiter.AdaptiveLimiter`; a 429 halves it, a success grows it;
 * **logging**: one warning per retry, naming the client, the request and the error's status
-  and text (an error's text never holds the key: keys travel in headers, not in messages);
+  and text; a server may echo the key in its error, so every error is redacted the moment it is
+  caught (:mod:`naru_eval.redaction`, in :func:`~naru_eval.api.retry.call_with_retry`), before any
+  log line, stored failure or exception message is made of it;
 * **breaker**: with a :class:`~naru_eval.api.retry.ConfigErrorBreaker`, a tripped breaker stops
   the call before anything is sent, and a failure for good is shown to it (which raises
   :class:`~naru_eval.api.retry.ConfigurationError` when the configuration is wrong). The model
@@ -37,6 +39,7 @@ from naru_eval.api.retry import (
     retry_after,
     status_of,
 )
+from naru_eval.redaction import redact_http_logs
 
 T = TypeVar("T")
 
@@ -80,6 +83,7 @@ class ApiCaller:
         self.warn = warn or logging.getLogger("naru_eval.api").warning
         self.sleep = sleep
         self.rand = rand
+        redact_http_logs()  # the HTTP stack's DEBUG records quote response headers (an echoed key)
 
     def catch(self) -> tuple[type[BaseException], ...]:
         """The exceptions a request may fail with (resolved late: the SDK is imported on first use)."""

@@ -10,10 +10,28 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-from naru_eval.store.judge_cache import TokenUsage
+_REASONING_FAMILY = re.compile(r"^(?:[\w.-]+/)?(?:gpt-5|gpt-[6-9]|o\d)(?:[.\-_]|$)", re.I)
+
+
+def is_reasoning_family(model: str) -> bool:
+    """gpt-5* (and later) and o-series models: they reject a non-default ``temperature``."""
+    return bool(_REASONING_FAMILY.match(model.strip()))
+
+
+class TokenUsage(TypedDict, total=False):
+    """A chat completion's tokens (the openai ``usage``, flattened by :func:`usage_of`), as the
+    judge cache keeps them; ``batch``: answered by a Batch API job."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    cached_tokens: int
+    reasoning_tokens: int
+    batch: bool
 
 
 def api_key(env: Sequence[str]) -> str | None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -151,8 +152,14 @@ def read_override(spec: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """A price override (inline JSON or a path to a JSON file), checked: every entry is an object
     with ``input`` and ``output`` prices. ValueError naming what is wrong and the format."""
     text = str(spec)
-    raw = json.loads(text if text.lstrip().startswith("{") else Path(spec).read_text(encoding="utf-8"))
     shape = '{model: {"input": ..., "output": ..., "aliases": [...]}} (USD per 1M tokens)'
+    inline = text.lstrip().startswith(("{", "["))
+    try:
+        raw = json.loads(text if inline else Path(spec).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"prices {text[:200]}: not JSON ({e.msg} at line {e.lineno}); {shape}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"prices {text}: neither inline JSON nor a readable JSON file ({e}); {shape}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"prices {text}: must be a JSON object {shape}")
     if isinstance(raw.get("models"), dict) and all(isinstance(v, dict) for v in raw["models"].values()):
@@ -163,4 +170,10 @@ def read_override(spec: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     for model, entry in raw.items():
         if not isinstance(entry, dict) or "input" not in entry or "output" not in entry:
             raise ValueError(f"prices {text}: {model!r} needs 'input' and 'output' (USD per 1M tokens); {shape}")
+        for name in ("input", "cached_input", "output", "batch_discount"):
+            value = entry.get(name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+            ):
+                raise ValueError(f"prices {text}: {model!r} {name} must be a finite number >= 0, got {value!r}")
     return {str(k): dict(v) for k, v in raw.items()}

@@ -37,6 +37,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
+from naru_eval.redaction import redact, redact_exception
 from naru_eval.settings import settings
 
 T = TypeVar("T")
@@ -223,8 +224,10 @@ def retry_after(exc: BaseException) -> float | None:
 
 
 def describe_error(exc: BaseException) -> str:
+    """``HTTP 401: <the error's text>`` (or its type), on one line, cut to 300 characters, with
+    every key redacted (naru_eval.redaction): what logs, stores and exception messages show."""
     status = status_of(exc)
-    text = str(exc).strip().replace("\n", " ")
+    text = redact(str(exc).strip().replace("\n", " "))
     if len(text) > 300:
         text = text[:300] + "..."
     head = f"HTTP {status}" if status is not None else type(exc).__name__
@@ -253,6 +256,7 @@ def call_with_retry(
         try:
             return fn()
         except catch as exc:
+            redact_exception(exc)  # a server may echo the key: nothing after this can show it
             if not retryable(exc):
                 raise RetryError(
                     f"{describe_error(exc)} (not retryable, attempt {attempt})",
@@ -302,17 +306,18 @@ def _chain(exc: BaseException | None) -> list[BaseException]:
 
 
 def api_message(exc: BaseException) -> str:
-    """The API's own error message (openai ``body.message``, google-genai ``message``), else str()."""
+    """The API's own error message (openai ``body.message``, google-genai ``message``), else
+    str(), with every key redacted."""
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
         inner = body.get("error", body)
         msg = inner.get("message") if isinstance(inner, Mapping) else None
         if msg:
-            return str(msg).strip()
+            return redact(str(msg).strip())
     msg = getattr(exc, "message", None)
     if isinstance(msg, str) and msg.strip():
-        return msg.strip()
-    return str(exc).strip()
+        return redact(msg.strip())
+    return redact(str(exc).strip())
 
 
 def config_error_after_from_env() -> int:

@@ -17,6 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from naru_eval.adapters.registry import id_of
 from naru_eval.core.scoring import METRICS
 from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, demo_responses, make_dataset
 from naru_eval.lmms.run import run_lmms_eval
@@ -48,10 +49,9 @@ def _run_demo(out: Path, per_category: int, videos: int) -> int:
         for rec in demo_responses(data_dir / "annotations.jsonl"):
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print(f"demo: {9 * per_category} synthetic questions over {videos} videos in {data_dir}")
-    print("demo: running lmms-eval --model naru_replay --tasks naru_mcq,naru_mcq_500 ...", flush=True)
-    run = run_lmms_eval(
-        "naru_replay", f"predictions={preds}", TASKS, out / "lmms_eval", env={"NARU_DATA_DIR": str(data_dir)}
-    )
+    replay = id_of("replay")  # the replay adapter: answers made elsewhere, here the demo's
+    print(f"demo: running lmms-eval --model {replay} --tasks naru_mcq,naru_mcq_500 ...", flush=True)
+    run = run_lmms_eval(replay, f"predictions={preds}", TASKS, out / "lmms_eval", env={"NARU_DATA_DIR": str(data_dir)})
     if not run.ok:  # no results, or a sample log that is cut, short or does not recompute (a full disk)
         print(f"demo: FAILED: {run.failure()}", file=sys.stderr)
         return 1

@@ -56,21 +56,34 @@ def gemini_prompt_kwargs() -> dict[str, str]:
 
     _Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     template = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - a SafeLoader
-    kwargs = template["lmms_eval_specific_kwargs"]["naru_gemini"]
+    kwargs = template["lmms_eval_specific_kwargs"][gemini_adapter().family.id]
     return {"pre_prompt": str(kwargs.get("pre_prompt", "")), "post_prompt": str(kwargs["post_prompt"])}
+
+
+def gemini_adapter() -> Any:
+    """The Gemini adapter class (imported on use: it loads lmms-eval), whose family declares the
+    default sampling and the id the task template keys its prompt by."""
+    from model_adapters.gemini import Gemini
+
+    return Gemini
+
+
+def default_fps() -> float:
+    """The Gemini adapter's default rate: its family's declared default (the official rows')."""
+    default = gemini_adapter().family.default
+    if default is None or default.sampling.fps is None:
+        raise RuntimeError("the Gemini family declares no default rate (Family.default)")
+    return float(default.sampling.fps)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="Gemini model id, e.g. gemini-3-flash-preview or gemini-2.5-flash")
     p.add_argument("--task", default="naru_mcq", help="naru_mcq (1,481 questions) or naru_mcq_500 (default: naru_mcq)")
-    from naru_eval.core.budgets import default_sampling
-
-    sampling = default_sampling("naru_gemini")  # naru_gemini's default, the official sampling
-    if sampling is None or sampling.fps is None:
-        raise RuntimeError("naru_eval.core.budgets has no fps default for naru_gemini")
-    fps = sampling.fps
     p.add_argument(
-        "--fps", type=float, default=fps, help=f"videoMetadata.fps, frames sampled per second (default {fps:g})"
+        "--fps",
+        type=float,
+        default=None,
+        help="videoMetadata.fps, frames sampled per second (default: the Gemini adapter's, the official leaderboard's rate)",
     )
     p.add_argument(
         "--media-resolution",
@@ -143,7 +156,7 @@ def estimate(args: argparse.Namespace) -> RunEstimate:
         questions,
         model=args.model,
         task=args.task,
-        fps=args.fps,
+        fps=args.fps if args.fps is not None else default_fps(),
         media_resolution=args.media_resolution,
         audio=args.audio,
         output_tokens=args.output_tokens,

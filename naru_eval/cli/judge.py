@@ -56,7 +56,9 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    from naru_eval.judge.config import JudgeConfig, load_prices
+    """The judge: an option given overrides its variable; one not given (None) leaves the
+    environment's value (docs/judge.md, "Configuration and precedence")."""
+    from naru_eval.judge.config import JudgeConfig, prices_of
 
     return JudgeConfig.from_env(
         model=args.judge_model,
@@ -66,7 +68,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         reasoning_effort=args.reasoning_effort,
         concurrency=args.concurrency,
         cache_path=args.cache,
-        prices=load_prices(args.prices) if args.prices else None,
+        prices=prices_of(args.prices, "--prices") if args.prices else None,
         refresh=True if args.refresh else None,
         batch=True if getattr(args, "batch", False) else None,
         batch_wait=getattr(args, "batch_wait", None),
@@ -171,8 +173,19 @@ def cmd_facts(args: argparse.Namespace) -> int:
     n_facts = sum(len(fs.facts) for fs in sets.values())
     print(f"{n} questions, {n_facts} facts ({judge.fact_model}, {judge.decomposer.prompt_version}) -> {out}")
     print(_usage_line(judge.ledger.summary()))
-    for qid, why in sorted(failed.items()):
+    shown = sorted(failed.items())
+    for qid, why in shown[:20]:
         print(f"  no facts for {qid}: {why}", file=sys.stderr)
+    if len(shown) > 20:
+        print(f"  ... and {len(shown) - 20} more", file=sys.stderr)
+    if failed:
+        where = (
+            judge.fact_model if judge.config.backend != "openai" else f"{judge.fact_model} at {judge.config.base_url}"
+        )
+        print(
+            f"naru-eval judge facts: {len(failed)} of {len(items)} question(s) have no facts from the judge {where}",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 
@@ -180,7 +193,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from naru_eval.judge.items import JudgeItem
     from naru_eval.judge.pipeline import Judge, JudgeReportFile
-    from naru_eval.judge.score import responses_from_open_log, summarize
+    from naru_eval.judge.score import responses_from_open_log, summarize, unreached_problem
 
     logs = find_open_logs(args.run_dirs)
     if not logs:
@@ -204,10 +217,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     tag = _slug(f"{args.protocol}_{config.model if config.backend == 'openai' else judge.fact_model}")
     table: dict[str, dict[str, float | None]] = {}
     reports: dict[str, JudgeReportFile] = {}
+    unreached_logs: list[str] = []
     for log, rows in loaded.items():
         pairs = [(JudgeItem.from_payload(p), resp) for p, resp in rows]
         out_dir = Path(args.out) if args.out else log.parent / "judge" / tag
-        out_dir.mkdir(parents=True, exist_ok=True)
         label = _label(log)
         if args.protocol == "minerva":
             from naru_eval.judge.protocols import MinervaProtocol, summarize_minerva
@@ -233,6 +246,11 @@ def cmd_score(args: argparse.Namespace) -> int:
             except BatchNotReady as e:
                 print(f"naru-eval judge score: {e}", file=sys.stderr)
                 return 3
+            problem = unreached_problem(samples, f"{config.model} at {config.base_url}")
+            if problem is not None:  # nothing that looks like a score is written for this log
+                print(f"naru-eval judge score: {label}: {problem}", file=sys.stderr)
+                unreached_logs.append(label)
+                continue
             # the data the logged run was on and what its model was given
             samples = [
                 s.with_provenance(p.get("data_fingerprint") or None, p, p.get("world_size"))
@@ -241,6 +259,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             rows_out = [s.to_dict() | {"model": label} for s in samples]
             report = summarize(samples)
             table[label] = report.metrics
+        out_dir.mkdir(parents=True, exist_ok=True)
         scores_path = out_dir / f"{log.stem}.scores.jsonl"
         with open(scores_path, "w", encoding="utf-8") as f:
             for r in rows_out:
@@ -252,17 +271,20 @@ def cmd_score(args: argparse.Namespace) -> int:
         reports[label] = doc
     usage = judge.ledger.summary()
     if args.json:
-        out = {"reports": {k: v.model_dump() for k, v in reports.items()}, "usage": usage.model_dump()}
+        out: dict[str, Any] = {"reports": {k: v.model_dump() for k, v in reports.items()}, "usage": usage.model_dump()}
+        if unreached_logs:
+            out["not_scored"] = unreached_logs
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
-        print(recall_table(table))
+        if table:
+            print(recall_table(table))
         print(_usage_line(usage))
         jobs = judge.batch_jobs
         if config.batch:
             print(f"Batch API jobs: submitted {jobs['submitted'] or 'none'}, resumed {jobs['resumed'] or 'none'}")
         if usage.system_fingerprints:
             print(f"system_fingerprint: {usage.system_fingerprints}")
-    return 0
+    return 1 if unreached_logs else 0
 
 
 def _load_judged(paths: Sequence[str]) -> list[tuple[str, Any]]:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import diagnose, gemini, judge, results, store, sweep
+from naru_eval.cli import adapters, diagnose, gemini, judge, results, store, sweep
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -39,8 +39,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if report.ok:
         print("OK")
         return 0
+    from naru_eval.core.data import shown_problems
+
     print(f"{len(report.problems)} problem(s):", file=sys.stderr)
-    for p in report.problems:
+    for p in shown_problems(report.problems):
         print(f"  - {p}", file=sys.stderr)
     return 1
 
@@ -165,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge, store, sweep):
+    for module in (results, diagnose, gemini, judge, store, adapters, sweep):
         module.register(sub)
     return parser
 
@@ -173,9 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from naru_eval.core.data import DataError
     from naru_eval.core.scoring import SampleLogError
+    from naru_eval.settings import SettingsError, UserError, check_environment
     from naru_eval.store.db import StoreError
 
     args = build_parser().parse_args(argv)
+    try:
+        check_environment()  # every NARU_* variable at once, before any work
+    except SettingsError as e:
+        print(f"naru-eval {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except SampleLogError as e:  # a user's file (truncated, empty, another task's): named, no traceback
@@ -186,3 +194,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StoreError, DataError) as e:  # a store that cannot be used, or bad data: named, no traceback
         print(f"naru-eval {args.command}: {e}", file=sys.stderr)
         return 1
+    except UserError as e:  # any other mistake of the user's (a setting read late, a file): its message
+        print(f"naru-eval {args.command}: {e}", file=sys.stderr)
+        return 2

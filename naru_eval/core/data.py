@@ -13,9 +13,11 @@ Every problem found is collected and raised together in one :class:`DataError`, 
 fixes the whole file once instead of one error per run.
 
 A data set is untrusted input (it may come from a hub): a ``video_id`` must be a plain file
-name, and a video (``video_path`` or ``videos/<video_id>.<ext>``, symlinks followed) must lie in
-the data folder, so no annotation can make the harness open, or upload to an API, a file
-elsewhere (``NARU_ALLOW_EXTERNAL_VIDEOS=1`` lifts this for data one trusts). Annotation files are
+name, no path may hold a control character, and every video (``video_path`` or
+``videos/<video_id>.<ext>``), symlinks resolved, must lie in the data folder or the configured
+video folder (``NARU_VIDEO_DIR``) themselves: a link the data set ships (``videos -> /``) never
+widens them. So no annotation can make the harness open, or upload to an API, a file elsewhere
+(``NARU_ALLOW_EXTERNAL_VIDEOS=1`` lifts this for data one trusts). Annotation files are
 read as bytes: invalid UTF-8 is a problem naming the file, line and byte offset, and a
 non-finite number (``NaN``, ``Infinity``, which are not JSON) is refused wherever it appears.
 """
@@ -28,9 +30,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
-from naru_eval.settings import settings
+from naru_eval.settings import UserError, settings
 
 CATEGORIES: tuple[str, ...] = ("N.1", "N.2", "N.3", "N.4", "C.1", "C.2", "C.3", "C.4", "C.5")
 NARRATIVE: tuple[str, ...] = CATEGORIES[:4]
@@ -55,6 +57,15 @@ def level_of(category: str) -> str:
 ALLOW_HINT = "If you trust this data, set NARU_ALLOW_EXTERNAL_VIDEOS=1 (docs/data.md)."
 
 
+def control_problem(key: str, value: str) -> str | None:
+    """Why ``value`` may not be a path (a NUL, a newline or another control character: a file
+    name no data set needs, and a way to forge a line in a report), or None."""
+    bad = sorted({c for c in value if ord(c) < 32 or ord(c) == 127})
+    if bad:
+        return f"{key!r} holds control characters ({', '.join(repr(c) for c in bad)}), got {value[:200]!r}"
+    return None
+
+
 def plain_name_problem(video_id: str) -> str | None:
     """Why ``video_id`` is not a plain file name (it names ``videos/<video_id>.<ext>``), or None."""
     if video_id in (".", "..") or any(c in video_id for c in "/\\") or any(ord(c) < 32 for c in video_id):
@@ -73,13 +84,29 @@ def relative_path_problem(video_path: str) -> str | None:
     return None
 
 
-class DataError(ValueError):
-    """Invalid NARU data; ``problems`` lists every problem found, each naming its source."""
+#: how many problems a message shows (a hostile file can hold a million; the rest are counted)
+MAX_SHOWN_PROBLEMS = 100
+#: how long one problem line may be when shown
+MAX_PROBLEM_CHARS = 1000
+
+
+def shown_problems(problems: Sequence[str], limit: int = MAX_SHOWN_PROBLEMS) -> list[str]:
+    """The first ``limit`` problems, each cut to :data:`MAX_PROBLEM_CHARS`, then one line counting
+    the rest: every problem is found, but 50 MB of garbage does not print 37 MB of them."""
+    shown = [p if len(p) <= MAX_PROBLEM_CHARS else p[: MAX_PROBLEM_CHARS - 3] + "..." for p in problems[:limit]]
+    if len(problems) > limit:
+        shown.append(f"... and {len(problems) - limit} more problem(s) of the same file(s) (fix the ones above first)")
+    return shown
+
+
+class DataError(UserError):
+    """Invalid NARU data; ``problems`` lists every problem found, each naming its source (the
+    message shows the first :data:`MAX_SHOWN_PROBLEMS`)."""
 
     def __init__(self, problems: Sequence[str], header: str = "NARU data is invalid") -> None:
         self.problems = list(problems)
         lines = [f"{header} ({len(self.problems)} problem(s)):"]
-        lines += [f"  - {p}" for p in self.problems]
+        lines += [f"  - {p}" for p in shown_problems(self.problems)]
         super().__init__("\n".join(lines))
 
 
@@ -129,9 +156,24 @@ _REQUIRED: tuple[str, ...] = tuple(f.name for f in fields(NaruQuestion) if f.def
 HF_COLUMN_MAP: dict[str, str] = {name: name for name in QUESTION_FIELDS}
 
 
+def resolved(path: Path) -> tuple[Path | None, str | None]:
+    """(``path`` with every symlink resolved, None) or (None, why it cannot be): a symlink loop,
+    a name the file system refuses."""
+    try:
+        return path.resolve(), None
+    except (OSError, RuntimeError, ValueError) as e:  # RuntimeError: a symlink loop (Python < 3.13)
+        return None, f"{str(path)!r} cannot be resolved ({type(e).__name__}: {e}); a symlink loop?"
+
+
 @dataclass
 class Dataset:
-    """Questions plus where they came from; videos resolve against ``data_dir``."""
+    """Questions plus where they came from.
+
+    ``data_dir`` is the data folder and ``video_root`` the configured video folder
+    (``NARU_VIDEO_DIR``), each as the user gave it, resolved once: the only folders a video may
+    lie in (:meth:`roots`). Videos are looked up as ``<video_id>.<ext>`` in ``video_root``, else in
+    ``data_dir/videos``; a ``video_path`` is relative to ``path_base`` (the data folder; for a
+    Hugging Face data set the video folder, else the data set's own folder)."""
 
     questions: list[NaruQuestion]
     source: str
@@ -139,11 +181,14 @@ class Dataset:
     video_root: Path | None = None
     fingerprint: str = ""
     problems: list[str] = field(default_factory=list)  # schema problems (non-strict loads only)
+    #: the folder a ``video_path`` is relative to (default: ``data_dir``)
+    path_base: Path | None = None
 
     def video_file(self, q: NaruQuestion) -> Path | None:
-        """The video for ``q``: its ``video_path`` override, else ``videos/<video_id>.<ext>``.
+        """The video for ``q``: its ``video_path`` override, else ``<video_id>.<ext>`` in the
+        video folder.
 
-        A path leading outside the data folder raises DataError (unless
+        A path leading outside the data and video folders raises DataError (unless
         ``NARU_ALLOW_EXTERNAL_VIDEOS``): the loader already refused such questions, and this
         keeps any other caller from opening the file."""
         p = self._locate(q)
@@ -153,13 +198,19 @@ class Dataset:
                 raise DataError([f"question {q.question_id!r}: {problem}"])
         return p
 
+    @property
+    def videos_dir(self) -> Path | None:
+        """Where ``<video_id>.<ext>`` is looked up."""
+        return self.video_root or (self.data_dir / "videos" if self.data_dir else None)
+
     def _locate(self, q: NaruQuestion) -> Path | None:
-        root = self.video_root or (self.data_dir / "videos" if self.data_dir else None)
         if q.video_path:
             p = Path(q.video_path)
-            if not p.is_absolute() and self.data_dir is not None:
-                p = self.data_dir / p
-            return p
+            if p.is_absolute():  # refused by the loader unless NARU_ALLOW_EXTERNAL_VIDEOS
+                return p
+            base = self.path_base or self.data_dir
+            return base / p if base is not None else None  # never the current directory
+        root = self.videos_dir
         if root is None:
             return None
         for ext in VIDEO_EXTENSIONS:
@@ -169,33 +220,59 @@ class Dataset:
         return None
 
     def roots(self) -> list[Path]:
-        """The folders a video may lie in, symlinks resolved: the data folder and the video folder
-        (a ``videos`` folder that is itself a link to a larger disk is the user's own set-up)."""
-        found = [self.data_dir, self.video_root or (self.data_dir / "videos" if self.data_dir else None)]
-        return [r.resolve() for r in found if r is not None]
+        """The folders a video may lie in: the data folder and the configured video folder
+        themselves (resolved as the user gave them). A link inside them (``videos -> /``) is
+        followed for the file, never taken as a folder of its own."""
+        return [r for r in (self.data_dir, self.video_root) if r is not None]
 
     def outside_problem(self, path: Path) -> str | None:
-        """Why ``path`` may not be opened (it resolves outside every root), or None."""
+        """Why ``path`` may not be opened (it resolves outside every root, or not at all), or None."""
         roots = self.roots()
-        if not roots:
+        real, why = resolved(path)
+        if real is None:
+            return why
+        if any(real == r or real.is_relative_to(r) for r in roots):
             return None
-        real = path.resolve()
-        if any(real == r or r in real.parents for r in roots):
-            return None
+        where = " or ".join(str(r) for r in roots) or "no data or video folder (set NARU_VIDEO_DIR)"
         return (
-            f"{path} leads outside the data folder {roots[0]} (to {real}); refused, so that a data set "
+            f"{path} leads outside the data folder {where} (to {real}); refused, so that a data set "
             f"cannot make the harness open or upload a file elsewhere. {ALLOW_HINT}"
         )
 
+    def linked_videos_problem(self) -> str | None:
+        """Why the ``videos`` folder may not be used: it is a link leading out of the data folder
+        (an archive's ``videos -> /``, or the user's own link to a larger disk, which
+        ``NARU_VIDEO_DIR`` names), or None."""
+        link = self.videos_dir
+        if self.video_root is not None or link is None or not link.is_symlink():
+            return None
+        target, why = resolved(link)
+        if target is None:
+            return why
+        if any(target == r or target.is_relative_to(r) for r in self.roots()):
+            return None
+        return (
+            f"the videos folder {link} is a link to {target}, outside the data folder {self.data_dir}: a link "
+            "never widens the folders videos may come from. If that is your own set-up (videos kept on another "
+            f"disk), set NARU_VIDEO_DIR={target}. {ALLOW_HINT}"
+        )
+
     def path_problems(self) -> list[str]:
-        """One problem per video that resolves outside the data folder; the questions on it are
-        dropped from ``questions`` (nothing will open it). Empty with NARU_ALLOW_EXTERNAL_VIDEOS."""
+        """One problem per video that resolves outside the data and video folders (or cannot be
+        resolved); the questions on it are dropped from ``questions`` (nothing will open it).
+        Empty with NARU_ALLOW_EXTERNAL_VIDEOS."""
         if settings().allow_external_videos:
             return []
         bad: dict[str, tuple[str, list[str]]] = {}
+        link, linked = self.videos_dir, self.linked_videos_problem()
         for q in self.questions:
             p = self._locate(q)
-            problem = self.outside_problem(p) if p is not None else None
+            if p is None:
+                continue
+            if linked and link is not None and p.is_relative_to(link):  # one problem for the folder
+                bad.setdefault(str(link), (linked, []))[1].append(q.question_id)
+                continue
+            problem = self.outside_problem(p)
             if problem:
                 bad.setdefault(str(p), (problem, []))[1].append(q.question_id)
         if not bad:
@@ -203,7 +280,7 @@ class Dataset:
         dropped = {qid for _, qids in bad.values() for qid in qids}
         self.questions = [q for q in self.questions if q.question_id not in dropped]
         return [
-            f"{self.source}: video {path} ({len(qids)} question(s), e.g. {qids[0]!r}): {problem}"
+            f"{self.source}: video {path!r} ({len(qids)} question(s), e.g. {qids[0]!r}): {problem}"
             for path, (problem, qids) in bad.items()
         ]
 
@@ -236,13 +313,23 @@ def _decode_problem(path: Path, data: bytes, e: UnicodeDecodeError, start: int =
     )
 
 
-def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+class Rows(NamedTuple):
+    """An annotation file's rows, the problems met reading it, and each row's line in the file
+    (JSONL; None for .json and .parquet, whose rows are named by record number)."""
+
+    rows: list[dict[str, Any]]
+    problems: list[str]
+    lines: list[int] | None = None
+
+
+def read_rows(path: Path) -> Rows:
     """Rows of an annotation file (.jsonl, .json list, .parquet), and the problems met reading it.
 
     A JSONL line that is not valid UTF-8 or not valid JSON (``NaN`` and ``Infinity`` included) is
     a problem naming the file and line, and reading goes on, so every other check still runs on
-    the other lines (all problems reported at once). A .json file that does not decode or parse
-    has no readable row: DataError.
+    the other lines (all problems reported at once); each row keeps its line number, so a schema
+    problem after a skipped line names the line it is on. A .json file that does not decode or
+    parse has no readable row: DataError.
     """
     suffix = path.suffix.lower()
     if suffix == ".parquet":
@@ -250,7 +337,7 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         import pyarrow.parquet as pq  # lazy: only parquet users pay for it
 
         try:
-            return pq.read_table(path).to_pylist(), []
+            return Rows(pq.read_table(path).to_pylist(), [])
         except (OSError, pa.ArrowException) as e:  # not Parquet, truncated, invalid UTF-8 in a string column
             raise DataError([f"{path}: not a readable Parquet file ({e})"]) from None
     try:
@@ -271,8 +358,8 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             raise DataError([f"{path}: not valid JSON: {e}"]) from None
         if not isinstance(rows, list):
             raise DataError([f"{path}: expected a JSON list of records, got {type(rows).__name__}"])
-        return rows, []
-    rows, problems = [], []
+        return Rows(rows, [])
+    rows, problems, lines = [], [], []
     start = bom
     for lineno, raw in enumerate(data[bom:].split(b"\n"), 1):
         line_start, start = start, start + len(raw) + 1
@@ -285,33 +372,56 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             continue
         try:
             rows.append(loads_strict(line))
+            lines.append(lineno)
         except json.JSONDecodeError as e:
             problems.append(f"{path}:{lineno}: not valid JSON ({e.msg}); the line is skipped")
         except NonFiniteNumber as e:
             problems.append(f"{path}:{lineno}: not valid JSON: {e}; the line is skipped")
-    return rows, problems
+    return Rows(rows, problems, lines)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    """``repr(value)``, cut to ``limit`` characters: a hostile file's 10 MB id stays one line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _same_options(options: Sequence[str]) -> str:
+    """``"A and C"`` / ``"A, B, C and D"`` for options whose texts are the same (spaces and case
+    aside), else the empty string."""
+    groups: dict[str, list[str]] = {}
+    for letter, text in zip(LETTERS, options, strict=False):
+        groups.setdefault(" ".join(text.split()).casefold(), []).append(letter)
+    dup = [g for g in groups.values() if len(g) > 1]
+    return "; ".join(", ".join(g[:-1]) + f" and {g[-1]}" for g in dup)
 
 
 def parse_rows(
-    rows: Iterable[Mapping[str, Any]], source: str, allow_external: bool | None = None
+    rows: Iterable[Mapping[str, Any]],
+    source: str,
+    allow_external: bool | None = None,
+    lines: Sequence[int] | None = None,
 ) -> tuple[list[NaruQuestion], list[str]]:
     """Check the schema of every row; return the valid questions and all problems found.
 
-    ``allow_external`` (default: ``NARU_ALLOW_EXTERNAL_VIDEOS``) accepts video ids that are not
-    plain names and ``video_path`` values that are absolute or climb with ``..``."""
+    A problem names ``source:LINE`` when ``lines`` gives each row's line in the file (JSONL),
+    else ``source record N``. ``allow_external`` (default: ``NARU_ALLOW_EXTERNAL_VIDEOS``)
+    accepts video ids that are not plain names and ``video_path`` values that are absolute or
+    climb with ``..``; a control character in either is refused whatever it says."""
     if allow_external is None:
         allow_external = settings().allow_external_videos
     questions: list[NaruQuestion] = []
     problems: list[str] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, str] = {}
     for i, row in enumerate(rows, 1):
-        where = f"{source} record {i}"
+        at = f"{source}:{lines[i - 1]}" if lines is not None else f"{source} record {i}"
+        where = at
         if not isinstance(row, Mapping):
             problems.append(f"{where}: not an object")
             continue
         qid = row.get("question_id")
         if qid is not None:
-            where = f"{source} record {i} (question_id={qid!r})"
+            where = f"{at} (question_id={_short(qid)})"
         errs: list[str] = []
         for key in _REQUIRED:
             if row.get(key) is None:
@@ -330,6 +440,10 @@ def parse_rows(
                 errs.append(f"'options' must be a list of exactly 4 strings, got {n}")
             elif not all(isinstance(o, str) and o.strip() for o in opts):
                 errs.append("'options' must all be non-empty strings")
+            else:
+                same = _same_options(opts)
+                if same:
+                    errs.append(f"'options' {same} are the same text: the question has no single answer")
         ans = row.get("answer")
         if ans is not None and ans not in tuple(LETTERS):
             errs.append(f"'answer' must be one of A, B, C, D, got {ans!r}")
@@ -347,8 +461,16 @@ def parse_rows(
             val = row.get(key)
             if val is not None and not isinstance(val, str):
                 errs.append(f"{key!r} must be a string, got {type(val).__name__}")
+        vid, vpath = row.get("video_id"), row.get("video_path")
+        errs += [
+            f"{e}; refused whatever NARU_ALLOW_EXTERNAL_VIDEOS says"
+            for e in (
+                control_problem("video_id", vid) if isinstance(vid, str) else None,
+                control_problem("video_path", vpath) if isinstance(vpath, str) else None,
+            )
+            if e
+        ]
         if not allow_external:
-            vid, vpath = row.get("video_id"), row.get("video_path")
             path_errs = [
                 plain_name_problem(vid) if isinstance(vid, str) and vid.strip() else None,
                 relative_path_problem(vpath) if isinstance(vpath, str) and vpath else None,
@@ -358,9 +480,9 @@ def parse_rows(
             ]
         if isinstance(qid, str):
             if qid in seen:
-                errs.append(f"duplicate question_id (first at record {seen[qid]})")
+                errs.append(f"duplicate question_id (first at {seen[qid]})")
             else:
-                seen[qid] = i
+                seen[qid] = f"line {lines[i - 1]}" if lines is not None else f"record {i}"
         if errs:
             problems.extend(f"{where}: {e}" for e in errs)
             continue
@@ -396,14 +518,18 @@ def load_local(data_dir: str | os.PathLike[str], strict: bool = True) -> Dataset
     With ``strict=False`` the valid questions are returned and the problems kept in
     ``Dataset.problems``, so the preflight can go on to check videos and report everything.
     """
-    data_dir = Path(data_dir).expanduser().resolve()
-    if not data_dir.is_dir():
-        raise DataError([f"{data_dir}: data directory does not exist"])
-    path = find_annotations(data_dir)
-    rows, problems = read_rows(path)
-    questions, schema_problems = parse_rows(rows, str(path))
+    given = Path(data_dir).expanduser()
+    problem = control_problem("NARU_DATA_DIR", str(given))
+    if problem:
+        raise DataError([problem])
+    folder, why = resolved(given)
+    if folder is None or not folder.is_dir():
+        raise DataError([why or f"{folder}: data directory does not exist"])
+    path = find_annotations(folder)
+    rows, problems, lines = read_rows(path)
+    questions, schema_problems = parse_rows(rows, str(path), lines=lines)
     problems += schema_problems
-    ds = Dataset(questions, str(path), data_dir=data_dir)
+    ds = Dataset(questions, str(path), data_dir=folder, video_root=configured_video_dir())
     problems += ds.path_problems()
     if not ds.questions and not problems:
         problems.append(f"{path}: no questions")
@@ -413,8 +539,20 @@ def load_local(data_dir: str | os.PathLike[str], strict: bool = True) -> Dataset
     return ds
 
 
+def configured_video_dir() -> Path | None:
+    """``NARU_VIDEO_DIR`` resolved (the user's folder; DataError when it is not a folder)."""
+    given = settings().video_dir
+    if not given:
+        return None
+    root, why = resolved(Path(given).expanduser())
+    if root is None or not root.is_dir():
+        raise DataError([f"NARU_VIDEO_DIR={given!r}: {why or 'not a folder'}"])
+    return root
+
+
 def hf_column_map() -> dict[str, str]:
-    """``HF_COLUMN_MAP`` updated by ``NARU_HF_COLUMNS`` (JSON: hf column -> NARU field)."""
+    """``HF_COLUMN_MAP`` updated by ``NARU_HF_COLUMNS`` (a JSON object, hf column -> NARU field,
+    checked by the settings)."""
     mapping = {v: v for v in HF_COLUMN_MAP.values()}
     override = settings().hf_columns
     if override:
@@ -454,11 +592,26 @@ def load_hf(
     """Load NARU from a Hugging Face dataset (id or local path) through ``datasets``.
 
     ``column_map`` maps the dataset's column names to NARU fields. Videos resolve against
-    ``video_root`` (``NARU_VIDEO_DIR``), as the hub dataset is expected to hold annotations only.
+    ``video_root`` (``NARU_VIDEO_DIR``), as the hub dataset is expected to hold annotations only;
+    without one, against a local data set's own folder (never the current directory). Only
+    those folders may hold the videos (:meth:`Dataset.roots`). A data set that cannot be loaded
+    (no such folder, an unknown split, no network) is a DataError naming the setting.
     """
     import datasets  # lazy: heavy import
 
-    ds = datasets.load_dataset(dataset_id, split=split, **load_kwargs)
+    try:
+        ds = datasets.load_dataset(dataset_id, split=split, **load_kwargs)
+    except ValueError as e:
+        if "split" in str(e).lower():
+            raise DataError([f"NARU_HF_SPLIT={split!r}: not a split of {dataset_id!r} ({e})"]) from None
+        raise DataError([f"NARU_HF_DATASET={dataset_id!r}: could not be loaded ({type(e).__name__}: {e})"]) from None
+    except Exception as e:  # noqa: BLE001 - no folder, no network, a broken file: one message, no traceback
+        raise DataError(
+            [
+                f"NARU_HF_DATASET={dataset_id!r}: could not be loaded ({type(e).__name__}: {str(e)[:500]}); give a "
+                "local dataset folder that exists, or a hub id (with the network, or cached and HF_DATASETS_OFFLINE=1)"
+            ]
+        ) from None
     mapping = dict(column_map or hf_column_map())
     check_hf_columns(list(ds.column_names), mapping, f"hf:{dataset_id}[{split}]")
     rows = []
@@ -472,8 +625,10 @@ def load_hf(
         rows.append(rec)
     source = f"hf:{dataset_id}[{split}]"
     questions, problems = parse_rows(rows, source)
-    root = Path(video_root).resolve() if video_root else None
-    ds = Dataset(questions, source, data_dir=root.parent if root else None, video_root=root)
+    root = resolved(Path(video_root).expanduser())[0] if video_root else None
+    local = Path(dataset_id).expanduser()
+    own = resolved(local)[0] if local.is_dir() else None  # a local dataset folder: the data folder
+    ds = Dataset(questions, source, data_dir=own, video_root=root, path_base=root or own)
     problems += ds.path_problems()
     if problems and strict:
         raise DataError(problems)
@@ -490,7 +645,7 @@ def load_dataset_from_env(strict: bool = True) -> Dataset:
         return load_hf(
             s.hf_dataset,
             split=s.hf_split,
-            video_root=s.video_dir,
+            video_root=configured_video_dir(),
             strict=strict,
         )
     raise DataError(

@@ -81,6 +81,9 @@ class Metric(Generic[R]):
     higher_is_better: bool = True
     shown: bool = True  # a column of the leaderboard's tables
     headline: bool = False  # ``naru-eval score`` prints its bootstrap interval
+    #: a count of the run (responses scored, the unscored share, the cost), not a score of the
+    #: model: kept when the table's ``unscorable`` says the payloads give no score
+    count: bool = False
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -111,6 +114,9 @@ class MetricTable(Generic[R]):
     metrics: tuple[Metric[R], ...]
     #: the ``group`` aggregation, over the payloads (or records) of a log
     group: Callable[[Iterable[Mapping[str, Any]]], float | None] | None = None
+    #: whether a metric's payloads cannot give a score (naru_open: the judge could not be reached
+    #: for too many responses); the metric is then None. Count metrics' payloads never trip it.
+    unscorable: Callable[[Sequence[Mapping[str, Any]]], bool] | None = None
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.metrics]
@@ -164,7 +170,14 @@ class MetricTable(Generic[R]):
 
     def aggregate(self, name: str, items: Iterable[Mapping[str, Any]]) -> float | None:
         """Metric ``name`` from its payloads, as lmms-eval's aggregation hook computes it."""
-        aggregation = self[name].aggregation
+        return self.aggregate_as(self[name].aggregation, items)
+
+    def aggregate_as(self, aggregation: Aggregation, items: Iterable[Mapping[str, Any]]) -> float | None:
+        """The payloads of one metric aggregated by ``aggregation`` (lmms-eval's hooks know the
+        aggregation, not the metric); None when :attr:`unscorable` says they give no score."""
+        items = list(items)
+        if self.unscorable is not None and self.unscorable(items):
+            return None
         if aggregation == "mean":
             return aggregate_score(items)
         if aggregation == "macro":
@@ -172,7 +185,7 @@ class MetricTable(Generic[R]):
         if aggregation in ("sum", "cost"):
             return aggregate_sum(items)
         if self.group is None:
-            raise ValueError(f"{self.kind}.{name}: a group aggregation, and the table has no group function")
+            raise ValueError(f"{self.kind}: a group aggregation, and the table has no group function")
         return self.group(items)
 
 

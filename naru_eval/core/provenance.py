@@ -3,7 +3,8 @@
 lmms-eval hands ``process_results`` the doc and the response, never the model, so the adapter
 records its input provenance here (one process, one model) when it starts answering, and the
 task hooks copy it into each payload (every sample record ends with the :class:`Provenance`
-fields). A run's input mode (``video``, ``images``, ``server-sampled``, ``text``), its position
+fields). A run's input mode (``video``, ``images``, ``server-sampled``, ``video+audio``, ``text``:
+derived from its input plan, ``naru_eval.core.inputs.InputPlan.mode``), its position
 layout (``qwen-reference``, ...), its resolved sampling ("128 Frames", "0.25 FPS") and its
 variant (the answer-changing arguments that differ from the adapter's defaults) then sit beside
 its numbers in the sample log, where the leaderboard and ``compare`` read them: runs that gave
@@ -18,14 +19,11 @@ sampler, which the leaderboard says (docs/leaderboard.md).
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Mapping
-from typing import Literal, get_args
 
-#: how the frames reached the model: one video input (our frames, in order, with their timing),
-#: separate images, frames the server sampled itself from a URL, or no media (blind tasks)
-InputMode = Literal["video", "images", "server-sampled", "text"]
-INPUT_MODES: tuple[str, ...] = get_args(InputMode)
+from naru_eval.core.inputs import input_modes, is_input_mode
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +32,7 @@ class Provenance:
     record (``core.scoring.ScoredSample``, ``judge.score.JudgedSample``); None when not recorded."""
 
     adapter: str | None = None  # the lmms-eval model id of the naru-eval adapter
-    input_mode: str | None = None  # one of INPUT_MODES
+    input_mode: str | None = None  # naru_eval.core.inputs: derived from the input plan (InputPlan.mode)
     positions: str | None = None  # the position layout of the model's input (e.g. qwen-reference)
     sampling: str | None = None  # the resolved sampling, as the official table prints it: "128 Frames", "0.25 FPS"
     #: the answer-changing arguments that differ from the adapter's defaults, canonical ``k=v,...``
@@ -46,14 +44,23 @@ class Provenance:
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Provenance))
 
 
+def _value(value: object) -> str:
+    """A value as the variant writes it: true/false (as ``--model_args`` spells them), none,
+    ``1.5``, a string quoted only when it holds a separator."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = str(value)
+    return json.dumps(text, ensure_ascii=False) if not text or any(c in text for c in ',= "') else text
+
+
 def variant_string(changed: Mapping[str, object]) -> str:
-    """The canonical ``variant``: ``k=v`` pairs sorted by name, joined by commas; booleans as
-    ``true``/``false`` (as ``--model_args`` spells them); "" when nothing differs from the defaults."""
-
-    def text(v: object) -> str:
-        return ("true" if v else "false") if isinstance(v, bool) else str(v)
-
-    return ",".join(f"{k}={text(changed[k])}" for k in sorted(changed))
+    """The canonical ``variant``: ``k=v`` pairs sorted by name, joined by commas; "" when nothing
+    differs from the defaults (``naru_eval.adapters.args.AdapterArgs.variant`` gives ``changed``)."""
+    return ",".join(f"{k}={_value(changed[k])}" for k in sorted(changed))
 
 
 _lock = threading.Lock()
@@ -66,8 +73,8 @@ def record(**fields: str | None) -> None:
     if unknown:
         raise ValueError(f"unknown provenance field(s) {sorted(unknown)}; known: {list(FIELDS)}")
     mode = fields.get("input_mode")
-    if mode is not None and mode not in INPUT_MODES:
-        raise ValueError(f"input_mode {mode!r} is not one of {list(INPUT_MODES)}")
+    if mode is not None and not is_input_mode(mode):
+        raise ValueError(f"input_mode {mode!r} is not one of {input_modes()}")
     with _lock:
         _current.update({k: str(v) for k, v in fields.items() if v is not None})
 

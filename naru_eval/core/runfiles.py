@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from naru_eval.core.data import loads_strict
+from naru_eval.core.numbers import fmt_num
 from naru_eval.core.provenance import FIELDS as PROVENANCE_FIELDS
 from naru_eval.core.scoring import (
     REQUIRED_FIELDS,
@@ -403,7 +404,13 @@ def recompute_problems(results: ResultsFile, task: str, open_metrics: OpenMetric
     except SampleLogError as e:
         return [str(e)]
     differ = mismatched(results.reported(task), recomputed)
-    return [f"{log}: {', '.join(differ)} do not recompute from the sample log"] if differ else []
+    if differ:
+        return [f"{log}: {', '.join(differ)} do not recompute from the sample log"]
+    if "overall" in recomputed and recomputed["overall"] is None:  # e.g. a judge that could not be reached
+        rate = recomputed.get("unscored_rate")
+        why = f" ({fmt_num(rate, 0, scale=100, suffix='%')} of the responses unscored)" if rate is not None else ""
+        return [f"{log}: no 'overall' score{why}: the run has nothing to rank; see docs/judge.md and rerun"]
+    return []
 
 
 def run_problems(

@@ -11,7 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from naru_eval.core.data import VIDEO_EXTENSIONS, DataError, Dataset, load_dataset_from_env, load_local
+from naru_eval.core.data import (
+    VIDEO_EXTENSIONS,
+    DataError,
+    Dataset,
+    NaruQuestion,
+    load_dataset_from_env,
+    load_local,
+)
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
 
@@ -22,7 +29,11 @@ class ValidationReport:
 
     dataset: Dataset | None
     problems: list[str] = field(default_factory=list)
+    #: video_id -> the probe of its (first readable) file
     videos: dict[str, VideoInfo] = field(default_factory=dict)
+    #: every readable path probed -> its probe (``Dataset.video_file`` as a string)
+    paths: dict[str, VideoInfo] = field(default_factory=dict)
+    #: what is worth knowing but not wrong (a file with several real video streams)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -35,37 +46,61 @@ class ValidationReport:
 
 
 def check_videos(dataset: Dataset, workers: int = 8) -> tuple[dict[str, VideoInfo], list[str]]:
-    """Probe each distinct video once; return infos by video_id and one problem per bad video."""
-    by_video: dict[str, Path | None] = {}
-    qids: dict[str, list[str]] = {}
+    """Probe every distinct video path of every question once (a ``video_path`` override is a
+    path of its own, even on a ``video_id`` other questions share); return infos by video_id (its
+    first readable path) and one problem per bad path. :func:`validate` keeps them by path too."""
+    infos, _, problems = _probe_paths(dataset, workers)
+    return infos, problems
+
+
+def _probe_paths(dataset: Dataset, workers: int) -> tuple[dict[str, VideoInfo], dict[str, VideoInfo], list[str]]:
+    paths: dict[str, Path | None] = {}
+    users: dict[str, list[tuple[str, str]]] = {}  # path key -> (video_id, question_id)
+    unlocated: dict[str, NaruQuestion] = {}  # path key -> the first question whose video is not found
     for q in dataset.questions:
-        qids.setdefault(q.video_id, []).append(q.question_id)
-        if q.video_id not in by_video or by_video[q.video_id] is None:
-            by_video[q.video_id] = dataset.video_file(q)
+        path = dataset.video_file(q)
+        key = str(path) if path is not None else f"\0missing:{q.video_path or q.video_id}"
+        paths.setdefault(key, path)
+        users.setdefault(key, []).append((q.video_id, q.question_id))
+        if path is None:
+            unlocated.setdefault(key, q)
 
     def probe(item: tuple[str, Path | None]) -> tuple[str, VideoInfo | str]:
-        vid, path = item
+        key, path = item
         if path is None:
-            root = dataset.video_root or (dataset.data_dir / "videos" if dataset.data_dir else "<no video dir>")
+            q = unlocated[key]
+            vid = q.video_id
+            if q.video_path:
+                return key, f"video_path {q.video_path!r}: no folder to resolve it against; set NARU_VIDEO_DIR"
+            root = dataset.videos_dir
+            if root is None:
+                return key, f"no video folder to look for {vid!r} in; set NARU_VIDEO_DIR"
             exts = ",".join(e.lstrip(".") for e in VIDEO_EXTENSIONS)
-            return vid, f"{root}/{vid}.{{{exts}}}: video not found"
+            return key, f"{root}/{vid}.{{{exts}}}: video not found"
         try:
             info = probe_video(path)
         except VideoError as e:
-            return vid, str(e)
+            return key, str(e)
         problem = duration_problem(info)  # a header claiming hours for a few frames
-        return vid, f"{path}: {problem}" if problem else info
+        return key, f"{path}: {problem}" if problem else info
 
-    infos: dict[str, VideoInfo] = {}
+    by_video: dict[str, VideoInfo] = {}
+    by_path: dict[str, VideoInfo] = {}
     problems: list[str] = []
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for vid, result in pool.map(probe, sorted(by_video.items())):
+        for key, result in pool.map(probe, sorted(paths.items())):
+            who = users[key]
             if isinstance(result, VideoInfo):
-                infos[vid] = result
+                by_path[key] = result
+                for vid, _ in who:
+                    by_video.setdefault(vid, result)
             else:
-                n = len(qids[vid])
-                problems.append(f"video {vid!r} ({n} question(s), e.g. {qids[vid][0]!r}): {result}")
-    return infos, problems
+                vids = sorted({v for v, _ in who})
+                problems.append(
+                    f"video {vids[0]!r}{f' (and {len(vids) - 1} other id(s))' if len(vids) > 1 else ''} "
+                    f"({len(who)} question(s), e.g. {who[0][1]!r}): {result}"
+                )
+    return by_video, by_path, problems
 
 
 def validate(data_dir: str | os.PathLike[str] | None = None, videos: bool = True) -> ValidationReport:
@@ -76,7 +111,7 @@ def validate(data_dir: str | os.PathLike[str] | None = None, videos: bool = True
         return ValidationReport(None, list(e.problems))
     report = ValidationReport(dataset, list(dataset.problems))
     if videos:
-        report.videos, video_problems = check_videos(dataset)
+        report.videos, report.paths, video_problems = _probe_paths(dataset, 8)
         report.problems += video_problems
         report.notes = [f"video {vid!r}: {note}" for vid, i in report.videos.items() if (note := stream_note(i))]
     return report

@@ -44,6 +44,7 @@ from typing import Any
 
 from naru_eval.api.retry import RetryError
 from naru_eval.judge.client import JudgeClient, PendingRequest
+from naru_eval.redaction import redact
 from naru_eval.store.judge_cache import CallRecord, JudgeBatchRecord, JudgeStore
 
 log = logging.getLogger("naru_eval.judge")
@@ -126,7 +127,7 @@ class JudgeBatchRunner:
             batch = self._wait(rec.batch_id)
             self._collect(batch, requests)
         except RetryError as e:  # the Batch API itself failed for good: these responses are unscored
-            reason = f"Batch API request failed: {e}"
+            reason = redact(f"Batch API request failed: {e}")
             log.warning("naru judge: %s (%d request(s) unscored)", reason, len(requests))
             with mode._lock:
                 mode.failures.update(dict.fromkeys(requests, reason))
@@ -206,7 +207,7 @@ class JudgeBatchRunner:
                 self.store.put_call(key, purpose, self.config.model, outcome)
                 answered.add(key)
         errors = _field(batch, "errors")
-        detail = "; ".join(str(_field(e, "message")) for e in (_field(errors, "data") or [])[:3])
+        detail = redact("; ".join(str(_field(e, "message")) for e in (_field(errors, "data") or [])[:3]))
         missing = f"batch {batch.id} ended {batch.status} without an answer to this request" + (
             f" ({detail})" if detail else ""
         )
@@ -245,9 +246,9 @@ class JudgeBatchRunner:
         if rec.get("error") or status != 200 or not isinstance(body, dict):
             err = rec.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
             message = err.get("message") if isinstance(err, dict) else str(err)
-            return key, f"{where}: HTTP {status}: {message or 'no answer'}"
+            return key, redact(f"{where}: HTTP {status}: {message or 'no answer'}")  # a server may echo the key
         record = self.client.record_of(body)
-        record["usage"]["batch"] = True  # usage_of made this record's usage: it is its own
+        record["usage"] = {**record["usage"], "batch": True}
         return key, record
 
     def _download(self, file_id: str) -> str:

@@ -4,7 +4,8 @@
   the SDK sends the strict JSON schema of the Pydantic model, and the raw completion is kept so
   that an unparseable output is cached and reported, not lost in an exception.
 * Any OpenAI-compatible ``base_url``; the key comes from ``NARU_JUDGE_API_KEY`` or
-  ``OPENAI_API_KEY`` only, and never enters a cache key, a log or a report.
+  ``OPENAI_API_KEY`` only, and never enters a cache key, a log or a report: an error a server
+  answers with is redacted (naru_eval.redaction) before any message is made of it.
 * The SDK's own retries are off; transport failures (408/409/429/5xx, timeouts, connection
   errors, a 200 whose body is not JSON) are retried by :mod:`naru_eval.api.retry`, honouring
   ``Retry-After``. Failing for good raises :class:`JudgeUnavailable` (the item is unscored),
@@ -31,18 +32,20 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from pydantic import BaseModel, Field
 from typing_extensions import Required
 
 from naru_eval.api.caller import ApiCaller
+from naru_eval.api.lazy import Lazy
 from naru_eval.api.limiter import limiter_for
-from naru_eval.api.openai_client import make_openai_client, openai_errors, usage_of
+from naru_eval.api.openai_client import TokenUsage, make_openai_client, openai_errors, usage_of
 from naru_eval.api.retry import ConfigErrorBreaker, RetryError, is_retryable
 from naru_eval.judge.config import JudgeConfig, RequestParams, cost_usd
 from naru_eval.judge.schemas import response_format, schema_hash
-from naru_eval.store.judge_cache import CallRecord, JudgeStore, TokenUsage
+from naru_eval.redaction import redact
+from naru_eval.store.judge_cache import CallRecord, JudgeStore
 
 #: the structured output a call was asked for
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -268,8 +271,7 @@ class JudgeClient:
         self.ledger = ledger or UsageLedger()
         self.sleep = sleep
         self.policy = config.retry_policy()
-        self._client: Any = None
-        self._client_lock = threading.Lock()
+        self._client: Lazy[Any] = Lazy(self._make_client)
         self._inflight: dict[str, threading.Lock] = {}  # single flight: one request per key at a time
         self._inflight_lock = threading.Lock()
         #: batch mode (naru_eval.judge.batch sets it for the duration of a batched judging)
@@ -291,17 +293,16 @@ class JudgeClient:
     @property
     def client(self) -> Any:
         """The ``openai.OpenAI`` client, built on first use (SDK retries off)."""
-        if self._client is None:
-            with self._client_lock:
-                if self._client is None:
-                    self._client = make_openai_client(
-                        self.config.base_url,
-                        timeout=self.config.timeout,
-                        key_env=("NARU_JUDGE_API_KEY", "OPENAI_API_KEY"),
-                        who="naru judge",
-                        info=log.info,
-                    )
-        return self._client
+        return self._client.get()
+
+    def _make_client(self) -> Any:
+        return make_openai_client(
+            self.config.base_url,
+            timeout=self.config.timeout,
+            key_env=("NARU_JUDGE_API_KEY", "OPENAI_API_KEY"),
+            who="naru judge",
+            info=log.info,
+        )
 
     def key_for(
         self,
@@ -391,7 +392,7 @@ class JudgeClient:
         try:
             body = self.caller.call(attempt, purpose, on_failure=lambda e: self.ledger.add_failure(purpose)).value
         except RetryError as e:  # the caller's breaker raised ConfigurationError if the configuration is wrong
-            raise JudgeUnavailable(f"judge {self.config.model} at {self.config.base_url}: {e}") from e
+            raise JudgeUnavailable(redact(f"judge {self.config.model} at {self.config.base_url}: {e}")) from e
         record = self.record_of(body)
         self.store.put_call(key, purpose, self.config.model, record)
         result = self._result(purpose, key, record, cached=False)
@@ -415,7 +416,7 @@ class JudgeClient:
         }
 
     def _result(self, purpose: str, key: str, rec: CallRecord, *, cached: bool) -> CallResult:
-        usage = TokenUsage(**(rec.get("usage") or {}))
+        usage = cast(TokenUsage, dict(rec.get("usage") or {}))  # the cache's JSON, as usage_of wrote it
         return CallResult(
             purpose=purpose,
             key=key,

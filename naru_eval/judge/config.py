@@ -16,13 +16,14 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import TypedDict
 
+from naru_eval.api.openai_client import is_reasoning_family
 from naru_eval.api.retry import RetryArgs
-from naru_eval.settings import Settings, settings
+from naru_eval.api.urls import check_endpoint
+from naru_eval.settings import Settings, UserError, settings
 
 DEFAULT_MODEL = "gpt-5.5"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -30,13 +31,7 @@ BACKENDS = ("openai", "offline", "offline-minilm", "offline-lexical")
 #: The gpt-5 / o-series reasoning effort when none is set (``high`` for ``-pro`` models).
 DEFAULT_REASONING_EFFORT = "medium"
 
-_REASONING_FAMILY = re.compile(r"^(?:[\w.-]+/)?(?:gpt-5|gpt-[6-9]|o\d)(?:[.\-_]|$)", re.I)
 _GPT_VERSION = re.compile(r"^(?:[\w.-]+/)?gpt-(\d+)(?:\.(\d+))?", re.I)
-
-
-def is_reasoning_family(model: str) -> bool:
-    """gpt-5* (and later) and o-series models: they reject a non-default ``temperature``."""
-    return bool(_REASONING_FAMILY.match(model.strip()))
 
 
 def sdk_reasoning_efforts() -> tuple[str, ...]:
@@ -124,6 +119,14 @@ def cost_usd(model: str, usage: Mapping[str, Any], prices: Mapping[str, Mapping[
     )
 
 
+def prices_of(spec: str | None, where: str) -> dict[str, dict[str, float]]:
+    """:func:`load_prices`, its error naming ``where`` (the variable or the option)."""
+    try:
+        return load_prices(spec)
+    except ValueError as e:
+        raise JudgeConfigError(f"{where}: {e}") from None
+
+
 def load_prices(spec: str | None) -> dict[str, dict[str, float]]:
     """The built-in prices with ``spec`` (a JSON object or a path to one, the one override format
     of naru_eval.api.prices) over them: ``{model: {input, cached_input, output[, batch_discount,
@@ -143,6 +146,10 @@ _OFFLINE_SPELLINGS = {
     "offline_lexical": "offline-lexical",
     "offline:auto": "offline",
 }
+
+
+class JudgeConfigError(UserError):
+    """A judge setting that cannot be used (a variable or an option): its message names it."""
 
 
 class RequestParams(TypedDict, total=False):
@@ -211,13 +218,13 @@ class JudgeConfig(RetryArgs):
     model: str = DEFAULT_MODEL
     facts_model: str | None = None
     base_url: str = DEFAULT_BASE_URL
-    temperature: float | None = None
+    temperature: float | None = Field(None, ge=0, le=2, allow_inf_nan=False)
     reasoning_effort: str | None = None
-    max_completion_tokens: int = 8192
+    max_completion_tokens: int = Field(8192, ge=1)
     seed: int | None = None
-    concurrency: int = 16
-    parse_attempts: int = 3
-    timeout: float = 180.0
+    concurrency: int = Field(16, ge=1)
+    parse_attempts: int = Field(3, ge=1)
+    timeout: float = Field(180.0, gt=0, allow_inf_nan=False)
     cache_path: str | None = None
     prices: dict[str, dict[str, float]] = Field(default_factory=default_prices)
     #: re-ask even when a cached output exists (the new output replaces it)
@@ -244,12 +251,7 @@ class JudgeConfig(RetryArgs):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str) -> str:
-        parts = urlsplit(v)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"judge base_url must be an http(s) URL, got {v!r}")
-        if parts.username or parts.password:
-            raise ValueError("judge base_url must not carry credentials; set NARU_JUDGE_API_KEY / OPENAI_API_KEY")
-        return v.rstrip("/")
+        return check_endpoint(v, what="judge base_url", key_env=("NARU_JUDGE_API_KEY", "OPENAI_API_KEY")).rstrip("/")
 
     @model_validator(mode="after")
     def _check(self) -> JudgeConfig:
@@ -330,10 +332,14 @@ class JudgeConfig(RetryArgs):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> JudgeConfig:
-        """The judge of ``env`` (default: the process's), read through ``naru_eval.settings``;
-        an unset variable takes the field's default."""
+        """The judge of ``env`` (default: the process's), read through ``naru_eval.settings``.
+
+        Precedence, per setting: an override that is given (a CLI option; None means not given),
+        then the ``NARU_JUDGE_*`` variable (the base URL: ``NARU_JUDGE_BASE_URL``, then
+        ``OPENAI_BASE_URL``), then the field's default. A configured endpoint is never replaced
+        by the default one."""
         s = settings() if env is None else Settings.from_env(env)
-        openai_url = (os.environ if env is None else env).get("OPENAI_BASE_URL")
+        openai_url = ((os.environ if env is None else env).get("OPENAI_BASE_URL") or "").strip() or None
         given: dict[str, object] = dict(
             backend=s.judge_backend,
             model=s.judge_model,
@@ -350,15 +356,19 @@ class JudgeConfig(RetryArgs):
             parse_attempts=s.judge_parse_attempts,
             timeout=s.judge_timeout,
             cache_path=s.judge_cache,
-            prices=load_prices(s.judge_prices),
+            prices=prices_of(s.judge_prices, "NARU_JUDGE_PRICES") if overrides.get("prices") is None else None,
             batch=s.judge_batch,
         )
-        given.update(overrides)
+        given.update({k: v for k, v in overrides.items() if v is not None})  # an option not given keeps the variable
         try:
             return cls.model_validate({k: v for k, v in given.items() if v is not None})
-        except ValidationError as e:  # one line naming the setting, not pydantic's report
-            first = e.errors()[0]
-            raise ValueError(str(first.get("msg", e)).removeprefix("Value error, ")) from None
+        except ValidationError as e:  # one line per bad setting, naming it, not pydantic's report
+            lines = []
+            for err in e.errors():
+                msg = str(err.get("msg", e)).removeprefix("Value error, ")
+                field = ".".join(str(x) for x in err.get("loc", ()))
+                lines.append(f"judge {field}={err.get('input')!r}: {msg}" if field else msg)
+            raise JudgeConfigError("; ".join(lines)) from None
 
 
 def env_fingerprint(env: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:

@@ -7,6 +7,10 @@
 * A response whose judge output could not be used after bounded retries, or whose question has
   no facts, is **unscored**: never 0, never dropped. Metrics average over the scored responses,
   and ``n_scored``, ``n_unscored`` and ``unscored_rate`` say how many were left out.
+* A run whose judge could not be reached (transport failures after the retries, a judge error)
+  for more than :data:`MAX_UNREACHED_SHARE` of its responses has **no score**: every recall
+  metric is N/A (None), so nothing that looks like a score is written; the payloads of such
+  responses carry ``judge_unreached`` (:func:`unreached`).
 
 The lmms-eval payloads follow the MCQ convention (naru_eval.core.scoring): a per-item metric's
 payload carries ``score`` only when the response counts towards it; ``overall``, ``narrative``
@@ -36,6 +40,12 @@ from naru_eval.core.provenance import Provenance
 from naru_eval.core.scoring import sample_records
 from naru_eval.judge.config import RequestParams
 from naru_eval.judge.schemas import FactRecord, Tally, fact_records
+
+#: the largest share of a run's responses the judge may have failed to reach (after its retries)
+#: for the run to have a score; above it every recall metric is N/A and ``naru-eval judge score``
+#: exits 1 naming the endpoint and the model (docs/judge.md)
+MAX_UNREACHED_SHARE = 0.05
+_UNREACHED = re.compile(r"(?:no facts: )?judge (?:unavailable|error)\b")
 
 #: statuses that count (recall known); everything else is unscored
 SCORED_STATUSES = ("scored", "empty", "failed")
@@ -174,6 +184,31 @@ _recall = _scored(lambda s: float(s.recall or 0.0))
 _any_fact = _scored(lambda s: 1.0 if s.any_fact else 0.0)
 
 
+def unreached(s: JudgedSample) -> bool:
+    """Whether the judge could not be reached for ``s`` (unscored by a transport failure after the
+    retries, or a judge error: for its facts or its verdicts)."""
+    return not s.scored and _UNREACHED.match(s.reason or "") is not None
+
+
+def _too_few_judged(items: Sequence[Mapping[str, Any]]) -> bool:
+    """More than :data:`MAX_UNREACHED_SHARE` of a score metric's payloads are of responses the
+    judge could not be reached for: the metric is no score."""
+    return bool(items) and sum(1 for x in items if x.get("judge_unreached")) > MAX_UNREACHED_SHARE * len(items)
+
+
+def unreached_problem(samples: Sequence[JudgedSample], judge: str) -> str | None:
+    """Why a run has no score (``judge``: "MODEL at URL"), or None."""
+    n, k = len(samples), sum(1 for x in samples if unreached(x))
+    if not n or k <= MAX_UNREACHED_SHARE * n:
+        return None
+    return (
+        f"the judge {judge} could not be reached for {k} of {n} responses ({k / n:.0%}, more than "
+        f"{MAX_UNREACHED_SHARE:.0%}), so the run has no score and none is written. Check the endpoint, the model "
+        "and the key (--base-url, NARU_JUDGE_BASE_URL / OPENAI_BASE_URL; --judge-model, NARU_JUDGE_MODEL) and "
+        "rerun: what was judged is cached and is not asked again"
+    )
+
+
 def _cost(s: JudgedSample) -> float | None:
     c = s.usage.get("cost_usd")
     return float(c) if c is not None else None
@@ -186,6 +221,7 @@ OPEN: MetricTable[JudgedSample] = MetricTable(
     digits=2,
     overall="categories",
     record_metric="overall",
+    unscorable=_too_few_judged,
     metrics=(
         Metric("overall", "mean of the nine category mean recalls (the authors' table III)", "all", _recall, "macro"),
         Metric("narrative", "mean of the N.1-N.4 mean recalls", "narrative", _recall, "macro"),
@@ -215,8 +251,11 @@ OPEN: MetricTable[JudgedSample] = MetricTable(
             "mean",
             higher_is_better=False,
             shown=False,
+            count=True,
         ),  # fmt: skip
-        Metric("n_scored", "responses scored", "all", lambda s: 1.0 if s.scored else 0.0, "sum", shown=False),
+        Metric(
+            "n_scored", "responses scored", "all", lambda s: 1.0 if s.scored else 0.0, "sum", shown=False, count=True
+        ),
         Metric(
             "n_unscored",
             "responses unscored",
@@ -225,6 +264,7 @@ OPEN: MetricTable[JudgedSample] = MetricTable(
             "sum",
             higher_is_better=False,
             shown=False,
+            count=True,
         ),  # fmt: skip
         Metric(
             "judge_cost_usd",
@@ -234,6 +274,7 @@ OPEN: MetricTable[JudgedSample] = MetricTable(
             "cost",
             higher_is_better=False,
             shown=False,
+            count=True,
         ),  # fmt: skip
     ),
 )
@@ -242,13 +283,18 @@ OPEN_METRICS: tuple[str, ...] = OPEN.names
 
 def open_payloads(s: JudgedSample) -> dict[str, Payload]:
     """``process_results`` return value: the whole record under ``overall``, a slim one elsewhere
-    (:data:`SLIM_FIELDS`); a cost of calls to a model without a price is marked ``cost_unknown``."""
+    (:data:`SLIM_FIELDS`); a cost of calls to a model without a price is marked ``cost_unknown``;
+    every score metric's payload of a response the judge could not be reached for is marked
+    ``judge_unreached`` (too many of them and the run has no score: :data:`MAX_UNREACHED_SHARE`)."""
     record = s.to_dict()
     slim = {k: record[k] for k in SLIM_FIELDS}
+    not_reached = unreached(s)
     out: dict[str, Payload] = {}
     for name, payload in OPEN.payloads(slim, s).items():
         if name == OPEN.record_metric:
             payload = {**record, **{k: v for k, v in payload.items() if k not in slim}}
+        if not_reached and not OPEN[name].count:
+            payload["judge_unreached"] = True
         if OPEN[name].aggregation == "cost" and "score" not in payload and s.usage.get("calls"):
             payload["cost_unknown"] = True  # calls of a model without a price
         out[name] = payload

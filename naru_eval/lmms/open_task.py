@@ -36,6 +36,7 @@ from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem, open_prompt_question
 from naru_eval.judge.pipeline import Judge
 from naru_eval.judge.score import JudgedSample, open_payloads
+from naru_eval.redaction import redact
 from naru_eval.settings import settings
 
 log = logging.getLogger("naru_eval.judge")
@@ -81,7 +82,7 @@ def get_judge() -> Judge:
         judge = _judges.get(key)
         if judge is None:
             judge = _judges[key] = Judge(JudgeConfig.from_env())
-            _info(f"naru judge: {judge.describe().model_dump()}")
+            _info(redact(f"naru judge: {judge.describe().model_dump()}"))  # a base URL may carry ?key=
         return judge
 
 

@@ -31,7 +31,7 @@ from naru_eval.core.sharding import order_for_ranks, world_size_from_env
 from naru_eval.core.subset import select_subset
 from naru_eval.core.validate import ValidationReport, validate
 from naru_eval.lmms.launch import check_launch
-from naru_eval.settings import settings
+from naru_eval.settings import exit_on_user_error, settings
 
 Q = TypeVar("Q", bound=NaruQuestion)
 
@@ -44,9 +44,12 @@ def _preflight(env_key: tuple[str | None, ...]) -> ValidationReport:
 
 
 def _preflight_report() -> ValidationReport:
-    s = settings()
-    report = _preflight((s.data_dir, s.hf_dataset, s.hf_split, s.video_dir, str(s.skip_video_check)))
-    report.raise_for_problems()
+    """The preflighted data; a bad setting or bad data stops lmms-eval with the message alone
+    (exit status 2), not a traceback retried five times into ``RetryError[...]``."""
+    with exit_on_user_error("naru preflight"):
+        s = settings()
+        report = _preflight((s.data_dir, s.hf_dataset, s.hf_split, s.video_dir, str(s.skip_video_check)))
+        report.raise_for_problems()
     assert report.dataset is not None
     return report
 
@@ -64,7 +67,7 @@ def _to_hf(
     rows: list[dict[str, Any]] = []
     for q in questions:
         path = dataset.video_file(q)
-        probed = report.videos.get(q.video_id)
+        probed = report.paths.get(str(path)) or report.videos.get(q.video_id)
         rows.append(
             to_doc(
                 q,
@@ -281,15 +284,18 @@ def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]
 
 
 def aggregate_open_mean(items: list[Mapping[str, Any]]) -> float | None:
-    """Mean ``score`` over the payloads that carry it (scored questions in scope), 0-1."""
-    return aggregate_score(items)
+    """Mean ``score`` over the payloads that carry it (scored questions in scope), 0-1; None when
+    the judge could not be reached for too many responses."""
+    from naru_eval.judge.score import OPEN
+
+    return OPEN.aggregate_as("mean", items)
 
 
 def aggregate_open_macro(items: list[Mapping[str, Any]]) -> float | None:
     """naru_open ``overall``/``narrative``/``cultural``: mean of the category mean recalls."""
     from naru_eval.judge.score import OPEN
 
-    return _aggregate_macro(items, OPEN.overall)
+    return OPEN.aggregate_as("macro", items)
 
 
 def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float | None:

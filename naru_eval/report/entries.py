@@ -213,6 +213,10 @@ def _entry(
     if log.kind == "open":
         judged = open_samples(log)
         metrics = dict(log.metrics())
+        if metrics.get("overall") is None:  # no score (a judge that could not be reached): never ranked
+            unverified(f"no 'overall' score (unscored_rate {metrics.get('unscored_rate')}); see docs/judge.md")
+            out.errors.append(f"{where}: no 'overall' score: not ranked")
+            return None
         ci95 = {m: (list(v) if v else None) for m, v in bootstrap_open_ci(judged, reps=reps, seed=seed).items()}
         n = {"overall": len(log.records)}
         source = "sample_log_open"

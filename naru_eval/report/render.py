@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +34,8 @@ _MD_ESCAPES = str.maketrans(
     {
         "\\": "&#92;",
         "|": "\\|",
+        "[": "&#91;",  # no [text](https://…) link or ![image](…) from a run's text
+        "]": "&#93;",
         "&": "&amp;",
         "<": "&lt;",
         ">": "&gt;",
@@ -45,9 +50,10 @@ _MD_ESCAPES = str.maketrans(
 
 
 def md(value: object) -> str:
-    """A value from a run as Markdown text: pipes escaped, newlines made spaces, HTML as entities,
-    so it stays inside its cell (or line) and never becomes markup."""
-    return str(value).translate(_MD_ESCAPES)
+    """A value from a run as Markdown text: pipes escaped, newlines made spaces, HTML and link
+    brackets as entities, and the ``://`` / ``www.`` a renderer would turn into a link broken by
+    an entity, so it stays inside its cell (or line) and never becomes markup or a live link."""
+    return str(value).translate(_MD_ESCAPES).replace("://", "&#58;//").replace("www.", "www&#46;")
 
 
 def as_document(data: LeaderboardDocument | Mapping[str, Any]) -> LeaderboardDocument:
@@ -275,20 +281,57 @@ def write_outputs(lb: Leaderboard, json_path: str | Path, plots: bool = True) ->
             ranked = [e for e in lb.document.entries if e.reported_matches_log is not False]
             figs, skipped = make_plots(ranked, paper_points(lb.document.paper.names, load_reference()))
     paths = {"json": json_path, "md": json_path.with_suffix(".md"), "html": json_path.with_suffix(".html")}
-    json_path.write_text(dump_json(lb.document), encoding="utf-8")
-    paths["md"].write_text(markdown(lb.document), encoding="utf-8")
-    paths["html"].write_text(render_html(lb.document, figs, skipped), encoding="utf-8")
+    texts = {
+        "json": dump_json(lb.document),
+        "md": markdown(lb.document),
+        "html": render_html(lb.document, figs, skipped),
+    }
     pdir = json_path.with_name(json_path.stem + "_plots")
-    if pdir.is_dir():  # figures of an earlier build that this one may not draw again
-        for old in [
-            *pdir.glob("fig3_frame_sweep_*.png"),
-            *pdir.glob("fig4_level_change_*.png"),
-            pdir / "category_heatmap.png",
-        ]:
-            old.unlink(missing_ok=True)
-    if figs:
-        pdir.mkdir(exist_ok=True)
-        for p in figs:
-            (pdir / f"{p.name}.png").write_bytes(p.png)
-            paths[p.name] = pdir / f"{p.name}.png"
+    with _output_lock(json_path):  # another build writing the same files waits: the set is never mixed
+        staged = [(_staged(paths[k], texts[k].encode("utf-8")), paths[k]) for k in ("json", "md", "html")]
+        if pdir.is_dir():  # figures of an earlier build that this one may not draw again
+            for old in [
+                *pdir.glob("fig3_frame_sweep_*.png"),
+                *pdir.glob("fig4_level_change_*.png"),
+                pdir / "category_heatmap.png",
+            ]:
+                old.unlink(missing_ok=True)
+        if figs:
+            pdir.mkdir(exist_ok=True)
+            for p in figs:
+                staged.append((_staged(pdir / f"{p.name}.png", p.png), pdir / f"{p.name}.png"))
+                paths[p.name] = pdir / f"{p.name}.png"
+        for tmp, final in staged:  # every file written in full first, then each renamed into place
+            os.replace(tmp, final)
     return paths
+
+
+def _staged(path: Path, data: bytes) -> Path:
+    """``data`` written to a temporary file beside ``path`` (renamed into place by the caller)."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(name, 0o666 & ~mask)  # as a plain write would make it (mkstemp makes 0600)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
+
+
+@contextmanager
+def _output_lock(json_path: Path) -> Iterator[None]:
+    """An exclusive lock on ``.<name>.lock`` beside the outputs (POSIX ``flock``; none elsewhere)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: the renames alone
+        yield
+        return
+    with open(json_path.with_name(f".{json_path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

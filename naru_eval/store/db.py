@@ -11,6 +11,7 @@ deletes, truncates or rewrites a store: a corrupt one is moved aside only by
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -42,6 +43,30 @@ class StoreError(sqlite3.DatabaseError):
 class StoreWriteError(StoreError):
     """A write to a store failed: what the caller was about to keep is not kept. The response
     store stops the run on it (nothing more is asked: each answer would be lost and paid again)."""
+
+
+class DamagedRow(StoreError):
+    """One row of a sound store (SQLite's integrity check passes) whose JSON is damaged (cut
+    short, say): the message names the store, the row and what happens to it."""
+
+    def __init__(self, path: Path, what: str, row: str, error: Exception) -> None:
+        super().__init__(
+            path,
+            "damaged-row",
+            f"the {what} {path}: the row of {row} is damaged ({error}); it is not used. A lookup asks again and "
+            "the new answer replaces the row; every other row is kept.",
+        )
+        self.row = row
+
+
+def row_json(text: str | bytes | None, path: Path, what: str, row: str) -> Any:
+    """A stored JSON value (None for NULL); :class:`DamagedRow` when it does not parse."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError) as e:  # json.JSONDecodeError, a UnicodeDecodeError of a blob
+        raise DamagedRow(path, what, row, e) from None
 
 
 def _writable(path: Path) -> bool:
@@ -219,6 +244,11 @@ def open_db(path: Path, schema: str, what: str = "store", variable: str | None =
     except sqlite3.Error as e:
         raise store_error(path, e, "opening", what, variable) from None
     try:
+        foreign = foreign_problem(conn, schema)  # read only: nothing is written to a file that is not ours
+        if foreign:
+            elsewhere = f" Point {variable} at another file." if variable else ""
+            raise StoreError(path, "foreign", f"the {what} {path} {foreign}; it was left untouched.{elsewhere}")
+        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(schema)
@@ -227,6 +257,49 @@ def open_db(path: Path, schema: str, what: str = "store", variable: str | None =
         conn.close()
         raise e.with_traceback(None) from None
     return conn
+
+
+#: SQLite's application id of every naru-eval store (``PRAGMA application_id``, "NARU" in ASCII):
+#: a file with another id, or with tables that are no store's, is another application's
+APPLICATION_ID = 0x4E415255
+#: the tables of the stores made before they carried the application id (responses, judge
+#: cache, Gemini upload and job registries): a file holding only these is a naru-eval store
+LEGACY_TABLES = frozenset(
+    {"responses", "runs", "calls", "facts", "batches", "hashes", "uploads", "context_caches", "batch_jobs"}
+)
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in conn.execute(f"PRAGMA table_info({table!r})").fetchall()}
+
+
+def foreign_problem(conn: sqlite3.Connection, schema: str) -> str | None:
+    """Why the SQLite file of ``conn`` is not one of our stores (read only), or None: another
+    application id, a table no store has, or one of this store's tables with other columns."""
+    app = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    tables = {
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+    }
+    if app not in (0, APPLICATION_ID):
+        return f"is another application's SQLite file (application id {app:#x}, tables: {', '.join(sorted(tables))})"
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.executescript(schema)
+        ours = {r[0] for r in mem.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+        expected = {t: _columns(mem, t) for t in ours}
+    finally:
+        mem.close()
+    unknown = sorted(tables - ours - (LEGACY_TABLES if app == 0 else set()))
+    if unknown and app == 0:
+        return f"is another application's SQLite file (tables: {', '.join(sorted(tables))})"
+    for t in sorted(tables & ours):
+        missing = sorted(expected[t] - _columns(conn, t))
+        if missing:
+            return f"has a table {t!r} without the columns {', '.join(missing)}: not a naru-eval store"
+    return None
 
 
 def open_readonly(path: Path, what: str = "store") -> GuardedConnection:

@@ -22,16 +22,21 @@ price).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from naru_eval.settings import settings
-from naru_eval.store.db import cache_dir, open_db
+from naru_eval.store.db import DamagedRow, cache_dir, open_db, row_json
+
+#: how the cache's errors name it
+WHAT = "judge cache"
+log = logging.getLogger("naru_eval.store")
 
 
 def default_cache_path() -> Path:
@@ -101,16 +106,9 @@ class JudgeBatchRecord:
         return replace(self, updated=time.time(), **changes)
 
 
-class TokenUsage(TypedDict, total=False):
-    """A judge call's tokens as the cache keeps them (the openai ``usage``, flattened by
-    ``naru_eval.api.openai_client.usage_of``); ``batch``: answered by a Batch API job."""
-
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    cached_tokens: int
-    reasoning_tokens: int
-    batch: bool
+#: a judge call's tokens as the cache keeps them (JSON: ``naru_eval.api.openai_client.TokenUsage``,
+#: the openai ``usage`` flattened by ``usage_of``; ``batch``: answered by a Batch API job)
+StoredUsage = Mapping[str, object]
 
 
 class CallRecord(TypedDict):
@@ -119,7 +117,7 @@ class CallRecord(TypedDict):
     content: str | None
     refusal: str | None
     finish_reason: str | None
-    usage: TokenUsage
+    usage: StoredUsage
     system_fingerprint: str | None
     response_model: str | None
 
@@ -149,7 +147,7 @@ class JudgeStore:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path else default_cache_path()
         self._lock = threading.Lock()
-        self._conn = open_db(self.path, SCHEMA, "judge cache", "NARU_JUDGE_CACHE")
+        self._conn = open_db(self.path, SCHEMA, WHAT, "NARU_JUDGE_CACHE")
 
     # -- calls ----------------------------------------------------------------------------------
     def get_call(self, key: str) -> StoredCall | None:
@@ -161,11 +159,16 @@ class JudgeStore:
             ).fetchone()
         if row is None:
             return None
+        try:
+            usage: StoredUsage = row_json(row[3], self.path, WHAT, f"judge call {key[:16]}") or {}
+        except DamagedRow as e:  # asked again; the new output replaces the row
+            log.warning("%s", e)
+            return None
         return {
             "content": row[0],
             "refusal": row[1],
             "finish_reason": row[2],
-            "usage": json.loads(row[3]) if row[3] else {},
+            "usage": usage,
             "system_fingerprint": row[4],
             "response_model": row[5],
             "purpose": row[6],
@@ -242,7 +245,13 @@ class JudgeStore:
                 "SELECT facts FROM facts WHERE question_id=? AND ref_hash=? AND judge_model=? AND prompt_version=?",
                 (question_id, ref_hash, judge_model, prompt_version),
             ).fetchone()
-        return json.loads(row[0]) if row else None
+        if row is None:
+            return None
+        try:
+            return row_json(row[0], self.path, WHAT, f"the facts of {question_id} ({judge_model})")
+        except DamagedRow as e:  # decomposed again; the new facts replace the row
+            log.warning("%s", e)
+            return None
 
     def freeze_facts(
         self,
@@ -279,7 +288,15 @@ class JudgeStore:
                 "SELECT facts FROM facts WHERE question_id=? AND ref_hash=? AND judge_model=? AND prompt_version=?",
                 (question_id, ref_hash, judge_model, prompt_version),
             ).fetchone()
-        return json.loads(row[0])
+            try:
+                return row_json(row[0], self.path, WHAT, f"the facts of {question_id} ({judge_model})")
+            except DamagedRow:  # the frozen row is damaged: these facts replace it
+                self._conn.execute(
+                    "UPDATE facts SET facts=? WHERE question_id=? AND ref_hash=? AND judge_model=? AND prompt_version=?",
+                    (json.dumps(facts, ensure_ascii=False), question_id, ref_hash, judge_model, prompt_version),
+                )
+                self._conn.commit()
+                return list(facts)
 
     def iter_facts(self, judge_model: str | None = None, prompt_version: str | None = None) -> Iterator[StoredFacts]:
         sql = "SELECT question_id, ref_hash, judge_model, prompt_version, facts, question, reference, category, created FROM facts"
@@ -301,7 +318,7 @@ class JudgeStore:
                 "ref_hash": r[1],
                 "judge_model": r[2],
                 "prompt_version": r[3],
-                "facts": json.loads(r[4]),
+                "facts": row_json(r[4], self.path, WHAT, f"the facts of {r[0]} ({r[2]})"),
                 "question": r[5],
                 "reference": r[6],
                 "category": r[7],

@@ -9,13 +9,15 @@ never served as answers, and retried on the next run.
 The run key hashes everything that changes an answer (model id, its arguments without
 secrets, generation settings, sampling) but not the task; the question key adds the prompt and
 the media (see ``NaruModel.request_key``), so one question asked by two tasks is one row.
-Secrets never reach the store.
+Secrets never reach the store: secret-named arguments are dropped, and every failure's text is
+redacted (:mod:`naru_eval.redaction`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -25,7 +27,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from naru_eval.core.sharding import rank_from_env
-from naru_eval.store.db import StoreWriteError, cache_dir, open_db, open_readonly
+from naru_eval.redaction import redact as redact_text
+from naru_eval.redaction import redact_data
+from naru_eval.store.db import DamagedRow, StoreWriteError, cache_dir, open_db, open_readonly, row_json
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -43,6 +47,8 @@ CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT 
 """
 
 V = TypeVar("V")
+
+log = logging.getLogger("naru_eval.store")
 
 #: how the store's errors name it, and the setting that moves it
 WHAT, VARIABLE = "response store", "NARU_RESPONSE_STORE"
@@ -92,7 +98,7 @@ def runs(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
         rows = conn.execute("SELECT run_key, description FROM runs").fetchall()
     finally:
         conn.close()
-    return {key: json.loads(desc) for key, desc in rows}
+    return {key: row_json(desc, Path(path), WHAT, f"run {key}") for key, desc in rows}
 
 
 def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = None) -> dict[str, list[UsageRow]]:
@@ -101,7 +107,7 @@ def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = 
     keys = None if run_keys is None else list(run_keys)
     if keys is not None and not keys:
         return {}
-    sql = "SELECT run_key, status, usage FROM responses"
+    sql = "SELECT run_key, status, usage, question_id FROM responses"
     params: tuple[str, ...] = ()
     if keys is not None:
         sql += f" WHERE run_key IN ({','.join('?' * len(keys))})"
@@ -112,8 +118,9 @@ def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = 
     finally:
         conn.close()
     out: dict[str, list[UsageRow]] = {}
-    for rk, status, usage in rows:
-        out.setdefault(rk, []).append(UsageRow(status, json.loads(usage) if usage else None))
+    for rk, status, usage, qid in rows:
+        value = row_json(usage, Path(path), WHAT, f"question {qid.split(':')[0]} (run {rk})") if usage else None
+        out.setdefault(rk, []).append(UsageRow(status, value))
     return out
 
 
@@ -162,7 +169,7 @@ class ResponseStore:
         with self._lock:
             self._conn.execute(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?)",
-                (key, json.dumps(redact(description), sort_keys=True, default=str), time.time()),
+                (key, redact_text(json.dumps(redact(description), sort_keys=True, default=str)), time.time()),
             )
             self._conn.commit()
 
@@ -174,7 +181,12 @@ class ResponseStore:
             ).fetchone()
         if row is None:
             return None
-        return StoredResponse(row[0], row[1], row[2], json.loads(row[3]) if row[3] else None, row[4])
+        try:
+            usage = row_json(row[3], self.path, WHAT, f"question {question_id.split(':')[0]} (run {key})")
+        except DamagedRow as e:  # asked again; the new answer replaces the row
+            log.warning("%s", e)
+            return None
+        return StoredResponse(row[0], row[1], row[2], usage or None, row[4])
 
     def answered(self, key: str) -> dict[str, str]:
         """question_id -> response, for the successful answers of a run."""
@@ -221,7 +233,8 @@ class ResponseStore:
         self._put(key, question_id, "ok", response, None, dict(usage) if usage else None)
 
     def put_failed(self, key: str, question_id: str, error: str, usage: Mapping[str, Any] | None = None) -> None:
-        self._put(key, question_id, "failed", None, error, dict(usage) if usage else None)
+        """A failure, its text and usage redacted (naru_eval.redaction): an API's error may echo the key."""
+        self._put(key, question_id, "failed", None, redact_text(error), redact_data(dict(usage)) if usage else None)
 
     def close(self) -> None:
         with self._lock:

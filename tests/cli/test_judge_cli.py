@@ -139,3 +139,150 @@ def test_score_stops_on_a_configuration_error_with_the_apis_message(tmp_path, st
     assert judge_main(argv) == 2
     assert "HTTP 401: stub error 401" in capsys.readouterr().err
     assert len(stub.chat_requests()) == 3
+
+
+# ------------------------------------------------------------------- the judge as configured
+
+#: every NARU_JUDGE_* variable a judge request shows, and OPENAI_BASE_URL for the endpoint
+JUDGE_ENV = {
+    "NARU_JUDGE_MODEL": "gpt-4.1-mini",  # takes a temperature
+    "NARU_JUDGE_FACTS_MODEL": "gpt-4.1",
+    "NARU_JUDGE_TEMPERATURE": "0.3",
+    "NARU_JUDGE_REASONING_EFFORT": "low",
+    "NARU_JUDGE_MAX_TOKENS": "777",
+    "NARU_JUDGE_SEED": "42",
+    "NARU_JUDGE_CONCURRENCY": "1",
+    "NARU_JUDGE_MAX_RETRIES": "2",
+    "NARU_JUDGE_RETRY_BASE_DELAY": "0",
+    "NARU_JUDGE_RETRY_MAX_DELAY": "0",
+    "NARU_JUDGE_PARSE_ATTEMPTS": "2",
+    "NARU_JUDGE_TIMEOUT": "7",
+    "NARU_JUDGE_PRICES": '{"gpt-4.1-mini": {"input": 1, "output": 2}, "gpt-4.1": {"input": 3, "output": 4}}',
+    "NARU_JUDGE_API_KEY": "naru-judge-env-key-0123456789",
+}
+
+
+def test_every_judge_variable_reaches_judge_score(tmp_path, stub, fake, monkeypatch, capsys):
+    """``NARU_JUDGE_MODEL=x OPENAI_BASE_URL=… naru-eval judge score RUN`` asks model x at that
+    endpoint with the configured parameters (the CLI's unset options used to replace every
+    variable by the default: gpt-5.5 at api.openai.com)."""
+    for k, v in JUDGE_ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    monkeypatch.setenv("NARU_JUDGE_CACHE", str(tmp_path / "env_judge.sqlite"))
+    stub.statuses = [500, 500]  # the first request: two retries (NARU_JUDGE_MAX_RETRIES=2), then answered
+    log = write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF, "MALFORMED"])
+    assert judge_main(["judge", "score", str(tmp_path / "run"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    reqs = stub.chat_requests()
+    assert [r.status for r in reqs[:3]] == [500, 500, 200]
+    facts = [r.body for r in reqs if r.body["response_format"]["json_schema"]["name"] == "FactList"]
+    verify = [r.body for r in reqs if r.body["response_format"]["json_schema"]["name"] == "CoverageReport"]
+    assert facts and {b["model"] for b in facts} == {"gpt-4.1"}  # NARU_JUDGE_FACTS_MODEL
+    assert {b["model"] for b in verify} == {"gpt-4.1-mini"}  # NARU_JUDGE_MODEL
+    for b in facts + verify:
+        assert b["temperature"] == 0.3 and b["reasoning_effort"] == "low"
+        assert b["max_completion_tokens"] == 777 and b["seed"] == 42
+    assert len(verify) == 1 + 2  # REF, and MALFORMED twice (NARU_JUDGE_PARSE_ATTEMPTS=2)
+    assert {r.headers["authorization"] for r in reqs} == {"Bearer naru-judge-env-key-0123456789"}
+    assert stub.max_in_flight == 1  # NARU_JUDGE_CONCURRENCY
+    assert (tmp_path / "env_judge.sqlite").is_file()  # NARU_JUDGE_CACHE
+    (report,) = out["reports"].values()
+    judge = report["judge"]
+    assert judge["base_url"] == stub.base_url and judge["timeout"] == 7.0 and judge["parse_attempts"] == 2
+    assert out["usage"]["total"]["cost_usd"] is not None  # NARU_JUDGE_PRICES priced both models
+    assert log.exists()
+
+    # an option given wins over its variable; NARU_JUDGE_BASE_URL wins over OPENAI_BASE_URL
+    from tests.helpers.stubs import OpenAIStub
+
+    with OpenAIStub(responder=fake) as other:
+        monkeypatch.setenv("NARU_JUDGE_BASE_URL", other.base_url)
+        assert judge_main(["judge", "score", str(tmp_path / "run"), "--judge-model", "gpt-4.1-nano", "--refresh"]) == 0
+        capsys.readouterr()
+        assert other.chat_requests() and {r.body["model"] for r in other.chat_requests()} >= {"gpt-4.1-nano"}
+
+
+def test_judge_facts_uses_the_configured_judge(small_data, tmp_path, stub, monkeypatch, capsys):
+    for k in ("NARU_JUDGE_MODEL", "NARU_JUDGE_TEMPERATURE", "NARU_JUDGE_MAX_TOKENS", "NARU_JUDGE_SEED"):
+        monkeypatch.setenv(k, JUDGE_ENV[k])
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    out = tmp_path / "facts.jsonl"
+    assert judge_main(["judge", "facts", "--data-dir", str(small_data), "--out", str(out)]) == 0
+    capsys.readouterr()
+    bodies = [r.body for r in stub.chat_requests()]
+    assert len(bodies) == 36 and {b["model"] for b in bodies} == {"gpt-4.1-mini"}
+    assert all(b["temperature"] == 0.3 and b["max_completion_tokens"] == 777 and b["seed"] == 42 for b in bodies)
+    assert json.loads(out.read_text().splitlines()[0])["judge_model"] == "gpt-4.1-mini"
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_judge_exits_1_naming_it_and_writes_no_score(tmp_path, monkeypatch, capsys):
+    """All 29 responses "judge unavailable" used to print ``overall 0.000`` and exit 0."""
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    monkeypatch.setenv("NARU_JUDGE_MODEL", "local-judge")
+    monkeypatch.setenv("NARU_JUDGE_BASE_URL", url)
+    monkeypatch.setenv("NARU_JUDGE_MAX_RETRIES", "0")
+    write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF, "", None] * 10)
+    assert judge_main(["judge", "score", str(tmp_path / "run")]) == 1
+    got = capsys.readouterr()
+    assert f"the judge local-judge at {url} could not be reached for 30 of 30 responses" in got.err
+    assert "Traceback" not in got.err and "| m/" not in got.out and "overall" not in got.out  # no table
+    assert not list((tmp_path / "run").rglob("*.scores.jsonl")) and not list((tmp_path / "run").rglob("*.report.json"))
+    assert judge_main(["judge", "facts", "--data-dir", str(tmp_path / "nowhere")]) == 1  # named data error
+    assert "data directory does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "needle"),
+    [
+        ("NARU_JUDGE_TIMEOUT", "-5", "NARU_JUDGE_TIMEOUT='-5': Input should be greater than 0"),
+        ("NARU_JUDGE_MAX_TOKENS", "0", "NARU_JUDGE_MAX_TOKENS='0'"),
+        ("NARU_JUDGE_TEMPERATURE", "nan", "NARU_JUDGE_TEMPERATURE='nan': Input should be a finite number"),
+        ("NARU_JUDGE_PRICES", "{not json", "NARU_JUDGE_PRICES: prices {not json: not JSON"),
+        ("NARU_JUDGE_PRICES", '{"m": {"input": -1, "output": 1}}', "NARU_JUDGE_PRICES: prices"),
+        ("NARU_JUDGE_BASE_UR", "http://x/v1", "did you mean NARU_JUDGE_BASE_URL?"),
+    ],
+)
+def test_bad_judge_settings_are_one_message(tmp_path, monkeypatch, capsys, name, value, needle):
+    monkeypatch.setenv(name, value)
+    write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF])
+    assert judge_main(["judge", "score", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_bad_judge_options_are_one_message(tmp_path, capsys):
+    write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF])
+    assert judge_main(["judge", "score", str(tmp_path / "run"), "--concurrency", "0"]) == 2
+    assert "judge concurrency=0: Input should be greater than or equal to 1" in capsys.readouterr().err
+    assert judge_main(["judge", "score", str(tmp_path / "run"), "--prices", "[1]"]) == 2
+    assert "--prices: prices [1]: must be a JSON object" in capsys.readouterr().err
+
+
+def test_the_batch_and_backend_variables_reach_judge_score(tmp_path, stub, monkeypatch, capsys):
+    """NARU_JUDGE_BATCH=1 alone (no --batch) sends the verifications as a Batch API job, and
+    NARU_JUDGE_BACKEND=offline-lexical alone sends nothing: both were replaced by the defaults."""
+    from tests.helpers.judge import STUB_PRICE
+
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    monkeypatch.setenv("NARU_JUDGE_PRICES", STUB_PRICE)
+    monkeypatch.setenv("NARU_JUDGE_BATCH", "1")
+    stub.batch_polls = 0
+    write_open_log(tmp_path / "run" / "m" / "20260101_000000_samples_naru_open.jsonl", [REF, "Guests bow twice."])
+    assert judge_main(["judge", "score", str(tmp_path / "run")]) == 0
+    assert "Batch API jobs: submitted ['batch_stub0001']" in capsys.readouterr().out
+    assert "CoverageReport" not in chat_schemas(stub) and stub.batches
+    monkeypatch.delenv("NARU_JUDGE_BATCH")
+    monkeypatch.setenv("NARU_JUDGE_BACKEND", "offline-lexical")
+    stub.reset()
+    assert judge_main(["judge", "score", str(tmp_path / "run"), "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)["reports"].values()
+    assert report["judge"]["backend"] == "offline-lexical" and stub.requests == []

@@ -24,9 +24,16 @@ def test_every_command_is_in_the_one_parser():
     assert {"paper-reference", "sweep-status", "sweep-manifest", "leaderboard", "compare", "diagnose"} <= set(
         sub.choices
     )
-    assert {"estimate-cost", "judge", "demo", "score", "validate-data", "make-synthetic", "tasks-path"} <= set(
-        sub.choices
-    )
+    assert {
+        "estimate-cost",
+        "judge",
+        "demo",
+        "score",
+        "validate-data",
+        "make-synthetic",
+        "tasks-path",
+        "adapters",
+    } <= set(sub.choices)
 
 
 def test_store_usage_sums_the_budget(tmp_path):

@@ -136,6 +136,97 @@ def test_hf_dataset_with_column_mapping(small_data, tmp_path, monkeypatch):
     assert "NARU_HF_COLUMNS='{" in msg
 
 
+def _hf_folder(small_data: Path, root: Path, edit=None) -> Path:
+    """A local Hugging Face data set folder (``root/hub``: one parquet file) of the small data."""
+    import datasets
+
+    rows = read_jsonl(small_data / "annotations.jsonl")
+    if edit is not None:
+        edit(rows)
+    hub = root / "hub" / "data"
+    hub.mkdir(parents=True)
+    datasets.Dataset.from_list(rows).to_parquet(str(hub / "test-00000-of-00001.parquet"))
+    return root / "hub"
+
+
+def test_hf_video_paths_stay_in_the_video_folder(small_data, tmp_path, monkeypatch):
+    """``video_path: private/secret.mp4`` used to open ``NARU_VIDEO_DIR/../private/secret.mp4``
+    (the data folder was taken as the video folder's parent), and without NARU_VIDEO_DIR a path
+    resolved against the current directory."""
+    import shutil
+
+    from naru_eval.core.validate import validate
+
+    naru = tmp_path / "naru"
+    shutil.copytree(small_data / "videos", naru / "videos")
+    (naru / "private").mkdir()
+    secret = shutil.copy(small_data / "videos" / "vid000.mp4", naru / "private" / "secret.mp4")
+
+    def edit(rows):
+        rows[0]["video_path"] = "private/secret.mp4"
+        rows[1]["video_path"] = "clip.mp4"
+
+    hub = _hf_folder(small_data, tmp_path, edit)
+    shutil.copy(small_data / "videos" / "vid001.mp4", hub / "clip.mp4")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.delenv("NARU_DATA_DIR", raising=False)
+    monkeypatch.setenv("NARU_HF_DATASET", str(hub))
+    monkeypatch.setenv("NARU_VIDEO_DIR", str(naru / "videos"))
+    ds = load_dataset_from_env()
+    q0 = ds.questions[0]
+    assert ds.video_file(q0) == naru / "videos" / "private" / "secret.mp4"  # relative to the video folder
+    assert ds.roots() == [hub.resolve(), (naru / "videos").resolve()]
+    report = validate()
+    assert all(Path(i.path).resolve() != Path(secret).resolve() for i in report.paths.values())
+    assert any("private/secret.mp4" in p and "not" in p for p in report.problems), report.problems
+    # no video folder: video_path is relative to the data set's own folder, never the current directory
+    monkeypatch.delenv("NARU_VIDEO_DIR")
+    monkeypatch.chdir(naru)
+    ds = load_dataset_from_env()
+    assert ds.video_file(ds.questions[0]) == hub.resolve() / "private" / "secret.mp4"
+    assert ds.video_file(ds.questions[1]) == hub.resolve() / "clip.mp4"
+    report = validate()
+    assert Path(report.paths[str(hub.resolve() / "clip.mp4")].path).exists()
+    assert all(Path(i.path).resolve() != Path(secret).resolve() for i in report.paths.values())
+
+
+def test_hf_loading_mistakes_are_named(small_data, tmp_path, monkeypatch, capsys):
+    """A missing NARU_HF_DATASET folder, an unknown NARU_HF_SPLIT and a NARU_HF_COLUMNS that is not
+    a JSON object each name the setting (through lmms-eval they ended as ``RetryError[...]``)."""
+    from naru_eval.cli.main import main
+    from naru_eval.lmms.tasks import _preflight, process_docs_all
+
+    hub = _hf_folder(small_data, tmp_path)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.delenv("NARU_DATA_DIR", raising=False)
+    monkeypatch.setenv("NARU_VIDEO_DIR", str(small_data / "videos"))
+    cases = [
+        ({"NARU_HF_DATASET": str(tmp_path / "nowhere")}, f"NARU_HF_DATASET={str(tmp_path / 'nowhere')!r}"),
+        ({"NARU_HF_DATASET": str(hub), "NARU_HF_SPLIT": "dev"}, "NARU_HF_SPLIT='dev': not a split of"),
+        (
+            {"NARU_HF_DATASET": str(hub), "NARU_HF_COLUMNS": "qid=question_id"},
+            "NARU_HF_COLUMNS='qid=question_id': not JSON",
+        ),
+        ({"NARU_HF_DATASET": str(hub), "NARU_HF_COLUMNS": '["qid"]'}, "must be a JSON object"),
+        ({"NARU_HF_DATASET": str(hub), "NARU_VIDEO_DIR": str(tmp_path / "novideos")}, "NARU_VIDEO_DIR="),
+    ]
+    for env, needle in cases:
+        monkeypatch.delenv("NARU_HF_SPLIT", raising=False)
+        monkeypatch.delenv("NARU_HF_COLUMNS", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        assert main(["validate-data"]) in (1, 2)
+        err = capsys.readouterr().err
+        assert needle in err and "Traceback" not in err, (needle, err)
+        _preflight.cache_clear()
+        with pytest.raises(SystemExit):
+            process_docs_all(None)
+        err = capsys.readouterr().err
+        assert needle in err and "RetryError" not in err, (needle, err)
+        monkeypatch.setenv("NARU_VIDEO_DIR", str(small_data / "videos"))
+    _preflight.cache_clear()
+
+
 # ------------------------------------------------------------------ hostile data
 
 
@@ -201,12 +292,66 @@ def test_outside_videos_are_allowed_with_the_documented_opt_in(copy_data, small_
         ds.video_file(by_id[rows[0]["question_id"]])  # the loaded data set is checked again at use
 
 
-def test_a_videos_folder_linked_to_another_disk_is_the_users_set_up(copy_data, tmp_path):
+def test_a_videos_folder_linked_to_another_disk_needs_naru_video_dir(copy_data, tmp_path, monkeypatch):
+    """A link never widens the allowed folders (an archive's ``videos -> /`` would open any
+    file): the user's own link to a larger disk is named by NARU_VIDEO_DIR, one message says so."""
     d = copy_data()
     (d / "videos").rename(tmp_path / "big_disk_videos")
     (d / "videos").symlink_to(tmp_path / "big_disk_videos")
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    (problem,) = err.value.problems
+    assert "36 question(s)" in problem and f"set NARU_VIDEO_DIR={tmp_path / 'big_disk_videos'}" in problem
+    monkeypatch.setenv("NARU_VIDEO_DIR", str(tmp_path / "big_disk_videos"))
     ds = load_local(d)
     assert len(ds.questions) == 36 and ds.video_file(ds.questions[0]).exists()
+
+
+def test_a_shipped_link_to_the_root_reads_nothing_outside(copy_data, small_data, tmp_path):
+    """``videos -> /`` with ``video_path: videos/<any path>`` used to pass validate-data and open
+    the file: the link's target was taken as an allowed folder."""
+    from naru_eval.core.validate import validate
+
+    d = copy_data()
+    secret = _outside_video(tmp_path, small_data)
+    (d / "videos").rename(d / "real_videos")
+    (d / "videos").symlink_to("/")
+    rows = read_jsonl(d / "annotations.jsonl")
+    for r in rows:
+        r["video_path"] = f"real_videos/{r['video_id']}.mp4"
+    rows[0]["video_path"] = f"videos{secret}"  # videos/tmp/.../outside/secret.mp4 -> the file outside
+    write_jsonl(d / "annotations.jsonl", rows)
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    (problem,) = err.value.problems
+    assert "is a link to /, outside the data folder" in problem and "1 question(s)" in problem
+    report = validate(d)
+    assert len(report.problems) == 1 and len(report.videos) == 6
+    assert all(Path(info.path).resolve() != Path(secret).resolve() for info in report.videos.values())
+
+
+def test_control_characters_and_symlink_loops_are_messages(copy_data, monkeypatch, capsys):
+    """A NUL or a newline in ``video_path`` and a symlink loop used to end in tracebacks (or, for
+    the newline, a forged line in validate-data's report); the opt-in does not lift it."""
+    from naru_eval.cli.main import main
+
+    d = copy_data()
+    rows = read_jsonl(d / "annotations.jsonl")
+    rows[0]["video_path"] = "videos/a\x00.mp4"
+    rows[1]["video_path"] = "videos/x.mp4\n  - OK: forged line"
+    rows[2]["video_id"] = "vid\x07"
+    rows[3]["video_path"] = "loop/a.mp4"
+    write_jsonl(d / "annotations.jsonl", rows)
+    (d / "loop").symlink_to(d / "loop")
+    for opt_in in ("0", "1"):
+        monkeypatch.setenv("NARU_ALLOW_EXTERNAL_VIDEOS", opt_in)
+        assert main(["validate-data", str(d), "--no-videos"]) == 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "\n  - OK: forged line" not in err
+        assert err.count("holds control characters") == 3 and "'\\x00'" in err and "'\\n'" in err
+    monkeypatch.setenv("NARU_ALLOW_EXTERNAL_VIDEOS", "0")
+    with pytest.raises(DataError, match="cannot be resolved"):
+        load_local(d)
 
 
 def test_invalid_utf8_names_file_line_and_byte_offset(copy_data):
@@ -272,3 +417,51 @@ def test_an_unreadable_parquet_file_is_named(copy_data):
     (d / "annotations.parquet").write_bytes(b"PAR1 this is not parquet")
     with pytest.raises(DataError, match=r"annotations.parquet: not a readable Parquet file"):
         load_local(d)
+
+
+def test_a_schema_problem_after_skipped_lines_names_its_file_line(copy_data):
+    """Rows after a skipped line were numbered by record, one off from the file's line."""
+    d = copy_data()
+    path = d / "annotations.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[1] = "{not json"
+    lines.insert(2, "")
+    lines[5] = lines[5].replace('"answer": "', '"answer": "Z', 1)  # file line 6
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    assert any(p.startswith(f"{path}:6 (question_id=") and "'answer'" in p for p in err.value.problems), err.value
+
+
+def test_four_identical_options_are_refused(copy_data):
+    d = copy_data()
+    rows = read_jsonl(d / "annotations.jsonl")
+    rows[0]["options"] = ["Tokyo"] * 4
+    rows[1]["options"] = ["Kyoto", "Osaka", " kyoto ", "Nara"]
+    write_jsonl(d / "annotations.jsonl", rows)
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    text = str(err.value)
+    assert "'options' A, B, C and D are the same text" in text and "'options' A and C are the same text" in text
+
+
+def test_garbage_annotations_print_a_bounded_report(copy_data, capsys):
+    """50 MB of random bytes as annotations printed 37 MB of problems; every problem is still
+    found and counted, the report shows the first 100 (each line cut to 1,000 characters)."""
+    import random
+
+    from naru_eval.cli.main import main
+    from naru_eval.core.data import MAX_SHOWN_PROBLEMS
+
+    d = copy_data()
+    rng = random.Random(0)
+    (d / "annotations.jsonl").write_bytes(bytes(rng.getrandbits(8) for _ in range(2_000_000)))
+    with pytest.raises(DataError) as err:
+        load_local(d)
+    assert len(err.value.problems) > 1000
+    shown = str(err.value).splitlines()
+    assert len(shown) == 1 + MAX_SHOWN_PROBLEMS + 1 and "more problem(s)" in shown[-1]
+    assert max(len(x) for x in shown) <= 1010
+    assert main(["validate-data", str(d), "--no-videos"]) == 1
+    out = capsys.readouterr().err.splitlines()
+    assert len(out) == 1 + MAX_SHOWN_PROBLEMS + 1 and f"{len(err.value.problems)} problem(s)" in out[0]

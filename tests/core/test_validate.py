@@ -135,11 +135,17 @@ def test_hostile_annotations_all_reported_by_validate_data_and_the_task_prefligh
     for needle in expected:
         assert needle in err, (needle, err)
     monkeypatch.setenv("NARU_DATA_DIR", str(d))
-    with pytest.raises(DataError) as preflight:
+    with pytest.raises(SystemExit) as preflight:  # lmms-eval stops on it, with the message alone
         process_docs_all(None)
-    assert "NARU preflight failed; nothing was run (4 problem(s))" in str(preflight.value)
+    assert preflight.value.code == 2
+    err = capsys.readouterr().err
+    assert "naru preflight: NARU preflight failed; nothing was run (4 problem(s))" in err
     for needle in expected:
-        assert needle in str(preflight.value), needle
+        assert needle in err, needle
+    from naru_eval.lmms.tasks import _preflight
+
+    with pytest.raises(DataError):  # the report itself still raises the DataError
+        _preflight((str(d), None, "test", None, "False")).raise_for_problems()
 
 
 def test_a_command_given_hostile_data_names_it_without_a_traceback(copy_data, monkeypatch, capsys):
@@ -153,3 +159,20 @@ def test_a_command_given_hostile_data_names_it_without_a_traceback(copy_data, mo
     err = capsys.readouterr().err
     assert err.startswith("naru-eval judge: NARU data is invalid (1 problem(s))")
     assert "'video_path' must be relative to the data folder" in err and "Traceback" not in err
+
+
+def test_every_path_of_every_question_is_probed(copy_data, capsys):
+    """A ``video_path`` override to a missing file, on a video id other questions share, passed
+    validate-data (one path was probed per video id) and stopped the run at its question."""
+    d = copy_data()
+    rows = read_jsonl(d / "annotations.jsonl")
+    shared = [r for r in rows if r["video_id"] == "vid002"]
+    assert len(shared) > 1
+    shared[-1]["video_path"] = "videos/vid002_cut.mp4"  # the others use videos/vid002.mp4
+    write_jsonl(d / "annotations.jsonl", rows)
+    report = validate(d)
+    (problem,) = report.problems
+    assert "vid002_cut.mp4" in problem and f"e.g. {shared[-1]['question_id']!r}" in problem
+    assert "vid002" in report.videos  # the default path of vid002 is readable
+    assert main(["validate-data", str(d)]) == 1
+    assert "vid002_cut.mp4" in capsys.readouterr().err

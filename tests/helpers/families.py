@@ -1,26 +1,41 @@
-"""What the per-family adapter tests share: the family lists, a tiny adapter maker, one request,
-a call-recording spy and the frames a request should reach the processor with."""
+"""What the per-family adapter tests share: the family lists (derived from the registry), a tiny
+adapter maker, one request, a call-recording spy and the frames a request should reach the
+processor with."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import numpy as np
 
-from model_adapters import ADAPTERS
-from model_adapters.base import NaruRequest
+from naru_eval.adapters.base import NaruRequest
+from naru_eval.adapters.registry import adapter_class, registered
 from naru_eval.media.plan import uniform_indices
 from naru_eval.media.sampler import sample_frames
 
-HF_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5", "naru_internvl3_5", "naru_nemotron_omni"]
-ALL_FAMILIES = [*HF_FAMILIES, "naru_minicpm_o"]
+__all__ = ["ALL_FAMILIES", "HF_FAMILIES", "N", "Spy", "adapter_class", "expected", "make", "model_type", "request"]
+
+
+def _transformers_families() -> tuple[list[str], list[str]]:
+    """(every transformers family (each has a tiny checkpoint: tests/helpers/tiny_models.py), those
+    whose processor the base calls: not a remote-code checkpoint, whose own ``chat()`` builds the
+    inputs), in registry order."""
+    every = [m for m, entry in registered().items() if entry.checkpoints]
+    native = [m for m in every if not adapter_class(m).Args.model_fields["trust_remote_code"].default]
+    return every, native
+
+
+#: every registered transformers family, and those over a transformers-native class
+ALL_FAMILIES, HF_FAMILIES = _transformers_families()
+
+
+def model_type(model_id: str) -> str:
+    """The checkpoint ``model_type`` a family's tests are keyed by (its first declared one): a new
+    family over a known ``model_type`` runs through the same per-family checks with no edit."""
+    return next(iter(registered()[model_id].checkpoints))
+
+
 N = 5  # odd on purpose: Qwen pads to whole 2-frame temporal patches, the frames given stay 5
-
-
-def adapter_class(model_id: str) -> type:
-    module, name = ADAPTERS[model_id].rsplit(".", 1)
-    return getattr(importlib.import_module(module), name)
 
 
 def make(model_id: str, path, **args: Any) -> Any:

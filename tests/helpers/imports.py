@@ -17,28 +17,38 @@ LAYERS: dict[str, frozenset[str]] = {
     "core": frozenset({"media"}),
     "store": frozenset({"core"}),
     "api": frozenset({"core", "store"}),
-    "providers": frozenset({"core", "media", "store", "api"}),
+    "adapters": frozenset({"core", "media", "store", "api"}),
+    "providers": frozenset({"core", "media", "store", "api", "adapters"}),
     "judge": frozenset({"core", "store", "api"}),
-    "model_adapters": frozenset({"core", "media", "store", "api", "providers", "judge"}),
+    "model_adapters": frozenset({"core", "media", "store", "api", "adapters", "providers"}),
     "lmms": frozenset({"core", "media", "store", "api", "judge"}),
     "report": frozenset({"core", "media", "store", "api", "judge"}),
-    "cli": frozenset({"core", "media", "store", "api", "providers", "judge", "lmms", "report", "model_adapters"}),
+    "cli": frozenset(
+        {"core", "media", "store", "api", "adapters", "providers", "judge", "lmms", "report", "model_adapters"}
+    ),
     "tasks": frozenset({"lmms"}),
 }
 #: the public API of naru_eval/__init__.py names modules of every layer, imported on first use
 LAYERS["root"] = frozenset(LAYERS) - {"root", "tasks"}
-#: naru_eval/settings.py (every NARU_* variable) sits below everything: it imports nothing of ours
-LAYERS = {name: allowed | {"settings"} for name, allowed in LAYERS.items()}
+#: naru_eval/settings.py (every NARU_* variable) sits below everything: it imports nothing of ours;
+#: naru_eval/redaction.py (keys out of every error text) beside it, for every layer too
+LAYERS = {name: allowed | {"settings", "redaction"} for name, allowed in LAYERS.items()}
 LAYERS["settings"] = frozenset()
+LAYERS["redaction"] = frozenset()
 
 _SDKS = frozenset({"lmms_eval", "openai", "google", "torch", "torchvision", "transformers", "qwen_vl_utils"})
 #: third-party top-level packages a layer never imports
 FORBIDDEN: dict[str, frozenset[str]] = {
     "settings": _SDKS,
+    "redaction": _SDKS,
     "core": _SDKS,
     "media": frozenset({"lmms_eval", "openai", "google", "transformers"}),
     "store": _SDKS,
     "api": frozenset({"lmms_eval", "torch", "transformers"}),
+    # the adapters' machinery: the API SDKs are the providers' and the api layer's
+    "adapters": frozenset({"openai", "google"}),
+    # the providers import the adapters' args and types, never lmms-eval itself
+    "providers": frozenset({"lmms_eval"}),
     "judge": frozenset({"lmms_eval", "torch", "transformers", "google"}),
     "report": frozenset({"openai", "google", "torch", "transformers"}),
 }
@@ -153,6 +163,9 @@ def violations(graph: dict[str, Deps], root: Path) -> list[str]:
             dl = layer_of(dep)
             if dl is not None and dl != layer and dl not in LAYERS[layer] and dl != "root":
                 out.append(f"{name}:{line} imports {dep} ({layer} may not import {dl})")
+            if layer == dl == "model_adapters" and dep != "model_adapters":
+                # a family is one module: what two families share is the library's (naru_eval.adapters)
+                out.append(f"{name}:{line} imports {dep} (a family module imports no other family)")
         for top, line in deps.third_party.items():
             if top in FORBIDDEN.get(layer, frozenset()):
                 out.append(f"{name}:{line} imports {top} ({layer} never imports {top})")

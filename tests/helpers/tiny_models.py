@@ -555,11 +555,30 @@ def build_minicpm_o_stub(out: str | Path) -> Path:
 
 
 #: adapter model id -> builder
-BUILDERS: dict[str, Callable[[str | Path], Path]] = {
-    "naru_qwen2_5_vl": build_qwen2_5_vl,
-    "naru_qwen3_vl": build_qwen3_vl,
-    "naru_qwen3_5": build_qwen3_5,
-    "naru_internvl3_5": build_internvl,
-    "naru_minicpm_o": build_minicpm_o_stub,
-    "naru_nemotron_omni": build_nemotron_omni,
+#: checkpoint ``model_type`` -> the builder of a tiny checkpoint of that type
+BY_MODEL_TYPE: dict[str, Callable[[str | Path], Path]] = {
+    "qwen2_5_vl": build_qwen2_5_vl,
+    "qwen3_vl": build_qwen3_vl,
+    "qwen3_5": build_qwen3_5,
+    "internvl": build_internvl,
+    "minicpmo": build_minicpm_o_stub,
+    "nemotron_h_omni": build_nemotron_omni,
 }
+
+
+def builders() -> dict[str, Callable[[str | Path], Path]]:
+    """Adapter id -> the builder of its tiny checkpoint: the first ``model_type`` its family
+    declares (``Family.checkpoints``) that has a builder, so a new family over a known
+    ``model_type`` gets one with no edit here."""
+    from naru_eval.adapters.registry import registered
+
+    out = {}
+    for model_id, entry in registered().items():
+        build = next((BY_MODEL_TYPE[t] for t in entry.checkpoints if t in BY_MODEL_TYPE), None)
+        if build is not None:
+            out[model_id] = build
+    return out
+
+
+#: adapter id -> the builder of its tiny checkpoint (derived: :func:`builders`)
+BUILDERS: dict[str, Callable[[str | Path], Path]] = builders()

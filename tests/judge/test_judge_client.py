@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
+from naru_eval.api.openai_client import is_reasoning_family
 from naru_eval.judge.client import JudgeClient
-from naru_eval.judge.config import JudgeConfig, cost_usd, is_reasoning_family, load_prices
+from naru_eval.judge.config import JudgeConfig, cost_usd, load_prices
 from naru_eval.judge.prompts import VERIFY_PROMPT_VERSION
 from naru_eval.judge.schemas import FactList
 from naru_eval.store.judge_cache import JudgeStore

@@ -161,3 +161,38 @@ def test_naru_open_through_lmms_eval_then_rejudged(copy_data, tmp_path, stub, fa
     (report,) = out["reports"].values()
     for m in OPEN_METRICS:
         assert report["metrics"][m] == pytest.approx(run.metric("naru_open", m), abs=1e-9), m
+
+
+def test_an_unreachable_judge_gives_no_score_and_the_run_is_refused(copy_data, tmp_path, capsys):
+    """The judge's endpoint refuses connections: every response is "judge unavailable". lmms-eval
+    writes ``overall: null`` (not a 0.0 that looks like a score), ``naru-eval verify-run`` exits 1
+    and the leaderboard ranks nothing."""
+    import socket
+
+    data, responses, _ = prepare(copy_data)
+    preds = write_jsonl(tmp_path / "preds.jsonl", [{"question_id": q, "response": r} for q, r in responses.items()])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    env = {
+        "NARU_DATA_DIR": str(data),
+        "NARU_JUDGE_BASE_URL": f"http://127.0.0.1:{closed}/v1",
+        "NARU_JUDGE_MAX_RETRIES": "0",
+        "OPENAI_API_KEY": FAKE_KEY,
+        "NARU_CACHE_DIR": str(tmp_path / "cache"),
+        "PYTHONPATH": str(ROOT),
+    }
+    run = run_lmms_eval("naru_replay", f"predictions={preds}", ["naru_open"], tmp_path / "out", env=env)
+    assert run.results_file is not None, run.stderr[-4000:]
+    results = run.results()["results"]["naru_open"]
+    for m in ("overall", "narrative", "cultural", "recall", "N.1"):
+        assert results[f"{m},none"] in (None, "N/A"), m  # no number that looks like a score
+    assert results["unscored_rate,none"] == pytest.approx(1.0)
+    assert not run.ok and any("no 'overall' score" in p for p in run.problems), run.problems
+    assert judge_main(["verify-run", str(tmp_path / "out")]) == 1
+    assert "no 'overall' score (100% of the responses unscored)" in capsys.readouterr().err
+    assert judge_main(["leaderboard", str(tmp_path / "out"), "-o", str(tmp_path / "lb.json"), "--no-plots"]) == 1
+    capsys.readouterr()
+    lb = json.loads((tmp_path / "lb.json").read_text())
+    assert not [e for e in lb["entries"] if not e.get("published")]
+    assert any("no 'overall' score" in u["reason"] for u in lb["unverified"])

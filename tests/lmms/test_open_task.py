@@ -65,8 +65,10 @@ def test_process_results_never_raises_over_the_judge(monkeypatch):
     monkeypatch.setenv("NARU_JUDGE_BACKEND", "no-such-backend")
     out = lmms_tasks.process_results_open({**BASE, "reference_answer": "x."}, ["an answer"])
     p = out["overall"]
-    assert p["status"] == "unscored" and p["reason"].startswith("judge error: ValueError")
+    assert p["status"] == "unscored" and p["reason"].startswith("judge error: JudgeConfigError")
+    assert "no-such-backend" in p["reason"]  # the setting is named
     assert "score" not in p and out["unscored_rate"]["score"] == 1.0
+    assert p["judge_unreached"] is True  # a judge error: no score for a run of such responses
 
 
 def test_a_limited_run_prefetches_its_questions_only(stub, fake, monkeypatch):

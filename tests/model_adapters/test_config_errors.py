@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from lmms_eval.api.instance import Instance
 
-from model_adapters.base import FAILED_MARKER
 from model_adapters.gemini import Gemini
+from naru_eval.adapters.base import FAILED_MARKER
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset

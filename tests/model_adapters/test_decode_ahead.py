@@ -1,4 +1,4 @@
-"""Decode-ahead through the adapter's own loop (issue 14): ``decode_workers=2`` gives the same
+"""Decode-ahead through the adapter's own loop: ``decode_workers=2`` gives the same
 answers as decoding inline, every video's frames come from the worker pool through the frame
 cache, and the shared prefix is built once per video. Issue 17: the processor of every video but
 the first runs ahead, in the processor thread, so the model waits for neither."""

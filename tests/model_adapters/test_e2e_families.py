@@ -16,12 +16,13 @@ import sqlite3
 
 import pytest
 
-from model_adapters.base import FAILED_MARKER
+from naru_eval.adapters.base import FAILED_MARKER
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.scoring import METRICS
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset
 from naru_eval.lmms.run import run_lmms_eval
 from tests.helpers.data import read_jsonl
+from tests.helpers.families import model_type
 from tests.helpers.tiny_models import BUILDERS
 
 pytestmark = pytest.mark.slow
@@ -58,9 +59,9 @@ def test_family_end_to_end(model_id, nine_questions, tmp_path):
     answers = [s["filtered_resps"] for s in samples]
     answers = [a[0] if isinstance(a, list) else a for a in answers]
     assert all(isinstance(a, str) and FAILED_MARKER not in a for a in answers), answers
-    if model_id == "naru_minicpm_o":  # the stand-in reports what reached chat(): 4 frames of 48x32
+    if model_type(model_id) == "minicpmo":  # the stand-in reports what reached chat(): 4 frames of 48x32
         assert all(a.startswith("4 frames 48x32") for a in answers), answers
-    if model_id == "naru_nemotron_omni":
+    if model_type(model_id) == "nemotron_h_omni":
         # the scripted checkpoint reasons "A", closes the reasoning, answers "C": the letter is
         # read after the reasoning (lmms-eval's reasoning tags and our extractor agree on it)
         raw = [s["resps"] for s in samples]

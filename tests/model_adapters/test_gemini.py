@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from model_adapters.base import FAILED_MARKER
 from model_adapters.gemini import ConfigurationRefused, ContextOverflow, Gemini
+from naru_eval.adapters.base import FAILED_MARKER
 from naru_eval.cli import gemini as cli_gemini
 from naru_eval.cli.main import main as cli_main
 from naru_eval.core.data import NaruQuestion
@@ -60,7 +60,7 @@ def test_sends_the_video_first_at_fps_0_25_and_the_media_resolution(tmp_path, do
     with GeminiStub(api_key=FAKE_KEY, responder=responder) as stub:
         assert stub.host == "127.0.0.1"
         model, _ = make_model(stub, tmp_path, docs, media_resolution="low", max_concurrency=4)
-        assert model._client is None  # built lazily
+        assert not model._client.built  # built lazily
         out = model.generate_until(instances(docs))
         reqs = stub.generate_requests()
         chunks = stub.upload_chunks()

@@ -1,4 +1,4 @@
-"""What a first live ``naru_gemini`` run meets (issue 12), through the real SDK against the stub.
+"""What a first live ``naru_gemini`` run meets, through the real SDK against the stub.
 
 Blind tasks answered as text, thinking settings checked per model family, the countTokens
 calibration from what the API returns, audio dropped by ``videoMetadata.contentLayers``, and
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from lmms_eval.api.instance import Instance
 
-from model_adapters.base import FAILED_MARKER
 from model_adapters.gemini import Gemini
+from naru_eval.adapters.base import FAILED_MARKER
 from naru_eval.api.retry import RetryPolicy, call_with_retry, retry_after, retry_info_delay
 from naru_eval.core.scoring import METRICS
 from naru_eval.lmms.run import run_lmms_eval
@@ -167,7 +167,7 @@ def test_unknown_families_pass_through_with_a_warning_and_levels_match_the_sdk(c
     finally:
         logger.remove(sink)
     assert any("not in the thinking table" in s and "sent as given" in s for s in seen)
-    with pytest.raises(ValueError, match="thinking_level must be one of"):
+    with pytest.raises(ValueError, match="thinking_level=.*must be one of"):
         Gemini(model="gemini-4-ultra-preview", thinking_level="extreme")
 
 

@@ -1,4 +1,4 @@
-"""``scripts/gpu_check.sh`` (issues 14, 17): the dry run with no GPU, the GPU path at toy size on the
+"""``scripts/gpu_check.sh``: the dry run with no GPU, the GPU path at toy size on the
 CPU, the preflight that names what a bare node lacks, the wheel bundle, and the check in a clean
 environment like the GPU image's (torch from this machine, transformers 5.17, the bundle)."""
 
@@ -19,6 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import gpu_check_preflight as preflight  # noqa: E402
+
+from naru_eval.adapters.registry import registered  # noqa: E402
 
 #: the GPU image's transformers (the venv test installs exactly this one)
 IMAGE_TRANSFORMERS = "5.17.0"
@@ -111,8 +113,10 @@ def dists_of(module: str) -> list[str]:
 
 def third_party_imports(repo_files: list[str]) -> set[str]:
     """Top-level third-party modules these files of ours import (every import statement, also
-    inside functions), plus the HF family modules the run did not load."""
-    files = set(repo_files) | {"model_adapters/internvl.py", "model_adapters/nemotron.py"}
+    inside functions), plus the GPU check's family modules the run did not load."""
+    checked = {fam.model_id for fam in preflight.family_modules().values()}
+    families = {str(r.path.relative_to(ROOT)) for r in registered().values() if r.id in checked}
+    files = set(repo_files) | families
     ours = {"naru_eval", "model_adapters", "tests", "scripts", "gpu_check_preflight"}
     out = set()
     for rel in files:
@@ -174,7 +178,7 @@ def test_preflight_names_every_missing_package_with_its_fix():
         else:
             assert f"pip install '{need.dist}>={need.minimum}'" in line
     assert len(lines) == len(preflight.IMAGE) + len(preflight.bundle())
-    assert set(r["skipped_families"]) == set(preflight.FAMILY_MODULES)
+    assert set(r["skipped_families"]) == set(preflight.family_modules())
 
 
 def test_preflight_names_a_too_old_transformers_and_the_families_it_lacks(tmp_path):

@@ -12,9 +12,9 @@ import shutil
 
 import pytest
 
-from model_adapters.base import NaruRequest
-from model_adapters.hf_base import HFVideoModel
-from model_adapters.nemotron import NATIVE_FRAME_PIXELS, REASONING_MAX_NEW_TOKENS, NemotronOmni
+from model_adapters.nemotron_omni import NATIVE_FRAME_PIXELS, REASONING_MAX_NEW_TOKENS, NemotronOmni
+from naru_eval.adapters.base import NaruRequest
+from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.core.extract import extract_answer
 
 MODEL = "naru_nemotron_omni"

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from lmms_eval.api.instance import Instance
 
-from model_adapters.base import FAILED_MARKER
 from model_adapters.openai_compat import OpenAICompat, ServerUnreachable
+from naru_eval.adapters.base import FAILED_MARKER
 from naru_eval.api.retry import (
     ConfigurationError,
     RetryError,
@@ -188,7 +188,7 @@ def test_one_videos_requests_are_byte_identical_up_to_the_question(tmp_path, doc
 def test_jpeg_encoding_is_deterministic():
     import numpy as np
 
-    from model_adapters.openai_wire import encode_jpeg
+    from naru_eval.providers.openai_compat.wire import encode_jpeg
 
     frame = np.random.default_rng(0).integers(0, 256, size=(48, 64, 3), dtype=np.uint8)
     assert encode_jpeg(frame, 85) == encode_jpeg(frame.copy(), 85)
@@ -371,7 +371,7 @@ def test_key_from_env_is_the_bearer_token(tmp_path, docs):
     with OpenAIStub() as stub:
         assert stub.host == "127.0.0.1"  # loopback only
         model, _ = make_model(stub, tmp_path, docs[:1], num_frames=2)
-        assert model._client is None  # built lazily
+        assert not model._client.built  # built lazily
         model.generate_until(instances(docs[:1]))
         assert {r.headers["authorization"] for r in stub.requests} == {f"Bearer {FAKE_KEY}"}
     assert FAKE_KEY not in json_dump(model.describe())

@@ -19,24 +19,26 @@ from typing import Any, NamedTuple
 import pytest
 
 from model_adapters.openai_compat import OpenAICompat
-from model_adapters.openai_families import media_tokens, qwen_patch_size
-from model_adapters.openai_preflight import TEXT_MARGIN_TOKENS
-from naru_eval.core.budgets import FRAME_BUDGETS
+from naru_eval.adapters.registry import adapter_class, registered
 from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, target_size
+from naru_eval.providers.openai_compat.preflight import TEXT_MARGIN_TOKENS
+from naru_eval.providers.openai_compat.served import media_tokens, qwen_patch_size
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openai_compat.md"
 #: the video a recipe is sized for: NARU's longest (240 min), 1080p at 30 fps
 WIDTH, HEIGHT, VIDEO_FPS, LONGEST_S = 1920, 1080, 30.0, 240 * 60
 #: the question, the options and the answer: room left beside the video (the adapter's own margin)
 TEXT_MARGIN = TEXT_MARGIN_TOKENS
-#: family of a served name (the keys of naru_eval.core.budgets.FRAME_BUDGETS)
+#: each family's context-maximal budget, as it declares it (every official open-weight family)
+BUDGETS = {m: b for m in registered() if (b := adapter_class(m).family.budget) is not None}
+#: the family of a served name (the docs' recipes serve the official checkpoints)
 FAMILIES = [
-    (r"qwen2\.5-vl", "qwen2_5_vl"),
-    (r"qwen3-vl", "qwen3_vl"),
-    (r"qwen3\.5", "qwen3_5"),
-    (r"internvl3_5", "internvl3_5"),
-    (r"minicpm-o-2_6", "minicpm_o_2_6"),
-    (r"nemotron-3-nano-omni", "nemotron_omni"),
+    (r"qwen2\.5-vl", "naru_qwen2_5_vl"),
+    (r"qwen3-vl", "naru_qwen3_vl"),
+    (r"qwen3\.5", "naru_qwen3_5"),
+    (r"internvl3_5", "naru_internvl3_5"),
+    (r"minicpm-o-2_6", "naru_minicpm_o"),
+    (r"nemotron-3-nano-omni", "naru_nemotron_omni"),
 ]
 
 
@@ -100,7 +102,7 @@ def frames_sent(model: OpenAICompat) -> tuple[int, int, int]:
         return int(n or 0), h, w
     patch = qwen_patch_size(model.model)
     if model.video_mode == "video" and patch is not None:
-        from model_adapters.qwen import qwen_video_plan
+        from naru_eval.adapters.qwen_sampling import qwen_video_plan
 
         plan = qwen_video_plan(
             int(LONGEST_S * VIDEO_FPS), VIDEO_FPS, HEIGHT, WIDTH, fps=model.fps, patch_size=patch,
@@ -116,7 +118,7 @@ def prompt_tokens(family: str, mode: str, n: int, h: int, w: int, model: str) ->
     qwen = media_tokens(model, mode, n, h, w)  # the Qwen processor's rule, as the adapter checks it
     if qwen is not None:
         return qwen
-    budget = FRAME_BUDGETS[family]
+    budget = BUDGETS[family]
     if mode == "video_url":  # the server samples: its own frames at its own per-frame cost
         return n * budget.tokens_per_frame
     return n * (budget.tokens_per_frame + 8)  # one tile / slice per frame, its markers and "Frame N:"
@@ -127,8 +129,8 @@ ALL = recipes()
 
 def test_the_doc_has_a_recipe_per_official_family_on_both_servers():
     got = {(r.server, family_of(r.serve["model"])) for r in ALL}
-    assert {f for s, f in got if s == "vllm"} == set(FRAME_BUDGETS)
-    assert {f for s, f in got if s == "sglang"} >= {"qwen2_5_vl", "qwen3_vl", "qwen3_5"}
+    assert {f for s, f in got if s == "vllm"} == set(BUDGETS)
+    assert {f for s, f in got if s == "sglang"} >= {"naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5"}
 
 
 @pytest.mark.parametrize(
@@ -163,7 +165,7 @@ def test_a_recipe_serves_what_the_adapter_sends(recipe: Recipe):
             assert limits.get("video", 0) >= 1
             media_frames = int(io["num_frames"])
     tokens = prompt_tokens(family, model.video_mode, media_frames, h, w, model.model) + TEXT_MARGIN
-    assert tokens <= length <= FRAME_BUDGETS[family].context_tokens, (family, media_frames, tokens, length)
+    assert tokens <= length <= BUDGETS[family].context_tokens, (family, media_frames, tokens, length)
     assert (
         model.provenance()["input_mode"]
         == {"video": "video", "frames": "images", "video_url": "server-sampled"}[model.video_mode]

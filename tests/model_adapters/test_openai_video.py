@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from model_adapters.openai_compat import OpenAICompat
-from model_adapters.openai_compat_args import resolve_video_mode
 from naru_eval.core import provenance
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset, read_frame_index
 from naru_eval.lmms.tasks import doc_to_text
 from naru_eval.media.plan import uniform_indices
+from naru_eval.providers.openai_compat.args import resolve_video_mode
 from tests.helpers.data import lmms_instances
 from tests.helpers.stubs import OpenAIStub, Reply, StubRequest
 
@@ -196,12 +196,19 @@ def test_sglang_is_refused_in_video_mode_before_any_question(tmp_path, docs):
      ("video_url", "server-sampled", ["video_url", "text"])],
 )  # fmt: skip
 def test_the_input_mode_is_recorded_for_every_sample(tmp_path, docs, mode, input_mode, parts):
+    # the sampling the payloads record: ours, unless the server samples the video itself
+    recorded = {
+        "adapter": "naru_openai_compat",
+        "input_mode": input_mode,
+        "sampling": "default" if mode == "video_url" else "4 Frames",
+        "variant": f"video_mode={mode}",
+    }
     with OpenAIStub(models=(QWEN,)) as stub:
         model = make_model(stub, tmp_path, docs[:2], num_frames=4, video_mode=mode)
-        assert model.provenance() == {"adapter": "naru_openai_compat", "input_mode": input_mode}
+        assert model.provenance() == recorded
         model.generate_until(instances(docs[:2]))
         assert {tuple(r.part_types) for r in stub.chat_requests()} == {tuple(parts)}
-    assert provenance.current() == {"adapter": "naru_openai_compat", "input_mode": input_mode}
+    assert provenance.current() == recorded
     assert model.describe()["input_mode"] == input_mode
 
 
@@ -263,13 +270,13 @@ def test_a_failed_first_question_releases_the_others(tmp_path, docs):
     assert sum(o == "B" for o in out) == len(docs) - 1 and list(model.failures) == [docs[first]["question_id"]]
 
 
-@pytest.mark.parametrize("served,hf_model", [(QWEN, "Qwen2_5_VL"), ("Qwen/Qwen3-VL-8B-Instruct", "Qwen3_VL")])
+@pytest.mark.parametrize("served,hf_model", [(QWEN, "naru_qwen2_5_vl"), ("Qwen/Qwen3-VL-8B-Instruct", "naru_qwen3_vl")])
 def test_rate_sampling_sends_the_frames_the_hf_path_gives_the_model(tmp_path, docs, served, hf_model):
     """fps= on a Qwen family: qwen-vl-utils' frame count and size, the very frames (same pixels,
     same frame numbers) the HF adapter of that family hands its processor."""
-    from model_adapters import qwen
+    from naru_eval.adapters.registry import adapter_class
 
-    hf = getattr(qwen, hf_model)(pretrained="unused", fps="2", device="cpu", store="false")
+    hf = adapter_class(hf_model)(pretrained="unused", fps="2", device="cpu", store="false")
     asked = docs[:1]
     with OpenAIStub(models=(served,)) as stub:
         model = make_model(stub, tmp_path, asked, model=served, fps=2)
@@ -327,10 +334,10 @@ def test_decode_ahead_sends_the_same_bytes(tmp_path, docs, monkeypatch):
 def test_a_server_too_short_for_the_longest_video_is_refused_before_any_question(tmp_path, docs):
     """vLLM and SGLang list ``max_model_len``: the media tokens of the costliest video (the Qwen
     processor's rule) plus the question must fit it, else one error and nothing asked."""
-    from model_adapters.openai_families import media_tokens
-    from model_adapters.openai_preflight import TEXT_MARGIN_TOKENS
     from naru_eval.media.plan import target_size
     from naru_eval.media.video import probe_video
+    from naru_eval.providers.openai_compat.preflight import TEXT_MARGIN_TOKENS
+    from naru_eval.providers.openai_compat.served import media_tokens
 
     assert media_tokens(QWEN, "video", 4, 64, 64) == 2 * (12 * 12) + 2  # 64 px grows to the 336 px floor
     info = probe_video(docs[0]["video"], check_end=False)

@@ -4,35 +4,32 @@ tiny checkpoint to prove the rate path's wiring."""
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 
 import numpy as np
 import pytest
 
-from model_adapters import ADAPTERS
-from model_adapters.base import NaruRequest
-from model_adapters.qwen import qwen_video_plan, resize_frames
-from naru_eval.core.budgets import DEFAULT_SAMPLING, default_sampling
+from naru_eval.adapters.base import NaruRequest
+from naru_eval.adapters.family import Official
+from naru_eval.adapters.qwen_sampling import qwen_video_plan, resize_frames
+from naru_eval.adapters.registry import adapter_class, registered
+from naru_eval.core.budgets import Sampling
+from naru_eval.report.paper import official_results
 
-# The official leaderboard's "sampling" strings, copied from the NARU authors' project page
-# (repository ma-labo/naru, src/data/results_RQ1.json; the same strings in results_RQ3.json),
-# per adapter and checkpoint.
-OFFICIAL = {
-    ("naru_qwen2_5_vl", "Qwen/Qwen2.5-VL-7B-Instruct"): "128 Frames",  # "Qwen2.5-VL-7B"
-    ("naru_qwen3_5", "Qwen/Qwen3.5-9B"): "128 Frames",  # "Qwen3.5-9B"
-    ("naru_qwen3_vl", "Qwen/Qwen3-VL-8B-Instruct"): "0.25 FPS",  # "Qwen3-VL-8B"
-    ("naru_minicpm_o", "openbmb/MiniCPM-o-2_6"): "128 Frames",  # "MiniCPM-o-2.6"
-    ("naru_internvl3_5", "OpenGVLab/InternVL3_5-8B-HF"): "64 Frames",  # "InternVL3.5"
-    # "Nemotron-3-Nano-Omni-30B-A3B-Reasoning" and "... (NVFP4)"
-    ("naru_nemotron_omni", "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16"): "128 Frames",
-    ("naru_nemotron_omni", "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4"): "2048 Frames",
-}
-OFFICIAL_GEMINI = "0.25 FPS"  # "Gemini-3-Flash", "Gemini-3-Pro", "Gemini-2.5-Flash"
+#: the authors' published rows (package data: official_results.json, the project page's
+#: results_RQ1.json; the same sampling strings in results_RQ3.json), name -> "sampling"
+PUBLISHED = {name: row["sampling"] for name, row in official_results()["mcq_rq1"]["rows"].items()}
 
 
-def adapter_class(model_id: str) -> type:
-    module, name = ADAPTERS[model_id].rsplit(".", 1)
-    return getattr(importlib.import_module(module), name)
+def declared_defaults() -> list[tuple[str, str | None, Official]]:
+    """(adapter, checkpoint or None, declared default) of every registered family."""
+    out = []
+    for model_id in registered():
+        fam = adapter_class(model_id).family
+        if fam.default is not None:
+            out.append((model_id, None, fam.default))
+        out += [(model_id, name, d) for name, d in fam.by_checkpoint.items()]
+    return out
 
 
 def label(num_frames: int | None, fps: float | None) -> str:
@@ -40,42 +37,67 @@ def label(num_frames: int | None, fps: float | None) -> str:
     return f"{fps:g} FPS" if fps is not None else f"{num_frames} Frames"
 
 
-@pytest.mark.parametrize(("model_id", "pretrained"), sorted(OFFICIAL))
-def test_adapter_default_is_the_official_sampling(model_id, pretrained):
-    a = adapter_class(model_id)(pretrained=pretrained, store="false")  # lazy: nothing is loaded
-    assert a.model is None
-    assert label(a.num_frames, a.fps) == OFFICIAL[(model_id, pretrained)]
-    assert default_sampling(model_id, pretrained).label == OFFICIAL[(model_id, pretrained)]
+@pytest.mark.parametrize(("model_id", "checkpoint", "default"), declared_defaults())
+def test_each_declared_default_is_its_published_rows_sampling(model_id, checkpoint, default, monkeypatch):
+    """A default names the published rows it reproduces, and each row's sampling is the default's;
+    an adapter without an official row says why (its model is the user's). An adapter made
+    without num_frames=/fps= samples at it (lazily: nothing is loaded), in its run key and in
+    every payload."""
+    want = label(default.sampling.frames, default.sampling.fps)
+    for row in default.rows:
+        assert PUBLISHED.get(row) == want, (model_id, row)
+    assert default.rows or default.note
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    cls = adapter_class(model_id)
+    checkpoint_arg = next(n for n in ("pretrained", "model") if n in cls.Args.model_fields)
+    a = cls(**{checkpoint_arg: f"org/{checkpoint or 'gemini-2.5-flash'}", "store": "false"})
+    assert (a.num_frames, a.fps) == (default.sampling.frames, default.sampling.fps)
     assert a.describe()["num_frames"] == a.num_frames and a.describe()["fps"] == a.fps  # in the run key
+    assert a.provenance()["sampling"] == want  # in every payload
+
+
+def test_every_published_model_row_has_a_family_that_reproduces_it():
+    """The rows of models an adapter runs are each named by one declared default (the others are
+    a platform and a model no adapter here loads)."""
+    named = {row for _, _, d in declared_defaults() for row in d.rows}
+    assert named <= set(PUBLISHED)
+    assert named >= {r for r in PUBLISHED if r.startswith(("Gemini", "Qwen", "InternVL", "MiniCPM", "Nemotron"))}
+
+
+def test_an_hf_default_is_lazy_and_the_official_row():
+    a = adapter_class("naru_qwen2_5_vl")(pretrained="Qwen/Qwen2.5-VL-7B-Instruct", store="false")
+    assert a.model is None  # lazy: nothing is loaded
+    assert label(a.num_frames, a.fps) == PUBLISHED["Qwen2.5-VL-7B"]
 
 
 def test_gemini_default_is_the_official_sampling(monkeypatch):
     from model_adapters.gemini import Gemini
     from naru_eval.cli import gemini as cli_gemini
-    from naru_eval.core.budgets import Sampling
 
     monkeypatch.setenv("GOOGLE_API_KEY", "test-key-not-real")
     g = Gemini(model="gemini-2.5-flash", store="false")
-    assert label(None, g.fps) == OFFICIAL_GEMINI == default_sampling("naru_gemini").label
+    assert label(None, g.fps) == PUBLISHED["Gemini-2.5-Flash"] == Gemini.family.default.sampling.label
     assert g.describe()["fps"] == g.fps  # in the run key
     assert Gemini(model="gemini-2.5-flash", fps="1", store="false").fps == 1.0
-    # the default is read from the one table, not written again in the adapter or estimate-cost
-    monkeypatch.setitem(DEFAULT_SAMPLING, "naru_gemini", Sampling(fps=0.5))
+    # the default is read from the one declaration, not written again in the adapter or estimate-cost
+    declared = dataclasses.replace(Gemini.family, default=Official(Sampling(fps=0.5), rows=("Gemini-2.5-Flash",)))
+    monkeypatch.setattr(Gemini, "family", declared)
     assert Gemini(model="gemini-2.5-flash", store="false").fps == 0.5
     import argparse
 
     parser = argparse.ArgumentParser()
     cli_gemini.add_arguments(parser)
-    assert parser.parse_args(["--model", "gemini-2.5-flash"]).fps == 0.5
+    args = parser.parse_args(["--model", "gemini-2.5-flash"])
+    assert args.fps is None and cli_gemini.default_fps() == 0.5
 
 
-def test_every_adapter_with_a_default_is_in_the_official_table():
-    ids = {m for m, _ in OFFICIAL} | {"naru_gemini"}
-    assert set(DEFAULT_SAMPLING) == ids
-    assert default_sampling("naru_replay") is None and default_sampling("naru_openai_compat") is None
-    # the leaderboard's interface: default_sampling(model_id).label
-    assert default_sampling("naru_nemotron_omni").label == "128 Frames"
-    assert default_sampling("naru_qwen3_vl").label == "0.25 FPS"
+def test_adapters_without_a_fixed_default():
+    assert adapter_class("naru_replay").family.default is None
+    compat = adapter_class("naru_openai_compat").family.default
+    assert compat is not None and not compat.rows and compat.note  # the served model is the user's
+    # the leaderboard's interface: the sampling label every payload records
+    assert adapter_class("naru_nemotron_omni").family.default.sampling.label == "128 Frames"
+    assert adapter_class("naru_qwen3_vl").family.default.sampling.label == "0.25 FPS"
 
 
 def test_explicit_sampling_overrides_the_official_default():

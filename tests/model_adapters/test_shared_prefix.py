@@ -1,10 +1,10 @@
-"""The shared video prefix (issue 14): the questions of one video are answered from a copy of one
+"""The shared video prefix: the questions of one video are answered from a copy of one
 prefilled prefix, and the greedy tokens equal those of the per-question path on every family's
 tiny checkpoint (Qwen's M-RoPE deltas, Qwen3.5's linear-attention state, Nemotron's Mamba state
 and its video-token pruning included).
 
 Greedy ids of random weights cannot show a small numerical difference, so at long-video geometry
-(issue 17: a 20-minute video, the real ``tokens_per_second`` and merge sizes, a time axis far
+(a 20-minute video, the real ``tokens_per_second`` and merge sizes, a time axis far
 longer than the spatial grid) the two paths are compared by their first-step float32 logits, and
 the Qwen families by the position ids their language model receives."""
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from naru_eval.media.sampler import sample_frames
-from tests.helpers.families import HF_FAMILIES, FirstStep, N, Spy, expected, make, request
+from tests.helpers.families import HF_FAMILIES, FirstStep, N, Spy, expected, make, model_type, request
 from tests.helpers.tiny_models import build_nemotron_omni
 
 QUESTIONS = 3
@@ -56,8 +56,8 @@ def nemotron_unscripted(tmp_path_factory):
 
 @pytest.mark.parametrize("model_id", HF_FAMILIES)
 def test_shared_prefix_equals_per_question(model_id, tiny_checkpoint, indexed_video, nemotron_unscripted):
-    ckpt = nemotron_unscripted if model_id == "naru_nemotron_omni" else tiny_checkpoint(model_id)
-    extra = {"enable_thinking": "false"} if model_id == "naru_nemotron_omni" else {}
+    ckpt = nemotron_unscripted if model_type(model_id) == "nemotron_h_omni" else tiny_checkpoint(model_id)
+    extra = {"enable_thinking": "false"} if model_type(model_id) == "nemotron_h_omni" else {}
     shared = make(model_id, ckpt, **extra)
     alone = make(model_id, ckpt, shared_prefix="false", **extra)
     reqs = questions(indexed_video)
@@ -73,7 +73,7 @@ def test_shared_prefix_equals_per_question(model_id, tiny_checkpoint, indexed_vi
     assert shared.prefill_stats["prefill_tokens"] < alone.prefill_stats["prefill_tokens"]
     for _, kw, _ in generate_calls.calls:  # no pixels reach generate: the video is in the cache
         assert not any(k.startswith("pixel_values") for k in kw) and kw["cache"] is not shared._prefix.cache
-    if model_id == "naru_nemotron_omni":  # pruning dropped video tokens inside forward
+    if model_type(model_id) == "nemotron_h_omni":  # pruning dropped video tokens inside forward
         assert shared._prefix.ids.shape[1] < shared._prefix.tokens
 
 
@@ -135,7 +135,7 @@ def test_shared_prefix_off_and_minicpm_never(tiny_checkpoint):
     assert make("naru_minicpm_o", "x").shared_prefix is False
 
 
-# ------------------------------------------------------------------ long-video geometry (issue 17)
+# ------------------------------------------------------------------ long-video geometry
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def long_video(tmp_path_factory):
 
 
 def long_adapters(model_id, ckpt):
-    extra = {"enable_thinking": "false"} if model_id == "naru_nemotron_omni" else {}
+    extra = {"enable_thinking": "false"} if model_type(model_id) == "nemotron_h_omni" else {}
     out = []
     for shared in ("true", "false"):
         a = make(model_id, ckpt, num_frames=LONG_FRAMES, dtype="float32", shared_prefix=shared, **extra)
@@ -159,7 +159,7 @@ def long_adapters(model_id, ckpt):
 
 @pytest.mark.parametrize("model_id", HF_FAMILIES)
 def test_first_step_logits_equal_at_long_video_geometry(model_id, tiny_checkpoint, long_video, nemotron_unscripted):
-    ckpt = nemotron_unscripted if model_id == "naru_nemotron_omni" else tiny_checkpoint(model_id)
+    ckpt = nemotron_unscripted if model_type(model_id) == "nemotron_h_omni" else tiny_checkpoint(model_id)
     (shared, s_rec), (alone, a_rec) = long_adapters(model_id, ckpt)
     reqs = questions(long_video)
     for r in reqs:
@@ -200,6 +200,6 @@ def test_qwen_positions_are_the_reference_in_both_paths(model_id, tiny_checkpoin
     # decoding: the first new token sits one past the prompt's last position, on every axis
     first_new = a_rec.positions[1][1:, 0, 0]
     assert first_new.tolist() == [int(want[0, -1]) + 1] * 3
-    if model_id == "naru_qwen2_5_vl":  # seconds on the time axis: far beyond the spatial grid
+    if model_type(model_id) == "qwen2_5_vl":  # seconds on the time axis: far beyond the spatial grid
         span = int(want[0, video].max() - want[0, video].min())
         assert span >= 2000 and span > 50 * int(want[1, video].max() - want[1, video].min())

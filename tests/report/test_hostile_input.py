@@ -230,6 +230,51 @@ def test_markdown_escapes_every_cell(tmp_path):
     assert md("a|b\nc<d>\\") == "a\\|b c&lt;d&gt;&#92;"
 
 
+def test_a_link_in_model_args_is_no_live_link_in_the_markdown(tmp_path):
+    """``[text](https://…)`` in model args became a live link in leaderboard.md."""
+    from markdown_it import MarkdownIt
+
+    evil = "[official NARU run](https://evil.example/x) ![img](https://evil.example/i.png) <https://a.b> www.c.d"
+    write_run(tmp_path / "run", questions({c: 3 for c in CATEGORIES}), "fp0000", model_args=f"pretrained={evil}")
+    lb = build_leaderboard([tmp_path / "run"], reps=10, labels={})
+    html = MarkdownIt("commonmark").enable("table").render(markdown(lb.data))
+    assert "evil.example" in html and 'href="https://evil' not in html and "<img" not in html
+    assert 'href="https://a.b' not in html
+    assert md("[a](https://b)") == "&#91;a&#93;(https&#58;//b)"
+
+
+def test_two_leaderboard_builds_never_mix_their_files(tmp_path, monkeypatch):
+    """One build wrote leaderboard.json/.md, a concurrent one .html: three plain writes."""
+    import threading
+    import time
+
+    from naru_eval.report import render
+
+    lb_a, lb_b = (build_leaderboard([], reps=10) for _ in range(2))
+    lb_a.document = lb_a.document.model_copy(update={"generated_at": "BUILD-A"})
+    lb_b.document = lb_b.document.model_copy(update={"generated_at": "BUILD-B"})
+    real = render.render_html
+
+    def slow_html(doc, *a, **k):  # A renders its page slowly: B starts and ends meanwhile
+        if doc.generated_at == "BUILD-A":
+            time.sleep(0.6)
+        return real(doc, *a, **k)
+
+    monkeypatch.setattr(render, "render_html", slow_html)
+    out = tmp_path / "lb" / "leaderboard.json"
+    a = threading.Thread(target=render.write_outputs, args=(lb_a, out), kwargs={"plots": False})
+    a.start()
+    time.sleep(0.2)
+    render.write_outputs(lb_b, out, plots=False)
+    a.join()
+    marks = {
+        p.suffix: ("BUILD-A" in p.read_text(), "BUILD-B" in p.read_text()) for p in out.parent.glob("leaderboard.*")
+    }
+    assert len(marks) == 3 and len(set(marks.values())) == 1, marks  # all three from one build
+    assert not list(out.parent.glob(".*.tmp"))
+    assert oct(out.stat().st_mode & 0o777) != oct(0o600)
+
+
 # --------------------------------------------------------------------------- the tables say what they compare
 
 

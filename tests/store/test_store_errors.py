@@ -186,3 +186,98 @@ def test_a_naru_eval_command_on_a_corrupt_judge_cache_names_it_without_a_traceba
     assert err.startswith(f"naru-eval judge: the judge cache {cache} is corrupt")
     assert "NARU_JUDGE_CACHE" in err and "move-aside" in err and "Traceback" not in err
     assert cache.read_bytes() == garbage
+
+
+def test_another_applications_sqlite_file_is_refused_before_any_write(tmp_path):
+    """It used to be refused only after it had gained the store's tables and WAL mode."""
+    import hashlib
+
+    from naru_eval.store.judge_cache import JudgeStore
+
+    path = tmp_path / "places.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+        conn.execute("INSERT INTO moz_places (url) VALUES ('https://example.org')")
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    for opener in (ResponseStore, JudgeStore):
+        with pytest.raises(StoreError) as err:
+            opener(path)
+        assert err.value.kind == "foreign" and "another application's SQLite file (tables: moz_places)" in str(
+            err.value
+        )
+        assert "left untouched" in str(err.value)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert not path.with_name("places.sqlite-wal").exists()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["moz_places"]
+    # a table of ours with other columns, or another application id: refused too
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE responses (a TEXT)")
+    with pytest.raises(StoreError, match="has a table 'responses' without the columns"):
+        ResponseStore(other)
+    tagged = tmp_path / "tagged.sqlite"
+    with sqlite3.connect(tagged) as conn:
+        conn.execute("PRAGMA application_id=1234")
+    with pytest.raises(StoreError, match="application id 0x4d2"):
+        ResponseStore(tagged)
+    # a store of ours made before the application id (its tables only) still opens, and is tagged
+    legacy = tmp_path / "legacy.sqlite"
+    with sqlite3.connect(legacy) as conn:
+        conn.executescript(
+            "CREATE TABLE runs (run_key TEXT PRIMARY KEY, description TEXT NOT NULL, created REAL NOT NULL);"
+        )
+    ResponseStore(legacy).close()
+    with sqlite3.connect(legacy) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == 0x4E415255
+
+
+def test_a_damaged_row_is_named_and_asked_again(tmp_path, caplog):
+    """One row whose JSON is cut short (SQLite's integrity check passes) stopped the run with
+    "Unterminated string…", naming neither store nor row."""
+    import logging
+
+    from naru_eval.store.responses import usage_by_run
+
+    path = tmp_path / "responses.sqlite"
+    s = ResponseStore(path)
+    s.put_ok("run", "q0007:abcd", "The answer is B.", {"prompt_tokens": 10, "model": "x"})
+    s.put_ok("run", "q0008:abcd", "The answer is C.", {"prompt_tokens": 11})
+    s.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE responses SET usage='{\"prompt_tokens\": 10, \"mod' WHERE question_id='q0007:abcd'")
+    assert check(path) is None  # sound as a SQLite file
+    s = ResponseStore(path)
+    with caplog.at_level(logging.WARNING):
+        assert s.get("run", "q0007:abcd") is None  # not used: the question is asked again
+    assert f"the response store {path}: the row of question q0007 (run run) is damaged" in caplog.text
+    assert s.get("run", "q0008:abcd").response == "The answer is C."
+    s.put_ok("run", "q0007:abcd", "The answer is D.", {"prompt_tokens": 12})  # the new answer replaces it
+    assert s.get("run", "q0007:abcd").response == "The answer is D."
+    s.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE responses SET usage='{\"cut' WHERE question_id='q0008:abcd'")
+    with pytest.raises(StoreError, match=r"the row of question q0008 \(run run\) is damaged"):
+        usage_by_run(path)
+
+
+def test_a_damaged_judge_cache_row_is_asked_again(tmp_path, caplog):
+    import logging
+
+    from naru_eval.store.judge_cache import JudgeStore
+
+    path = tmp_path / "judge.sqlite"
+    j = JudgeStore(path)
+    j.put_call("k1", "verify", "m", {"content": "{}", "usage": {"prompt_tokens": 3}})
+    j.freeze_facts("q1", "h", "m", "v1", ["a", "b"])
+    j.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE calls SET usage='{\"prom' WHERE key='k1'")
+        conn.execute("UPDATE facts SET facts='[\"a\", \"b' WHERE question_id='q1'")
+    j = JudgeStore(path)
+    with caplog.at_level(logging.WARNING):
+        assert j.get_call("k1") is None and j.get_facts("q1", "h", "m", "v1") is None
+    assert f"the judge cache {path}: the row of judge call k1 is damaged" in caplog.text
+    assert "the row of the facts of q1 (m) is damaged" in caplog.text
+    assert j.freeze_facts("q1", "h", "m", "v1", ["c"]) == ["c"] and j.get_facts("q1", "h", "m", "v1") == ["c"]

@@ -32,6 +32,7 @@ from loguru import logger
 from pydantic import BaseModel, Field
 
 from naru_eval.providers.gemini.request import enum_value
+from naru_eval.redaction import redact
 from naru_eval.store.gemini_jobs import GeminiBatchRecord, GeminiJobs
 
 if TYPE_CHECKING:
@@ -97,8 +98,15 @@ class GeminiBatchRunner(Generic[R]):
     ) -> None:
         """Answer every ``(key, request)``: ``build(request)`` gives its (contents, config),
         ``answer(request, response, job)`` reads a result (or raises), ``fail(reason, usage)``
-        makes the failure a question ends with."""
+        makes the failure a question ends with (its reason redacted: the API's messages may echo the key)."""
         from google.genai import types
+
+        make_failure = fail
+
+        def redacted_failure(reason: str, usage: Mapping[str, Any]) -> Exception:
+            return make_failure(redact(reason), usage)
+
+        fail = redacted_failure
 
         self._results, self._finished = {}, []
         by_run: dict[str, dict[str, R]] = {}

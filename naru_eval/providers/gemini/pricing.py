@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from naru_eval.api.prices import PriceTable
 from naru_eval.providers.gemini.families import bare_model
-from naru_eval.settings import settings
+from naru_eval.settings import UserError, settings
 
 
 class GeminiPrices(PriceTable):
@@ -28,8 +28,14 @@ class GeminiPrices(PriceTable):
 
 
 def load_prices(path: str | os.PathLike[str] | None = None) -> GeminiPrices:
-    """The Gemini price table, with ``path`` (else ``$NARU_GEMINI_PRICES``) over the built-in one."""
-    return GeminiPrices.load("gemini", path or settings().gemini_prices)
+    """The Gemini price table, with ``path`` (else ``$NARU_GEMINI_PRICES``) over the built-in one;
+    a bad override is a UserError naming where it came from."""
+    spec = path or settings().gemini_prices
+    try:
+        return GeminiPrices.load("gemini", spec)
+    except ValueError as e:
+        where = "prices=" if path else "NARU_GEMINI_PRICES"
+        raise UserError(f"{where}: {e}") from None
 
 
 def request_cost(

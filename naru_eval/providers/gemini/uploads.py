@@ -23,6 +23,7 @@ from naru_eval.api.retry import RetryError
 from naru_eval.providers.gemini.client import TransientUpload
 from naru_eval.providers.gemini.request import enum_value
 from naru_eval.providers.gemini.video import Prepared, PrepSpec, prepare_video
+from naru_eval.redaction import redact
 from naru_eval.store.uploads import UploadRecord, UploadRegistry
 
 
@@ -105,7 +106,7 @@ class Uploader:
             if state == types.FileState.FAILED.value:
                 err = getattr(f, "error", None)
                 msg = getattr(err, "message", None) or err
-                raise UploadFailed(f"{Path(video).name}: Gemini could not process {name} (state FAILED: {msg})")
+                raise UploadFailed(redact(f"{Path(video).name}: Gemini could not process {name} (state FAILED: {msg})"))
             if self._clock() >= deadline:
                 raise UploadFailed(
                     f"{Path(video).name}: {name} is still {state or 'unknown'} after {self.policy.active_timeout:g} s "

@@ -9,6 +9,7 @@ the summary file is the human-readable account of one ``generate_until`` pass.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ from naru_eval.providers.gemini.batch import BatchStats
 from naru_eval.providers.gemini.caching import ContextCacheStats
 from naru_eval.providers.gemini.preflight import Calibration, PreflightReport
 from naru_eval.providers.gemini.pricing import cache_storage_cost
+from naru_eval.redaction import redact_data
 from naru_eval.store.gemini_jobs import CacheRecord
 from naru_eval.store.responses import usage_by_run
 
@@ -211,7 +213,8 @@ def write_summary(path: Path, summary: UsageSummary) -> bool:
     must never break a run."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+        data = redact_data(summary.model_dump(mode="json"))  # its failures quote the API, which may echo the key
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
     except OSError as e:
         logger.warning(f"naru_gemini: could not write the usage summary to {path}: {e}")
         return False

@@ -57,7 +57,9 @@ JSON body or the byte count of an upload chunk, arrival time, status sent). Beha
 test and may change between requests: ``statuses`` (a script of generateContent statuses),
 ``upload_statuses`` (a script for upload starts), ``responder(req) -> str | GReply``,
 ``latency``, ``upload_delay`` (per upload chunk; ``max_uploads_in_flight`` records the
-overlap), ``processing_polls``, ``fail_processing``, ``token_scale``.
+overlap), ``processing_polls``, ``fail_processing``, ``token_scale``; ``echo_key``: every error
+quotes the key the request carried (in its message, bare and as ``?key=…``, and in an
+``x-echo-key`` header), as careless servers and proxies do (the redaction tests).
 """
 
 from __future__ import annotations
@@ -266,8 +268,10 @@ class GeminiStub(LoopbackServer):
         implicit_cache: bool = False,
         batch_polls: int = 1,
         batch_final_state: str = "BATCH_STATE_SUCCEEDED",
+        echo_key: bool = False,
     ) -> None:
         self.responder = responder
+        self.echo_key = echo_key
         self.api_key = api_key
         self.statuses = list(statuses)
         self.retry_after = retry_after
@@ -526,6 +530,10 @@ class _Handler(RecordingHandler):
         headers: dict[str, str] | None = None,
         retry_delay: str | None = None,
     ) -> None:
+        key = req.headers.get("x-goog-api-key") or ""
+        if self.stub.echo_key and key:
+            message = f"{message}: API key {key} rejected (https://stub.invalid/v1beta/models?key={key})"
+            headers = {**(headers or {}), "x-echo-key": key}
         error: dict[str, Any] = {"code": status, "message": message, "status": _STATUS_NAMES.get(status, "UNKNOWN")}
         if retry_delay is not None:  # as Gemini sends a rate limit: the wait is in the body
             error["details"] = [

@@ -20,7 +20,10 @@ be changed between requests:
 * ``hold_after``: let that many chat requests through (counted on arrival), then hold every
   later one until :meth:`release`;
 * ``models``: the ids ``GET /v1/models`` lists (``owned_by``: ``owner``, vLLM's is ``vllm``,
-  SGLang's ``sglang``; ``max_model_len`` when given, as both list it).
+  SGLang's ``sglang``; ``max_model_len`` when given, as both list it);
+* ``echo_key``: every error (a scripted status, a refused request, a Batch API error line) quotes
+  the key the request carried, in its message (bare, as ``Bearer …`` and as ``?key=…``) and in an
+  ``x-echo-key`` header, as careless servers and proxies do (the redaction tests).
 
 **The video part** is read as vLLM reads it (vllm/multimodal/media/video.py): a ``video_url``
 data URL of media type ``video/jpeg`` is comma-separated base64 JPEG frames, one video, not
@@ -310,8 +313,10 @@ class OpenAIStub(LoopbackServer):
         batch_final_status: str = "completed",
         batch_expire_after: int = 0,
         batch_line_hook: Callable[[dict[str, Any], str], str] | None = None,
+        echo_key: bool = False,
     ) -> None:
         self.responder = responder
+        self.echo_key = echo_key
         self.statuses = list(statuses)
         self.retry_after = retry_after
         self.refusal = refusal
@@ -385,6 +390,17 @@ class OpenAIStub(LoopbackServer):
             self._admitted = 0
 
     # -- behaviour ------------------------------------------------------------------------------
+    def error_text(self, req: RecordedRequest, text: str) -> str:
+        """``text``, quoting the request's key when ``echo_key`` is on."""
+        key = (req.headers.get("authorization") or "").removeprefix("Bearer ").strip()
+        if not self.echo_key or not key:
+            return text
+        return f"{text}: the key {key} is not allowed (Authorization: Bearer {key}; https://stub.invalid/v1?key={key})"
+
+    def error_headers(self, req: RecordedRequest, headers: dict[str, str]) -> dict[str, str]:
+        key = (req.headers.get("authorization") or "").removeprefix("Bearer ").strip()
+        return {**headers, "x-echo-key": key} if self.echo_key and key else headers
+
     def _decide(self, req: StubRequest) -> Reply:
         with self._lock:
             scripted = self.statuses.pop(0) if self.statuses else None
@@ -653,12 +669,12 @@ class _Handler(RecordingHandler):
             if reply.status != 200:
                 err = {
                     "error": {
-                        "message": invalid or f"stub error {reply.status}",
+                        "message": stub.error_text(req, invalid or f"stub error {reply.status}"),
                         "type": _REASONS.get(reply.status, "server_error"),
                         "code": reply.status,
                     }
                 }
-                self._send_json(reply.status, err, reply.headers)
+                self._send_json(reply.status, err, stub.error_headers(req, reply.headers))
             else:
                 payload = stub.completion(req, reply)
                 self._send_json(200, payload, reply.headers)

@@ -21,13 +21,16 @@ stand-in remote-code checkpoint (tests/helpers/tiny_models.py).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypedDict
+from typing import Any, TypedDict
 
 from pydantic import Field
 
-from model_adapters.args import Flag, HFArgs
-from model_adapters.base import Answer, NaruRequest
-from model_adapters.hf_base import HFDescription, HFVideoModel
+from naru_eval.adapters.args import ANSWERS, Flag, HFArgs
+from naru_eval.adapters.base import Answer, NaruRequest
+from naru_eval.adapters.family import Family, Official
+from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.positions import SEQUENTIAL
+from naru_eval.core.budgets import FrameBudget, Sampling
 
 
 class ChatKwargs(TypedDict, total=False):
@@ -47,22 +50,44 @@ class ChatKwargs(TypedDict, total=False):
 class MiniCPMArgs(HFArgs):
     """Args of MiniCPM-o-2.6: the model card's video settings of its remote ``chat``."""
 
-    max_slice_nums: int = Field(2, ge=1, description="slices per frame of the remote chat() (the card's video: 2)")
-    use_image_id: Flag = Field(False, description="number the frames in the prompt (the card's video: false)")
+    max_slice_nums: int = Field(
+        2, ge=1, description="slices per frame of the remote chat() (the card's video: 2)", json_schema_extra=ANSWERS
+    )
+    use_image_id: Flag = Field(
+        False, description="number the frames in the prompt (the card's video: false)", json_schema_extra=ANSWERS
+    )
     native_decoding: Flag = Field(
-        False, description="keep chat()'s own beam search (3 beams, repetition penalty 1.2) instead of greedy"
+        False,
+        description="keep chat()'s own beam search (3 beams, repetition penalty 1.2) instead of greedy",
+        json_schema_extra=ANSWERS,
     )
     trust_remote_code: Flag = Field(True, description="run the checkpoint's own code (MiniCPM-o needs it)")
 
 
 class MiniCPM_O(HFVideoModel):
-    model_id = "naru_minicpm_o"
-    family = "minicpm_o_2_6"
-    model_classes = {"minicpmo": "AutoModel"}
+    """MiniCPM-o-2.6 (``openbmb/MiniCPM-o-2_6``, remote code)."""
+
+    family = Family(
+        id="naru_minicpm_o",
+        args=MiniCPMArgs,
+        default=Official(Sampling(frames=128), rows=("MiniCPM-o-2.6",)),
+        budget=FrameBudget(
+            frames=64,
+            checkpoint="openbmb/MiniCPM-o-2_6",
+            context_tokens=32_768,
+            tokens_per_frame=64,
+            source=(
+                "config.json max_position_embeddings=32768; 64 resampler queries per 448x448 slice "
+                "(preprocessor_config.json image_feature_size=64). The model card's video example sets "
+                "MAX_NUM_FRAMES=64, as does lmms-eval 0.7.3 (lmms_eval/models/simple/minicpm_o.py): the "
+                "model's documented video limit, below what the context would hold."
+            ),
+        ),
+        checkpoints={"minicpmo": "AutoModel"},
+        positions=SEQUENTIAL,
+    )
     #: the remote chat() builds the prompt and runs generate itself: no cache to share
     supports_shared_prefix = False
-
-    Args: ClassVar[type[HFArgs]] = MiniCPMArgs
     args: MiniCPMArgs
 
     def __init__(self, **model_args: Any) -> None:
@@ -72,12 +97,12 @@ class MiniCPM_O(HFVideoModel):
         self.native_decoding = self.args.native_decoding
         self.tokenizer: Any = None
 
-    def hf_description(self) -> HFDescription:
-        desc = super().hf_description()
-        desc["max_slice_nums"] = self.max_slice_nums
-        desc["use_image_id"] = self.use_image_id
-        desc["native_decoding"] = self.native_decoding
-        return desc
+    def family_description(self) -> dict[str, Any]:
+        return {
+            "max_slice_nums": self.max_slice_nums,
+            "use_image_id": self.use_image_id,
+            "native_decoding": self.native_decoding,
+        }
 
     def load(self) -> None:
         from loguru import logger

@@ -1,19 +1,20 @@
-"""``naru_openai_compat``'s typed ``--model_args`` (:class:`OpenAICompatArgs`; docs/openai_compat.md
-explains each): one pydantic model, ``extra="forbid"``, its retry args from
-:class:`naru_eval.api.retry.RetryArgs`. The adapter (model_adapters/openai_compat.py) keeps it
-whole on ``self.args``.
+"""The OpenAI-compatible adapter's typed ``--model_args`` (:class:`OpenAICompatArgs`;
+docs/openai_compat.md explains each): one pydantic model over the base's sampling and store args,
+``extra="forbid"``, its retry args from :class:`naru_eval.api.retry.RetryArgs`, parsed by the one
+parser (``naru_eval.adapters.args.parse_model_args``). The adapter (model_adapters/openai_compat.py)
+keeps it whole on ``self.args``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from model_adapters.args import AdapterArgs, Flag
-from model_adapters.openai_families import is_qwen_video_family
+from naru_eval.adapters.args import ANSWERS, Flag, SamplingArgs
 from naru_eval.api.retry import RetryArgs
+from naru_eval.api.urls import check_endpoint
+from naru_eval.providers.openai_compat.served import is_qwen_video_family
 
 #: ``auto``: ``video`` for a Qwen-family served model, else ``frames`` (:func:`resolve_video_mode`)
 VIDEO_MODES = ("auto", "video", "frames", "video_url")
@@ -26,22 +27,19 @@ def resolve_video_mode(mode: str, model: str | None) -> str:
     return "video" if model and is_qwen_video_family(model) else "frames"
 
 
+#: where the server's key comes from (never the model args, never the URL)
+KEY_ENV = ("OPENAI_API_KEY",)
+
+
 def check_server_url(url: str) -> str:
     """An http(s) URL without credentials (lmms-eval writes model_args into results.json)."""
-    parts = urlsplit(str(url))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"naru_openai_compat: base_url must be an http(s) URL, got {url!r}")
-    if parts.username or parts.password:
-        raise ValueError(
-            "naru_openai_compat: base_url must not carry credentials (user:password@); "
-            "lmms-eval writes model_args into results.json. Use OPENAI_API_KEY."
-        )
-    return str(url)
+    return check_endpoint(url, key_env=KEY_ENV)
 
 
-class OpenAICompatArgs(RetryArgs, AdapterArgs):
-    """``naru_openai_compat``'s own ``--model_args`` (the frame budget and store go to the base);
-    docs/openai_compat.md explains each."""
+class OpenAICompatArgs(RetryArgs, SamplingArgs):
+    """The OpenAI-compatible adapter's ``--model_args``; docs/openai_compat.md explains each."""
+
+    key_env: ClassVar[tuple[str, ...]] = KEY_ENV
 
     model: str | None = Field(None, validate_default=True, description="the served model name (required)")
     base_url: str | None = Field(None, description="http(s)://HOST:PORT/v1 (else $OPENAI_BASE_URL)")
@@ -49,17 +47,24 @@ class OpenAICompatArgs(RetryArgs, AdapterArgs):
         "auto",
         description="video: our frames as one video part; frames: JPEG image parts; video_url: one URL the "
         "server samples (auto: video for Qwen-family models, else frames)",
+        json_schema_extra=ANSWERS,
     )
     video_url_prefix: str | None = Field(None, description="video_url mode: an http(s) prefix + the file's name")
     video_root: str | None = Field(None, description="video_url mode: URLs keep the path under this folder")
-    jpeg_quality: int = Field(85, ge=1, le=100, description="JPEG quality of the frames sent")
+    jpeg_quality: int = Field(
+        85, ge=1, le=100, description="JPEG quality of the frames sent", json_schema_extra=ANSWERS
+    )
     max_concurrency: int = Field(8, ge=1, description="the ceiling of requests in flight (AIMD below it)")
     timeout: float = Field(300.0, ge=0, description="seconds per HTTP request")
     abort_after: int | None = Field(None, ge=1, description="stop after this many unreachable requests in a row")
-    check_model: bool = Field(True, description="check GET /models serves model before asking")
+    check_model: Flag = Field(True, description="check GET /models serves model before asking")
     max_images_per_prompt: int | None = Field(None, ge=1, description="the server's image limit (frames mode)")
-    reasoning: bool | Literal["auto"] = Field("auto", description="a reasoning model (auto: gpt-5*, o-series)")
-    max_completion_tokens: int | None = Field(None, ge=1, description="reasoning models' output budget")
+    reasoning: Literal["auto"] | Flag = Field(
+        "auto", description="a reasoning model (auto: gpt-5*, o-series)", json_schema_extra=ANSWERS
+    )
+    max_completion_tokens: int | None = Field(
+        None, ge=1, description="reasoning models' output budget", json_schema_extra=ANSWERS
+    )
     decode_workers: int = Field(0, ge=0, description="processes decoding the next videos ahead (0: decode inline)")
     decode_budget_mb: int = Field(4096, ge=1, description="decoded frames held ahead, in MiB")
     prefix_first: Flag = Field(
@@ -73,11 +78,20 @@ class OpenAICompatArgs(RetryArgs, AdapterArgs):
             raise ValueError("model=<served model name> is required")
         return str(v)
 
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        return None if v is None else check_server_url(v)
+
+    @property
+    def checkpoint(self) -> str | None:
+        return self.model
+
     @field_validator("video_mode", mode="before")
     @classmethod
     def _mode(cls, v: Any) -> Any:
         if v is not None and v not in VIDEO_MODES:
-            raise ValueError(f"video_mode must be one of {VIDEO_MODES}, got {v!r}")
+            raise ValueError(f"must be one of {VIDEO_MODES}")
         return v
 
     @field_validator("reasoning", mode="before")

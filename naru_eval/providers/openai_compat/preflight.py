@@ -1,4 +1,4 @@
-"""The server-recipe checks ``naru_openai_compat`` runs before its first question: the frames fit
+"""The server-recipe checks the OpenAI-compatible adapter runs before its first question: the frames fit
 the server's image limit, ``GET /models`` serves the model, its ``max_model_len`` holds the
 longest video, and an SGLang server is not sent pre-extracted frames as one video. Each failure
 is one clear error naming the fix, and nothing is asked (docs/openai_compat.md, Server recipes).
@@ -10,27 +10,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from model_adapters.base import NaruRequest
-from model_adapters.openai_compat_args import OpenAICompatArgs
-from model_adapters.openai_families import media_tokens, qwen_patch_size
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.retry import RetryError
+from naru_eval.core.budgets import Sampling
+from naru_eval.providers.openai_compat.args import OpenAICompatArgs
+from naru_eval.providers.openai_compat.served import media_tokens, qwen_patch_size
 
 if TYPE_CHECKING:
-    from model_adapters.qwen import QwenVideoPlan
+    from naru_eval.adapters.base import NaruRequest
+    from naru_eval.adapters.qwen_sampling import QwenVideoPlan
 
 
 class CheckedAdapter(Protocol):
-    """What the checks read of the adapter (``model_adapters.openai_compat.OpenAICompat``)."""
+    """What the checks read of the adapter (``model_adapters/openai_compat.py``)."""
 
     args: OpenAICompatArgs
     model: str
     base_url: str
     video_mode: str
-    num_frames: int | None
-    fps: float | None
-    max_frames: int | None
-    max_pixels: int | None
+    sampling: Sampling
     caller: ApiCaller
 
     @property
@@ -70,8 +68,9 @@ def frames_per_question(adapter: CheckedAdapter, requests: Sequence[NaruRequest]
     with_video = [r for r in requests if r.video is not None]
     if not with_video or adapter.video_mode == "video_url":
         return None
-    if adapter.num_frames is not None:
-        n = min(adapter.num_frames, adapter.max_frames) if adapter.max_frames else adapter.num_frames
+    s = adapter.sampling
+    if s.frames is not None:
+        n = min(s.frames, s.max_frames) if s.max_frames else s.frames
         return n, with_video[0]
     from naru_eval.media.plan import frames_for_fps
     from naru_eval.media.video import probe_video
@@ -86,8 +85,8 @@ def frames_per_question(adapter: CheckedAdapter, requests: Sequence[NaruRequest]
         durations[r.video] = dur if dur is not None and dur > 0 else probe_video(r.video, check_end=False).duration_s
         first[r.video] = r
     longest = max(durations, key=lambda v: durations[v])
-    assert adapter.fps is not None
-    return frames_for_fps(durations[longest], adapter.fps, adapter.max_frames), first[longest]
+    assert s.fps is not None
+    return frames_for_fps(durations[longest], s.fps, s.max_frames), first[longest]
 
 
 def check_image_limit(adapter: CheckedAdapter, requests: Sequence[NaruRequest]) -> None:
@@ -99,10 +98,11 @@ def check_image_limit(adapter: CheckedAdapter, requests: Sequence[NaruRequest]) 
         return
     n, request = most
     if n > adapter.args.max_images_per_prompt:
+        s = adapter.sampling
         how = (
-            f"num_frames={adapter.num_frames}"
-            if adapter.num_frames is not None
-            else f"fps={adapter.fps} x {Path(str(request.video)).name} ({request.duration_s or 'probed'} s)"
+            f"num_frames={s.frames}"
+            if s.frames is not None
+            else f"fps={s.fps} x {Path(str(request.video)).name} ({request.duration_s or 'probed'} s)"
         )
         raise ValueError(
             f"naru_openai_compat: {how} sends {n} images per question (e.g. {request.question_id}), "
@@ -148,17 +148,18 @@ def most_media_tokens(adapter: CheckedAdapter, requests: Sequence[NaruRequest]) 
     from naru_eval.media.video import probe_video
 
     worst: MediaCost | None = None
+    s = adapter.sampling
     for video in dict.fromkeys(r.video for r in requests if r.video is not None):
         plan = adapter.video_plan(video)
         if plan is not None:
             n, h, w = plan.nframes, plan.height, plan.width
         else:
             info = probe_video(video, check_end=False)
-            w, h = target_size(info.width, info.height, adapter.max_pixels or DEFAULT_MAX_PIXELS)
-            if adapter.num_frames is not None:
-                n = min(adapter.num_frames, adapter.max_frames) if adapter.max_frames else adapter.num_frames
+            w, h = target_size(info.width, info.height, s.max_pixels or DEFAULT_MAX_PIXELS)
+            if s.frames is not None:
+                n = min(s.frames, s.max_frames) if s.max_frames else s.frames
             else:
-                n = frames_for_fps(info.duration_s, float(adapter.fps or 0), adapter.max_frames)
+                n = frames_for_fps(info.duration_s, float(s.fps or 0), s.max_frames)
         tokens = media_tokens(adapter.model, adapter.video_mode, n, h, w)
         if tokens is not None and (worst is None or tokens > worst.tokens):
             worst = MediaCost(tokens, n, h, w, video)

@@ -4,7 +4,8 @@ The one home of the loading concern of the open-weight families: the placement (
 ``device_map`` sharding, or one whole copy per process under ``accelerate launch``), the dtype,
 the attention implementation, the transformers class that loads the checkpoint's
 ``model_type``, the ``from_pretrained`` calls, and moving inputs onto the model's device.
-:class:`model_adapters.hf_base.HFVideoModel` builds on it; a family overrides
+:class:`naru_eval.adapters.hf.base.HFVideoModel` builds on it. The classes come from the
+family's declaration (``Family.checkpoints``: ``model_type`` -> class); a family overrides
 :meth:`HFCheckpointModel.model_class`, :meth:`HFCheckpointModel.load_kwargs` or, for a
 remote-code checkpoint, :meth:`HFCheckpointModel.load`.
 
@@ -15,17 +16,14 @@ never loads a model.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 from loguru import logger
 
-from model_adapters.args import BaseKwargs, HFArgs
-from model_adapters.base import NaruModel
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
+from naru_eval.adapters.args import HFArgs
+from naru_eval.adapters.base import NaruModel
+from naru_eval.core.sharding import world_size_from_env
 
 
 class PretrainedKwargs(TypedDict, total=False):
@@ -38,11 +36,12 @@ class PretrainedKwargs(TypedDict, total=False):
 class HFCheckpointModel(NaruModel):
     """A ``NaruModel`` over one transformers checkpoint: placement, dtype, class and loading."""
 
-    #: config.model_type -> the transformers class that loads it (the family's checkpoints)
-    model_classes: ClassVar[Mapping[str, str]] = {}
+    Args: ClassVar[type[HFArgs]] = HFArgs
+    args: HFArgs
 
-    def __init__(self, args: HFArgs, **base: Unpack[BaseKwargs]) -> None:
-        super().__init__(**base)
+    def __init__(self, **model_args: Any) -> None:
+        super().__init__(**model_args)
+        args = self.args
         self.pretrained = args.pretrained
         self.dtype_name = args.dtype
         self.attn_implementation = args.attn_implementation
@@ -56,7 +55,7 @@ class HFCheckpointModel(NaruModel):
     def _setup_devices(self, device: str | None, device_map: str | None) -> None:
         import torch
 
-        world = int(os.environ.get("WORLD_SIZE", "1"))
+        world = world_size_from_env()
         if world > 1:
             # accelerate launch: data parallel, one whole model per process, on its own GPU
             # (cuda:LOCAL_RANK), or on the CPU with device=cpu or without CUDA (gloo between them).
@@ -94,14 +93,16 @@ class HFCheckpointModel(NaruModel):
 
     # -- loading ------------------------------------------------------------------------------
     def _torch_dtype(self) -> Any:
+        """The checkpoint's dtype (``auto``) or the torch dtype named (refused at parse time
+        when it is not one of ``naru_eval.adapters.args.HFArgs.dtype``'s)."""
         import torch
 
-        if self.dtype_name == "auto":
-            return "auto"
-        dt = getattr(torch, self.dtype_name, None)
-        if not isinstance(dt, torch.dtype):
-            raise ValueError(f"{self.model_id}: unknown dtype={self.dtype_name!r} (auto, bfloat16, float16, float32)")
-        return dt
+        return "auto" if self.dtype_name == "auto" else getattr(torch, self.dtype_name)
+
+    @property
+    def model_classes(self) -> Mapping[str, str]:
+        """``config.model_type`` -> the transformers class that loads it (the family's checkpoints)."""
+        return self.family.checkpoints
 
     def _pretrained_kwargs(self) -> PretrainedKwargs:
         kw: PretrainedKwargs = {}

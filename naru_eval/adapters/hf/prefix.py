@@ -1,4 +1,4 @@
-"""The shared video prefix of the transformers families (issues 14 and 17).
+"""The shared video prefix of the transformers families.
 
 The questions of one video share the prompt up to the question (system turn, video): the first
 runs the vision encoder and prefills that prefix once (:meth:`SharedPrefixMixin.prefill_prefix`),
@@ -8,7 +8,7 @@ each then prefills only its own text on a copy of the prefix's cache
 ``decode_workers`` the processor runs one video ahead in a thread (:class:`ProcessorAhead`).
 docs/adapters.md says where it falls back to the per-question path and why.
 
-The machinery is a mixin of :class:`model_adapters.hf_base.HFVideoModel`, typed against
+The machinery is a mixin of :class:`naru_eval.adapters.hf.base.HFVideoModel`, typed against
 :class:`PrefixHost` (what it needs of the adapter): the adapter's hooks (``chat_text``,
 ``run_processor``, ``position_ids``, ``decode``) stay overridable per family and per test.
 """
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypedDict
 
-from model_adapters.base import Answer, NaruRequest
+from naru_eval.adapters.base import Answer, NaruRequest
 
 if TYPE_CHECKING:
     from naru_eval.media.sampler import SampledFrames
@@ -87,7 +87,7 @@ class PrefixHost(Protocol):
 
 class ProcessorAhead:
     """The processor for the next video, in one background thread, while the model answers the
-    current one (issue 17): with ``decode_workers`` the frames are decoded ahead by worker
+    current one: with ``decode_workers`` the frames are decoded ahead by worker
     processes, and this runs the processor on them as soon as they are there, so the model waits
     for neither. The thread has its own copy of the processor (a fast tokenizer must not be used
     by two threads at once), runs the very call :meth:`SharedPrefixMixin.prefill_prefix` would,

@@ -7,6 +7,14 @@ frame cache decodes each video once, serves answers already in the write-through
 :meth:`NaruModel.respond`. Frames come from :meth:`NaruModel.frames` (the one sampler, through
 the frame cache); no model utility re-decodes the video.
 
+What a family is (its id, args model, default sampling, budget, checkpoints, positions and
+inputs) it declares once, as ``family`` (:class:`naru_eval.adapters.family.Family`); the base
+derives its ``model_id`` and ``Args`` from it, parses the model args with the one parser
+(:func:`naru_eval.adapters.args.parse_model_args`), resolves the one sampling value
+(:attr:`NaruModel.sampling`) and builds the run's input plan (:attr:`NaruModel.inputs`,
+``naru_eval.core.inputs``), which every request carries and the provenance's input mode is
+derived from.
+
 A request that fails after the adapter's bounded retries raises :class:`RequestFailed`: it is
 stored as a failure, answered with the failure marker (scored invalid, counted in
 ``invalid_rate``), listed in the run's summary and retried on the next run. When the first
@@ -36,15 +44,19 @@ from lmms_eval.api.model import lmms
 from loguru import logger
 from tqdm import tqdm
 
-from model_adapters.args import AdapterArgs
+from naru_eval.adapters.args import RunArgs, parse_model_args
+from naru_eval.adapters.family import Family
 from naru_eval.api.retry import ConfigErrorBreaker
 from naru_eval.core import provenance
+from naru_eval.core.budgets import Sampling
 from naru_eval.core.doc import NaruDoc
-from naru_eval.settings import parse_flag, settings
-from naru_eval.store.responses import ResponseStore, redact, run_key
+from naru_eval.core.inputs import TEXT, FramesInput, InputPlan
+from naru_eval.settings import exit_on_user_error, settings
+from naru_eval.store.responses import ResponseStore, run_key
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.sampler import SampledFrames
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
 #: invalid ("failed"), so it is scored wrong and counted, never parsed as an answer.
@@ -68,7 +80,9 @@ class Answer(NamedTuple):
 
 class NaruRequest(NamedTuple):
     """One question as an adapter sees it: its doc (naru_eval.core.doc), the prompt lmms-eval
-    built, its media and generation kwargs."""
+    built, its media and generation kwargs, and the plan of its inputs (``inputs``: the run's
+    plan, or ``naru_eval.core.inputs.TEXT`` without media; None on a request built by hand, e.g. a
+    benchmark's: :meth:`NaruModel.plan_of` then gives the adapter's)."""
 
     doc: NaruDoc
     prompt: str
@@ -76,6 +90,7 @@ class NaruRequest(NamedTuple):
     gen_kwargs: Mapping[str, Any]
     task: str
     doc_id: int
+    inputs: InputPlan | None = None
 
     @property
     def question_id(self) -> str:
@@ -98,34 +113,20 @@ def failed(reason: str) -> str:
     return f"{FAILED_MARKER} {reason}"
 
 
-def _as_bool(value: Any) -> bool:
-    """A flag arg: strings through ``naru_eval.settings.parse_flag`` (``maybe`` is an error)."""
-    return parse_flag(value, "flag model arg") if isinstance(value, str) else bool(value)
-
-
-def _opt_int(value: Any) -> int | None:
-    return None if value in (None, "", "none", "None") else int(value)
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value in (None, "", "none", "None") else float(value)
-
-
 class NaruModel(lmms):
-    """Base adapter: a family implements :meth:`respond` and sets its class attributes."""
+    """Base adapter: a family declares ``family`` and implements :meth:`respond`."""
 
     is_simple = True
-    #: the model id lmms-eval knows this adapter by
+    #: the family's facts, declared once (``naru_eval.adapters.family.Family``); ``model_id`` and
+    #: ``Args`` are derived from it
+    family: ClassVar[Family]
+    #: the model id lmms-eval knows this adapter by (``family.id``)
     model_id: ClassVar[str] = "naru_base"
-    #: the adapter's typed ``--model_args`` (``model_adapters.args``; every adapter declares one,
-    #: with a description per field: docs/adapters.md's tables are generated from them)
-    Args: ClassVar[type[AdapterArgs]]
-    #: whether requests need sampled frames (False: replay, server-side decoding)
-    needs_frames: bool = True
+    #: the adapter's typed ``--model_args`` (``family.args``; docs/adapters.md's tables are
+    #: generated from their field descriptions)
+    Args: ClassVar[type[RunArgs]] = RunArgs
     #: whether answers go through the response store by default
     uses_store: ClassVar[bool] = True
-    #: the family's maximum frame budget (see naru_eval/core/budgets.py)
-    default_num_frames: ClassVar[int | None] = 32
     #: how many :meth:`respond` calls run at once (API adapters raise it, per class or instance).
     #: Above 1, pending requests are submitted in the same by-video order to a thread pool and
     #: each answer is written to the store the moment it completes.
@@ -135,35 +136,43 @@ class NaruModel(lmms):
     decode_workers: int = 0
     decode_budget_bytes: int = 4 << 30
 
-    def __init__(
-        self,
-        num_frames: int | str | None = None,
-        fps: float | str | None = None,
-        max_frames: int | str | None = None,
-        max_pixels: int | str | None = None,
-        response_store: str | None = None,
-        store: bool | str | None = None,
-        batch_size: int | str = 1,
-        **kwargs: Any,
-    ) -> None:
+    #: the parsed model args (an instance of ``Args``)
+    args: RunArgs
+    #: the run's sampling: the args', else the family's default (one frozen value to the sampler)
+    sampling: Sampling
+    #: the run's input plan: what a request with media gives the model (``naru_eval.core.inputs``)
+    inputs: InputPlan
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("family")
+        if isinstance(declared, Family):
+            cls.model_id = declared.id
+            cls.Args = declared.args
+
+    def __init__(self, **model_args: Any) -> None:
         super().__init__()
-        self.batch_size = int(batch_size)
-        self.fps = _opt_float(fps)
-        self.num_frames = _opt_int(num_frames) if self.fps is None else None
-        if self.num_frames is None and self.fps is None:
-            self.num_frames = self.default_num_frames
-        self.max_frames = _opt_int(max_frames)
-        self.max_pixels = _opt_int(max_pixels)
-        self.extra_args = kwargs
-        use_store = self.uses_store if store is None else _as_bool(store)
-        self._store_path = response_store or settings().response_store
+        self.args = parse_model_args(self.Args, model_args, self.model_id)
+        self.batch_size = self.args.batch_size
+        self.sampling = self.family.resolve(self.args.sampling, self.args.checkpoint)
+        self._store_path = self.args.response_store or settings().response_store
         self._store: ResponseStore | None = None
-        self._use_store = use_store
+        self._use_store = self.uses_store if self.args.store is None else self.args.store
         self.failures: dict[str, str] = {}
         self.reused = 0
         #: stops the run when the first answered requests all fail with one client error
         #: (a wrong key, model name or setting) instead of storing a failure per question
         self.breaker = ConfigErrorBreaker(self.model_id)
+        self.inputs = self.input_plan()
+        undeclared = sorted(set(self.inputs.kinds) - set(self.family.inputs))
+        if undeclared:
+            raise TypeError(f"{self.model_id}: its input plan gives {undeclared}, which its family does not declare")
+
+    @classmethod
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> Any:
+        """lmms-eval's constructor: a user's mistake (a setting, a file) is its message, exit 2."""
+        with exit_on_user_error(cls.model_id):
+            return super().create_from_arg_string(arg_string, additional_config)
 
     # -- what a family overrides ------------------------------------------------------------
     def respond(self, request: NaruRequest) -> str | Answer:  # pragma: no cover - abstract
@@ -176,22 +185,69 @@ class NaruModel(lmms):
     def finish(self) -> None:
         """Called after the last answer of a ``generate_until`` call (release per-video state)."""
 
+    def input_plan(self) -> InputPlan:
+        """What a request with media gives the model: the video's frames, sampled by naru-eval's
+        sampler and given as one video (a family that delivers them otherwise, or takes more
+        inputs, overrides this)."""
+        if "frames" not in self.family.inputs:
+            return TEXT
+        return InputPlan(frames=FramesInput(self.sampling, delivery="video"))
+
     def provenance(self) -> dict[str, str | None]:
         """What the model is given (``naru_eval.core.provenance``): written into every sample
-        payload of the run. Families that send media differently override ``input_mode``; the
-        HF families add their position layout."""
-        return {"adapter": self.model_id, "input_mode": "video" if self.needs_frames else None}
+        payload of the run. The input mode comes from the input plan; the HF families add
+        their position layout."""
+        frames, s = self.inputs.frames, self.sampling
+        if frames is not None and frames.delivery == "server-sampled":
+            label: str | None = "default"  # the server's own sampling
+        else:  # None (not recorded) when the adapter samples nothing itself and was told nothing
+            label = s.label if s.frames is not None or s.fps is not None else None
+        return {
+            "adapter": self.model_id,
+            "input_mode": self.inputs.mode if self.family.inputs else None,
+            "sampling": label,
+            "variant": self.args.variant(),
+        }
 
     def describe(self) -> dict[str, Any]:
-        """What, besides the task and prompt, changes this adapter's answers (for the run key)."""
+        """What, besides the task and prompt, changes this adapter's answers (for the run key).
+        ``args`` stays (empty: every arg is typed now) so that run keys are unchanged."""
+        s = self.sampling
         return {
             "model": self.model_id,
-            "args": redact(self.extra_args),
-            "num_frames": self.num_frames,
-            "fps": self.fps,
-            "max_frames": self.max_frames,
-            "max_pixels": self.max_pixels,
+            "args": {},
+            "num_frames": s.frames,
+            "fps": s.fps,
+            "max_frames": s.max_frames,
+            "max_pixels": s.max_pixels,
         }
+
+    # -- the sampling, as views of the one value ----------------------------------------------
+    @property
+    def num_frames(self) -> int | None:
+        return self.sampling.frames
+
+    @property
+    def fps(self) -> float | None:
+        return self.sampling.fps
+
+    @property
+    def max_frames(self) -> int | None:
+        return self.sampling.max_frames
+
+    @property
+    def max_pixels(self) -> int | None:
+        return self.sampling.max_pixels
+
+    @property
+    def min_frames(self) -> int | None:
+        return self.sampling.min_frames
+
+    @property
+    def needs_frames(self) -> bool:
+        """Whether requests need frames from naru-eval's sampler (False: replay, a provider or
+        server that samples the file itself)."""
+        return self.inputs.frames is not None and self.inputs.frames.decoded
 
     # -- shared machinery ---------------------------------------------------------------------
     @property
@@ -211,25 +267,41 @@ class NaruModel(lmms):
             self._store = ResponseStore(self._store_path)
         return self._store if self._use_store else None
 
+    def plan_of(self, request: NaruRequest) -> InputPlan:
+        """The request's input plan (the run's for a request with media built by hand)."""
+        if request.inputs is not None:
+            return request.inputs
+        return self.inputs if request.videos else TEXT
+
     def frame_params(self, video: str) -> SamplingParams:
         """The sampling of ``video`` as :meth:`FrameCache.get` takes it (decode-ahead uses it too)."""
         from naru_eval.media.frame_cache import sampling_params
         from naru_eval.media.plan import DEFAULT_MAX_PIXELS
 
+        s = self.sampling
         return sampling_params(
-            num_frames=self.num_frames,
-            fps=self.fps,
-            max_frames=self.max_frames,
-            max_pixels=self.max_pixels if self.max_pixels is not None else DEFAULT_MAX_PIXELS,
+            num_frames=s.frames,
+            fps=s.fps,
+            max_frames=s.max_frames,
+            max_pixels=s.max_pixels if s.max_pixels is not None else DEFAULT_MAX_PIXELS,
         )
 
-    def frames(self, request: NaruRequest) -> Any:
-        """The request's video frames from the one sampler, through the frame cache."""
+    def frames(self, request: NaruRequest) -> SampledFrames:
+        """The request's video frames from the one sampler, through the frame cache. An unreadable
+        video, or one of which no frame was sampled, fails the request for good: a question is
+        never asked without the video it is about."""
         from naru_eval.media.frame_cache import default_cache
+        from naru_eval.media.video import VideoError
 
         if request.video is None:
             raise ValueError(f"question {request.question_id}: no video")
-        return default_cache().get(request.video, **self.frame_params(request.video))
+        try:
+            sampled = default_cache().get(request.video, **self.frame_params(request.video))
+        except VideoError as e:
+            raise RequestFailed(f"video: {e}") from None
+        if len(sampled.frames) == 0:
+            raise RequestFailed(f"video {request.video}: no frames sampled")
+        return sampled
 
     def decode_ahead(self, videos: Sequence[str]) -> Any:
         """A context that decodes ``videos`` (in the order they will be asked) in worker
@@ -251,7 +323,8 @@ class NaruModel(lmms):
             ctx, gen_kwargs, doc_to_visual, doc_id, task, split = req.args
             doc = self.task_dict[task][split][doc_id]
             videos = [v for v in (doc_to_visual(doc) or []) if v]
-            out.append(NaruRequest(doc, ctx, videos, dict(gen_kwargs or {}), task, doc_id))
+            plan = self.inputs if videos else TEXT
+            out.append(NaruRequest(doc, ctx, videos, dict(gen_kwargs or {}), task, doc_id, plan))
         return out
 
     def request_key(self, request: NaruRequest) -> tuple[str, str]:

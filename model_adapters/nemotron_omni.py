@@ -31,14 +31,16 @@ Blackwell GPU), so this adapter refuses it by name of the problem and points at 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field, field_validator
 
-from model_adapters.args import Flag, HFArgs
-from model_adapters.base import NaruRequest
-from model_adapters.hf_base import HFDescription, HFVideoModel
-from model_adapters.positions import NO_ROPE
+from naru_eval.adapters.args import ANSWERS, Flag, HFArgs
+from naru_eval.adapters.base import NaruRequest
+from naru_eval.adapters.family import Family, Official
+from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.positions import NO_ROPE
+from naru_eval.core.budgets import FrameBudget, Sampling
 
 #: max_new_tokens with reasoning on: the model card's thinking-mode max_tokens (a 16,384-token
 #: reasoning budget plus room for the answer)
@@ -51,12 +53,19 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 class NemotronArgs(HFArgs):
     """Args of Nemotron-Omni: reasoning, video-token pruning and its native frame size."""
 
-    enable_thinking: Flag = Field(True, description="reason in `<think>` before the answer (the model's default)")
+    enable_thinking: Flag = Field(
+        True, description="reason in `<think>` before the answer (the model's default)", json_schema_extra=ANSWERS
+    )
     video_pruning_rate: float | None = Field(
-        None, description="Efficient Video Sampling: the fraction of video tokens pruned, in [0, 1) (else the config's)"
+        None,
+        description="Efficient Video Sampling: the fraction of video tokens pruned, in [0, 1) (else the config's)",
+        json_schema_extra=ANSWERS,
     )
     max_pixels: int | None = Field(
-        NATIVE_FRAME_PIXELS, ge=1, description="pixels per frame (default 512x512, the video processor's tile)"
+        NATIVE_FRAME_PIXELS,
+        ge=1,
+        description="pixels per frame (default 512x512, the video processor's tile)",
+        json_schema_extra=ANSWERS,
     )
 
     @field_validator("video_pruning_rate")
@@ -68,13 +77,35 @@ class NemotronArgs(HFArgs):
 
 
 class NemotronOmni(HFVideoModel):
-    model_id = "naru_nemotron_omni"
-    family = "nemotron_omni"
-    model_classes = {"nemotron_h_omni": "NemotronH_Omni_Reasoning_V3"}
-    #: NemotronH's attention layers have no rotary embedding: positions only order the cache
-    positions_layout = NO_ROPE
+    """Nemotron-3-Nano-Omni-30B-A3B-Reasoning (``nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16``)."""
 
-    Args: ClassVar[type[HFArgs]] = NemotronArgs
+    family = Family(
+        id="naru_nemotron_omni",
+        args=NemotronArgs,
+        default=Official(Sampling(frames=128), rows=("Nemotron-3-Nano-Omni-30B-A3B-Reasoning",)),
+        # the leaderboard ran the NVFP4 checkpoint (through a server: transformers cannot load it) at 2048 frames
+        by_checkpoint={
+            "Nemotron-3-Nano-Omni-30B-A3B-Reasoning-NVFP4": Official(
+                Sampling(frames=2048), rows=("Nemotron-3-Nano-Omni-30B-A3B-Reasoning (NVFP4)",)
+            )
+        },
+        budget=FrameBudget(
+            frames=128,
+            checkpoint="nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16",
+            context_tokens=262_144,
+            tokens_per_frame=128,
+            source=(
+                "model card: 256K-token context; transformers 5.24 NemotronH_Omni_Reasoning_V3VideoProcessor "
+                "resizes each frame to one tile of ~video_target_num_patches=1024 16-px patches (512x512 px), "
+                "packs 2 frames into a tubelet and pixel-shuffles 2x2: 1024 / 4 = 256 tokens per tubelet, 128 per "
+                "frame. 128 frames = 16,384 tokens; 2048 frames = 262,144 tokens, the whole context, so 2048 "
+                "only fits with Efficient Video Sampling pruning (video_pruning_rate > 0)."
+            ),
+        ),
+        checkpoints={"nemotron_h_omni": "NemotronH_Omni_Reasoning_V3"},
+        #: NemotronH's attention layers have no rotary embedding: positions only order the cache
+        positions=NO_ROPE,
+    )
     args: NemotronArgs
 
     def __init__(self, **model_args: Any) -> None:
@@ -84,11 +115,8 @@ class NemotronOmni(HFVideoModel):
         self.reasoning_max_new_tokens = REASONING_MAX_NEW_TOKENS if self.thinking else None
         self.video_pruning_rate = self.args.video_pruning_rate
 
-    def hf_description(self) -> HFDescription:
-        desc = super().hf_description()
-        desc["video_pruning_rate"] = self.video_pruning_rate
-        desc["reasoning_budget"] = self.reasoning_max_new_tokens
-        return desc
+    def family_description(self) -> dict[str, Any]:
+        return {"video_pruning_rate": self.video_pruning_rate, "reasoning_budget": self.reasoning_max_new_tokens}
 
     # -- loading ------------------------------------------------------------------------------
     def model_class(self) -> Any:

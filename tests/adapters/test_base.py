@@ -1,4 +1,4 @@
-"""generate_until's named parts (model_adapters/base.py): which requests are asked
+"""generate_until's named parts (naru_eval/adapters/base.py): which requests are asked
 (RequestPlan), the one place answers are written (AnswerLog), and the failures held back while
 the configuration-error breaker is undecided (HeldFailures)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_adapters.base import FAILED_MARKER, Answer, AnswerLog, HeldFailures, RequestFailed, RequestPlan
+from naru_eval.adapters.base import FAILED_MARKER, Answer, AnswerLog, HeldFailures, RequestFailed, RequestPlan
 from naru_eval.api.retry import ConfigErrorBreaker, ConfigurationError
 from naru_eval.store.responses import ResponseStore
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 from urllib.parse import quote
 
+from naru_eval.adapters.chat import TextPart
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -35,18 +37,13 @@ class ImagePart(TypedDict):
     image_url: Url
 
 
-class VideoPart(TypedDict):
+class VideoUrlPart(TypedDict):
     type: Literal["video_url"]
     video_url: Url
 
 
-class TextPart(TypedDict):
-    type: Literal["text"]
-    text: str
-
-
-MediaPart = ImagePart | VideoPart
-ContentPart = ImagePart | VideoPart | TextPart
+MediaPart = ImagePart | VideoUrlPart
+ContentPart = ImagePart | VideoUrlPart | TextPart
 
 
 class UserMessage(TypedDict):
@@ -95,7 +92,7 @@ def video_metadata(sampled: SampledFrames) -> VideoTiming:
     the model's processor reads: Qwen2.5-VL's temporal position spacing, Qwen3-VL's
     timestamps): the same numbers the HF path hands its processor. ``num_frames=-1`` keeps
     every frame sent, whatever the server's default."""
-    # The HF path's twin is model_adapters/hf_base.py ``video_metadata`` (transformers'
+    # The HF path's twin is naru_eval/adapters/hf/base.py ``video_metadata`` (transformers'
     # VideoMetadata: the same fps, duration, frame numbers and total, plus width and height). The
     # two differ on purpose (vLLM needs total >= frames sent and ``num_frames=-1``), so they are
     # not merged; a change to the timing one side sends belongs on the other too.

@@ -1,11 +1,15 @@
 """``HFVideoModel``: the transformers machinery every open-weight family shares.
 
-A family is a small subclass that names its model classes and, where it differs, how the video
-enters the chat and the processor. Per request the base:
+A family is one small module (``model_adapters/<family>.py``) that declares its facts
+(``family = Family(...)``: id, args, default sampling and its official row, budget, the
+checkpoint classes by ``model_type``, the position layout) and, where it differs, overrides a
+hook: the chat's media parts (:meth:`HFVideoModel.chat_media`), the processor's settings
+(:meth:`HFVideoModel.family_processor_kwargs`), its part of the run key
+(:meth:`HFVideoModel.family_description`), loading, decoding. Per request the base:
 
 1. takes the frames from :meth:`NaruModel.frames` (the one sampler, through the frame cache):
    a uint8 ``N x H x W x 3`` array, with the frame numbers, timestamps and the video's fps;
-2. builds the chat (the video first, then the prompt text) and renders the processor's chat
+2. builds the chat (the media first, then the prompt text) and renders the processor's chat
    template as text only (``tokenize=False``: nothing in the template opens the video);
 3. calls the processor with those exact frames, ``do_sample_frames=False`` and a
    ``video_metadata`` entry (fps, total frames, frame numbers) so models with temporal position
@@ -13,28 +17,28 @@ enters the chat and the processor. Per request the base:
 4. generates greedily (``do_sample=False``, never a temperature) and decodes only the new tokens.
 
 Its parts live one concern per module: where the checkpoint goes and how it is loaded
-(:mod:`model_adapters.hf_loading`, :class:`HFCheckpointModel`), and the shared video prefix
-(:mod:`model_adapters.hf_prefix`: the questions of one video are answered from a copy of one
+(:mod:`naru_eval.adapters.hf.loading`, :class:`HFCheckpointModel`), and the shared video prefix
+(:mod:`naru_eval.adapters.hf.prefix`: the questions of one video are answered from a copy of one
 prefilled prefix, :meth:`SharedPrefixMixin.generate_shared`; ``shared_prefix=false`` turns it off,
 docs/adapters.md says where it falls back and why; with ``decode_workers`` the processor runs one
-video ahead in a thread, :class:`model_adapters.hf_prefix.ProcessorAhead`). This module holds the
-prompt, the processor inputs, the generation settings and the per-question answer.
+video ahead in a thread, :class:`naru_eval.adapters.hf.prefix.ProcessorAhead`). This module holds
+the prompt, the processor inputs, the generation settings and the per-question answer.
 
-The model's position ids are the family's declared layout (``positions_layout``, recorded in the
+The model's position ids are the family's declared layout (``Family.positions``, recorded in the
 provenance and the run key): the Qwen families compute Qwen's reference M-RoPE positions
-themselves (:mod:`model_adapters.positions`) and pass them in both paths, so neither path nor the
-installed transformers changes them.
+themselves (:mod:`naru_eval.adapters.hf.positions`) and pass them in both paths, so neither path
+nor the installed transformers changes them.
 
-Model args (strings from ``--model_args``) are :class:`model_adapters.args.HFArgs`, parsed by
-``parse_model_args`` (an unknown arg is refused, listing the valid ones): ``pretrained`` (hub id
-or directory), ``device`` (default ``cuda`` when available, else ``cpu``), ``dtype`` (``auto``:
-the checkpoint's), ``device_map`` (e.g. ``auto`` to shard a large checkpoint over the visible
-GPUs), ``attn_implementation``, ``max_new_tokens`` (else a reasoning family's budget, else the
-task's, else 16), ``system_prompt``, ``trust_remote_code``, ``revision``, plus the base's
-``num_frames`` / ``fps`` / ``max_frames`` / ``max_pixels`` (their default: the model's official
-setting, ``naru_eval.core.budgets.default_sampling``) the throughput args ``shared_prefix`` (true), ``decode_workers`` (0: decode inline) and
-``decode_budget_mb`` (4096), and a family's own args. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy
-on ``cuda:{LOCAL_RANK}`` (``device=cpu``: on the CPU; data parallel) and ``device_map`` is ignored.
+Model args are :class:`naru_eval.adapters.args.HFArgs` (or a family's subclass), parsed by the
+base with the one parser: ``pretrained`` (hub id or directory), ``device`` (default ``cuda`` when
+available, else ``cpu``), ``dtype`` (``auto``: the checkpoint's), ``device_map`` (e.g. ``auto`` to
+shard a large checkpoint over the visible GPUs), ``attn_implementation``, ``max_new_tokens``
+(else a reasoning family's budget, else the task's, else 16), ``system_prompt``,
+``trust_remote_code``, ``revision``, the sampling (``num_frames`` / ``fps`` / ``max_frames`` /
+``max_pixels``; unset: the family's official default), the throughput args ``shared_prefix``
+(true), ``decode_workers`` (0: decode inline) and ``decode_budget_mb`` (4096), and a family's own
+args. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy on
+``cuda:{LOCAL_RANK}`` (``device=cpu``: on the CPU; data parallel) and ``device_map`` is ignored.
 """
 
 from __future__ import annotations
@@ -42,12 +46,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
-from model_adapters.args import HFArgs, parse_model_args
-from model_adapters.base import Answer, NaruRequest, RequestFailed, _as_bool, _opt_int
-from model_adapters.hf_loading import HFCheckpointModel
-from model_adapters.hf_prefix import PrefillStats, Prefix, ProcessorAhead, SharedPrefixMixin, new_prefill_stats
-from model_adapters.positions import SEQUENTIAL
-from naru_eval.core.budgets import resolve_sampling
+from naru_eval.adapters.args import HFArgs
+from naru_eval.adapters.base import Answer, NaruRequest, RequestFailed
+from naru_eval.adapters.chat import TextPart
+from naru_eval.adapters.hf.loading import HFCheckpointModel
+from naru_eval.adapters.hf.positions import SEQUENTIAL
+from naru_eval.adapters.hf.prefix import PrefillStats, Prefix, ProcessorAhead, SharedPrefixMixin, new_prefill_stats
+from naru_eval.settings import parse_flag
 
 if TYPE_CHECKING:
     from naru_eval.media.sampler import SampledFrames
@@ -56,22 +61,18 @@ if TYPE_CHECKING:
 DEFAULT_MAX_NEW_TOKENS = 16
 
 
-class VideoPart(TypedDict):
-    """Where the video goes in a chat turn (the chat template writes the family's video tokens)."""
+class ChatMediaPart(TypedDict):
+    """Where a medium goes in a chat turn (``video``, ``image``, ...: the chat template writes
+    the family's tokens for it)."""
 
-    type: Literal["video"]
-
-
-class TextPart(TypedDict):
-    type: Literal["text"]
-    text: str
+    type: str
 
 
 class ChatMessage(TypedDict):
     """One chat turn as the processor's chat template takes it."""
 
     role: Literal["system", "user"]
-    content: list[VideoPart | TextPart]
+    content: list[ChatMediaPart | TextPart]
 
 
 class VideoMetadata(TypedDict):
@@ -85,12 +86,10 @@ class VideoMetadata(TypedDict):
     height: int
 
 
-class ProcessorKwargs(TypedDict, total=False):
-    """The processor call's settings besides text/videos/video_metadata."""
-
-    do_sample_frames: bool  # False: keep exactly the frames given
-    cap_pixels_per_frame: bool  # qwen-vl-utils' per-frame pixel cap
-    do_resize: bool  # False: the frames already have the size the model takes (Qwen by rate)
+#: the processor call's settings besides text/videos/video_metadata: the base's
+#: ``do_sample_frames=False`` (keep exactly the frames given) and ``cap_pixels_per_frame`` (where
+#: the video processor takes it), then a family's (:meth:`HFVideoModel.family_processor_kwargs`)
+ProcessorKwargs = dict[str, Any]
 
 
 class GenerationKwargs(TypedDict, total=False):
@@ -105,11 +104,12 @@ class GenerationKwargs(TypedDict, total=False):
     pad_token_id: int
 
 
-class HFDescription(TypedDict, total=False):
-    """The run key's ``hf`` part (``describe()["hf"]``): what changes a family's answers besides
-    the base's sampling. Nested on purpose: the store drops top-level keys that look like
-    secrets, and "max_new_tokens" contains "token". A family adds its own keys (the ones below
-    the base's), in this order: the run key's JSON is compared byte for byte."""
+class HFDescription(TypedDict):
+    """The base's keys of the run key's ``hf`` part (``describe()["hf"]``): what changes a
+    family's answers besides the sampling. Nested on purpose: the store drops top-level keys that
+    look like secrets, and "max_new_tokens" contains "token". A family's own keys follow these
+    (:meth:`HFVideoModel.family_description`), in that order: the run key's JSON is compared byte
+    for byte."""
 
     pretrained: str
     revision: str | None
@@ -119,60 +119,51 @@ class HFDescription(TypedDict, total=False):
     template_kwargs: dict[str, bool]
     cap_pixels_per_frame: bool
     positions: str
-    # Qwen (sampling by rate): qwen-vl-utils' sizing
-    qwen_vl_utils_sizing: QwenSizing
-    # Nemotron-Omni
-    video_pruning_rate: float | None
-    reasoning_budget: int | None
-    # MiniCPM-o
-    max_slice_nums: int
-    use_image_id: bool
-    native_decoding: bool
 
 
-class QwenSizing(TypedDict):
-    patch_size: int
-    min_frames: int | None
-    model_seq_len: int
+def _gen_flag(value: Any) -> bool:
+    """A generation kwarg flag (``do_sample``): strings through ``parse_flag``."""
+    return parse_flag(value, "do_sample") if isinstance(value, str) else bool(value)
+
+
+def _gen_int(value: Any) -> int | None:
+    return None if value in (None, "", "none", "None") else int(value)
 
 
 class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
-    """Base of the transformers families; subclasses set the class attributes below."""
+    """Base of the transformers families; a family declares ``family`` and overrides hooks."""
 
     model_id = "naru_hf"
-    #: key of naru_eval.core.budgets.FRAME_BUDGETS
-    family: ClassVar[str] = ""
-    #: extra keyword arguments for the processor call (besides text/videos/video_metadata)
-    video_kwargs: ClassVar[ProcessorKwargs] = {"do_sample_frames": False}
     #: extra variables for the chat template (e.g. enable_thinking; a family may set it per instance)
     template_kwargs: Mapping[str, bool] = {}
-    #: the sampling comes from naru_eval.core.budgets.default_sampling (the official leaderboard's)
-    default_num_frames = None
     #: a reasoning family's generation budget (set per instance when its reasoning is on): it
     #: replaces the task's max_new_tokens, which budgets an answer, not the reasoning before it
     reasoning_max_new_tokens: int | None = None
     #: whether this family can answer from a copy of the prefilled video prefix (docs/adapters.md)
     supports_shared_prefix: ClassVar[bool] = True
-    #: the position layout the model is given (``model_adapters.positions``; provenance and run key)
-    positions_layout: ClassVar[str] = SEQUENTIAL
 
-    #: this adapter's model args (``model_adapters.args``); a family with args of its own declares
-    #: ``class Args(HFArgs)`` with them as fields and reads them from ``self.args``
+    #: this adapter's model args (``family.args``): a family with args of its own declares a
+    #: subclass of ``HFArgs`` with them as fields and reads them from ``self.args``
     Args: ClassVar[type[HFArgs]] = HFArgs
     #: the parsed model args (an instance of ``Args``)
     args: HFArgs
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("family")
+        if declared is not None and (declared.default is None or not declared.checkpoints):
+            raise TypeError(
+                f"{cls.__name__}: an HF family declares its default sampling (the official row's) and the "
+                "checkpoint classes it loads (Family.default, Family.checkpoints)"
+            )
+
     def __init__(self, **model_args: Any) -> None:
-        args = parse_model_args(self.Args, model_args, self.model_id)
-        self.args = args
-        base = args.base_kwargs()
-        # unset: the official leaderboard's setting for this model (one place: budgets.py)
-        base["num_frames"], base["fps"] = resolve_sampling(self.model_id, args.num_frames, args.fps, args.pretrained)
-        super().__init__(args, **base)
+        super().__init__(**model_args)
+        args = self.args
         self.max_new_tokens = args.max_new_tokens
         self.system_prompt = args.system_prompt
         self.cap_pixels_per_frame = args.cap_pixels_per_frame
-        # --- issue 14 (throughput) model args: the shared video prefix and decode-ahead ---
+        # throughput: the shared video prefix and decode-ahead
         self.shared_prefix = args.shared_prefix and self.supports_shared_prefix
         self.decode_workers = args.decode_workers
         self.decode_budget_bytes = args.decode_budget_mb << 20
@@ -186,13 +177,18 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         self.processor_ahead = True
         self._ahead: ProcessorAhead | None = None
 
+    @property
+    def positions_layout(self) -> str:
+        """The position layout the model is given (``Family.positions``; provenance and run key)."""
+        return self.family.positions or SEQUENTIAL
+
     # -- the run key --------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "hf": self.hf_description()}
 
-    def hf_description(self) -> HFDescription:
-        """The run key's ``hf`` part; a family extends it (:class:`HFDescription`)."""
-        return {
+    def hf_description(self) -> dict[str, Any]:
+        """The run key's ``hf`` part: the base's keys (:class:`HFDescription`), then the family's."""
+        base: HFDescription = {
             "pretrained": self.pretrained,
             "revision": self.revision,
             "dtype": self.dtype_name,
@@ -203,6 +199,12 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
             # a new layout is a new run: answers given with other positions are never reused
             "positions": self.positions_layout,
         }
+        return {**base, **self.family_description()}
+
+    def family_description(self) -> dict[str, Any]:
+        """What else changes this family's answers (its own args, in a fixed order): the keys
+        the run key's ``hf`` part adds after the base's."""
+        return {}
 
     def provenance(self) -> dict[str, str | None]:
         return {**super().provenance(), "positions": self.positions_layout}
@@ -223,26 +225,23 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
 
     # -- per-request hooks (families override what differs) ---------------------------------
     def sampled(self, request: NaruRequest) -> SampledFrames | None:
-        """The request's frames, or None for a text-only (blind) request; an unreadable video
-        fails the request for good."""
-        from naru_eval.media.video import VideoError
-
-        if request.video is None:
+        """The request's frames, or None when its plan has none (a text-only, blind request);
+        an unreadable video fails the request for good (:meth:`NaruModel.frames`)."""
+        if request.video is None or self.plan_of(request).frames is None:
             return None
-        try:
-            s = self.frames(request)
-        except VideoError as e:
-            raise RequestFailed(f"video: {e}") from None
-        if len(s.frames) == 0:
-            raise RequestFailed(f"video {request.video}: no frames sampled")
-        return s
+        return self.frames(request)
+
+    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart]:
+        """The chat's media parts, before the prompt: one video item (an omni family adds its
+        audio here)."""
+        return [{"type": "video"}]
 
     def messages(self, request: NaruRequest, with_video: bool = True) -> list[ChatMessage]:
-        """The chat: the video first (unless text-only), then the prompt text (and a system turn)."""
+        """The chat: the media first (unless text-only), then the prompt text (and a system turn)."""
         msgs: list[ChatMessage] = []
         if self.system_prompt:
             msgs.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
-        content: list[VideoPart | TextPart] = [{"type": "video"}] if with_video else []
+        content: list[ChatMediaPart | TextPart] = [*self.chat_media(request)] if with_video else []
         content.append({"type": "text", "text": request.prompt})
         msgs.append({"role": "user", "content": content})
         return msgs
@@ -277,14 +276,18 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         }
 
     def processor_kwargs(self) -> ProcessorKwargs:
-        kw = self.video_kwargs.copy()
+        kw: ProcessorKwargs = {"do_sample_frames": False}  # keep exactly the frames given
         vp = getattr(self.processor, "video_processor", None)
         valid = getattr(getattr(vp, "valid_kwargs", None), "__annotations__", {})
         if "cap_pixels_per_frame" in valid:
             # qwen-vl-utils' per-frame pixel cap (the reference behaviour); silences the
             # transformers warning about the uncapped default.
             kw["cap_pixels_per_frame"] = self.cap_pixels_per_frame
-        return kw
+        return {**kw, **self.family_processor_kwargs()}
+
+    def family_processor_kwargs(self) -> ProcessorKwargs:
+        """A family's own processor settings (e.g. Qwen by rate: ``do_resize=False``)."""
+        return {}
 
     def run_processor(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
         """The processor's inputs for the text and the video (``processor``: a copy of the
@@ -306,7 +309,7 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
 
     def position_ids(self, input_ids: Any, inputs: Mapping[str, Any]) -> Any | None:
         """The ``position_ids`` of the whole prompt ``input_ids`` (1 x L) when this family computes
-        them itself (the Qwen families: ``model_adapters.positions``), with ``inputs`` the
+        them itself (the Qwen families: ``naru_eval.adapters.hf.positions``), with ``inputs`` the
         processor's other outputs (grids); None: the model's own (one per token)."""
         return None
 
@@ -316,13 +319,13 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         max_new = (
             self.max_new_tokens
             or self.reasoning_max_new_tokens
-            or _opt_int(gk.get("max_new_tokens"))
+            or _gen_int(gk.get("max_new_tokens"))
             or DEFAULT_MAX_NEW_TOKENS
         )
         temperature = float(gk.get("temperature") or 0.0)
-        sample = _as_bool(gk.get("do_sample", False)) and temperature > 0
+        sample = _gen_flag(gk.get("do_sample", False)) and temperature > 0
         out: GenerationKwargs = {"max_new_tokens": int(max_new), "do_sample": sample}
-        num_beams = _opt_int(gk.get("num_beams"))
+        num_beams = _gen_int(gk.get("num_beams"))
         if num_beams and num_beams > 1:
             out["num_beams"] = num_beams
         if sample:

@@ -1,6 +1,6 @@
 """The served model's family, read from its name: whether it is a Qwen video family, its patch
 size, and the prompt tokens its processor spends on frames (the server-recipe checks and the
-``auto`` video mode of ``naru_openai_compat`` read these)."""
+``auto`` video mode of the OpenAI-compatible adapter read these)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,233 @@
+"""Every adapter's ``--model_args``: one typed model per adapter and the one parser.
+
+lmms-eval hands model args over as strings. An adapter declares its args as a pydantic model (a
+subclass of :class:`AdapterArgs`: ``extra="forbid"``, frozen, no inf or nan) and the base
+(``naru_eval.adapters.base.NaruModel``) turns the keyword arguments into it with
+:func:`parse_model_args`: one error that names the adapter and every problem at once (an unknown
+name lists the valid ones; a bad value names the argument and the value). Values that mean
+"unset" (``none``, ``null``, empty) fall back to the field's default; flags are :data:`Flag`
+(``1/true/yes/on`` / ``0/false/no/off``, ``naru_eval.settings.parse_flag``, the same parser as the
+environment's). Secrets are refused: lmms-eval records ``model_args`` in ``results.json``, so a
+key must come from the environment (:attr:`AdapterArgs.key_env` names where).
+
+The sampling args (:class:`SamplingArgs`) become one frozen
+:class:`naru_eval.core.budgets.Sampling` (:attr:`SamplingArgs.sampling`), the value the sampler and
+the provenance get. A field that changes the model's answers carries the :data:`ANSWERS` marker:
+a run that sets it away from its default is a *variant* of the default run
+(:meth:`AdapterArgs.variant`, recorded in every sample payload), so the leaderboard tells such
+runs apart. Operational args (URLs, concurrency, timeouts, retries, the store, decode workers,
+the device, the shared prefix) carry no marker and never appear in the variant.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from naru_eval.core.budgets import Sampling
+from naru_eval.core.provenance import variant_string
+from naru_eval.settings import parse_flag
+from naru_eval.store.responses import is_secret
+
+#: the field marker of an argument that changes the model's answers (``json_schema_extra``)
+ANSWERS: dict[str, Any] = {"naru_answers": True}
+#: the field marker of the arguments the sampling label already names (``num_frames``, ``fps``)
+IN_SAMPLING: dict[str, Any] = {"naru_answers": "sampling"}
+
+
+def is_none(value: Any) -> bool:
+    """None, or a string lmms-eval users write for "unset"."""
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
+
+
+def _flag(value: Any) -> bool:
+    try:
+        return parse_flag(value, "it")
+    except ValueError as e:  # "it must be one of 1/true/yes/on or 0/false/no/off, got ..."
+        raise ValueError(f"must be true or false: {e}") from None
+
+
+#: the one flag type of every adapter's args (``enable_thinking=true``), parsed with
+#: ``naru_eval.settings.parse_flag``
+Flag = Annotated[bool, BeforeValidator(_flag)]
+
+
+class AdapterArgs(BaseModel):
+    """Base of every adapter's model args: unknown args are refused, values are frozen, floats
+    are finite.
+
+    A subclass names where its secrets come from (:attr:`key_env`) and, for a name it does not
+    take but a user may try, why not (:attr:`not_taken`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True, allow_inf_nan=False)
+
+    #: the environment variables this adapter's key comes from (named when a secret is refused)
+    key_env: ClassVar[tuple[str, ...]] = ()
+    #: name -> why this adapter does not take it (appended to the unknown-name error)
+    not_taken: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The field names, the class's own first, then those of its bases (e.g. RetryArgs)."""
+        own = [n for n in cls.model_fields if n in vars(cls).get("__annotations__", {})]
+        return own + [n for n in cls.model_fields if n not in own]
+
+    @property
+    def sampling(self) -> Sampling:
+        """The sampling the args ask for (nothing set: the family's default applies)."""
+        return Sampling()
+
+    @property
+    def checkpoint(self) -> str | None:
+        """The checkpoint or served model, whose official row may set its own default sampling."""
+        return None
+
+    def variant(self) -> str:
+        """The answer-changing args (:data:`ANSWERS`) that differ from their defaults, as sorted
+        ``k=v`` joined by ``,``; empty when none do."""
+        changed: dict[str, object] = {}
+        for name, info in type(self).model_fields.items():
+            extra = info.json_schema_extra
+            if not isinstance(extra, dict) or extra.get("naru_answers") is not True:
+                continue
+            value = getattr(self, name)
+            if value != info.default:
+                changed[name] = value
+        return variant_string(changed)
+
+
+A = TypeVar("A", bound=AdapterArgs)
+
+
+def _refused_secrets(model: type[AdapterArgs], args: Mapping[str, Any]) -> list[str]:
+    """Secret-named args, and args whose value holds a key from the adapter's ``key_env``."""
+    named = {k for k, v in args.items() if is_secret(k) and not is_none(v)}
+    keys = [v.strip() for v in (os.environ.get(n) for n in model.key_env) if v and len(v.strip()) >= 8]
+    leaked = {k for k, v in args.items() if v is not None and any(key in str(v) for key in keys)}
+    return sorted(named | leaked)
+
+
+def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | None = None) -> A:
+    """``kwargs`` (lmms-eval's ``--model_args``, strings or typed values) as ``model``.
+
+    Unset-looking values (``none``, ``null``, empty) are dropped so the default applies. Every
+    problem goes into one ValueError that starts with ``adapter``: unknown names first (with the
+    valid ones and the reason a known misuse is refused), then secrets (never echoed: nothing
+    else is checked then), then each bad value as ``name='value': why``."""
+    who = adapter or model.__name__
+    data = {k: v for k, v in kwargs.items() if not is_none(v)}
+    problems: list[str] = []
+    unknown = sorted(k for k in kwargs if k not in model.model_fields)
+    if unknown:
+        hints = [f"{k}: {model.not_taken[k]}" for k in unknown if k in model.not_taken]
+        problems.append(
+            f"unknown model_args {unknown}; valid: {', '.join(model.names())}" + "".join(f" ({h})" for h in hints)
+        )
+    secrets = _refused_secrets(model, kwargs)
+    if secrets:
+        where = (
+            f"set {' or '.join(model.key_env)} in the environment" if model.key_env else "keep it in the environment"
+        )
+        problems.append(
+            f"refusing model_args {secrets}: an API key must not be passed in model_args (lmms-eval records "
+            f"model_args in results.json); {where}"
+        )
+        raise ValueError(f"{who}: " + "; ".join(problems))
+    try:
+        parsed = model.model_validate({k: v for k, v in data.items() if k in model.model_fields})
+    except ValidationError as e:
+        by_arg: dict[str, list[str]] = {}  # an arg's messages (one per branch of a union type)
+        for err in e.errors():
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            name = str(err["loc"][0]) if err["loc"] else ""
+            if msg not in by_arg.setdefault(name, []):
+                by_arg[name].append(msg)
+        for name, msgs in by_arg.items():
+            msg = ", or ".join(msgs)
+            if not name:  # a check across args (a model validator): its message names them
+                problems.append(msg)
+            elif name in data:
+                problems.append(f"{name}={data[name]!r}: {msg}")
+            else:  # not given (a required arg): the message alone when it names the arg
+                problems.append(msg if msg.startswith(name) else f"{name}: {msg}")
+        raise ValueError(f"{who}: " + "; ".join(problems)) from None
+    if problems:
+        raise ValueError(f"{who}: " + "; ".join(problems))
+    return parsed
+
+
+class RunArgs(AdapterArgs):
+    """The args every adapter takes (the base's, ``naru_eval.adapters.base.NaruModel``): the
+    response store, lmms-eval's batch size, and what lmms-eval passes every model from its own
+    flags (``--device``, ``--max_batch_size``)."""
+
+    response_store: str | None = Field(None, description="the response store (else NARU_RESPONSE_STORE)")
+    store: Flag | None = Field(None, description="use the response store (else the adapter's default)")
+    batch_size: int = Field(1, ge=1, description="lmms-eval's batch size (requests are answered one by one)")
+    device: str | None = Field(
+        None, description="lmms-eval's --device (the HF families: cuda when available, else cpu)"
+    )
+    max_batch_size: int | None = Field(None, description="lmms-eval's --max_batch_size (not used)")
+
+
+class SamplingArgs(RunArgs):
+    """The frame sampling of the adapters whose frames come from naru-eval's sampler."""
+
+    num_frames: int | None = Field(
+        None, ge=1, description="frames per video (else the adapter's default)", json_schema_extra=IN_SAMPLING
+    )
+    fps: float | None = Field(
+        None, gt=0, description="sample by rate instead of a frame count", json_schema_extra=IN_SAMPLING
+    )
+    max_frames: int | None = Field(
+        None, ge=1, description="cap on the frames an fps sampling takes", json_schema_extra=ANSWERS
+    )
+    max_pixels: int | None = Field(
+        None, ge=1, description="pixels per frame (frames are resized below it)", json_schema_extra=ANSWERS
+    )
+
+    @property
+    def sampling(self) -> Sampling:
+        """The one sampling value (a rate wins over a count, as it always has)."""
+        return Sampling(
+            frames=self.num_frames if self.fps is None else None,
+            fps=self.fps,
+            max_frames=self.max_frames,
+            max_pixels=self.max_pixels,
+        )
+
+
+class HFArgs(SamplingArgs):
+    """Args of the transformers families (``naru_eval.adapters.hf.base.HFVideoModel``)."""
+
+    key_env: ClassVar[tuple[str, ...]] = ("HF_TOKEN",)
+
+    pretrained: str = Field(description="hub id or checkpoint directory")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "auto", description="auto (the checkpoint's), bfloat16, float16, float32", json_schema_extra=ANSWERS
+    )
+    device_map: str | None = Field(None, description="e.g. auto: shard a large checkpoint over the visible GPUs")
+    attn_implementation: str | None = Field(None, description="e.g. flash_attention_2, sdpa")
+    max_new_tokens: int | None = Field(
+        None, ge=1, description="else a reasoning budget, else the task's, else 16", json_schema_extra=ANSWERS
+    )
+    system_prompt: str | None = Field(
+        None, description="a system message before the video and prompt", json_schema_extra=ANSWERS
+    )
+    trust_remote_code: Flag = Field(False, description="run the checkpoint's own code")
+    revision: str | None = Field(None, description="the hub revision", json_schema_extra=ANSWERS)
+    cap_pixels_per_frame: Flag = Field(
+        True, description="cap each frame's pixels at the family's official size", json_schema_extra=ANSWERS
+    )
+    shared_prefix: Flag = Field(
+        True, description="prefill each video once and answer its questions from a copy of the cache"
+    )
+    decode_workers: int = Field(0, ge=0, description="processes decoding the next videos ahead (0: decode inline)")
+    decode_budget_mb: int = Field(4096, ge=1, description="decoded frames held ahead, in MiB")
+
+    @property
+    def checkpoint(self) -> str | None:
+        return self.pretrained

@@ -1,0 +1,89 @@
+"""A model family's facts, declared once: :class:`Family`, a frozen value each adapter class
+holds as its ``family`` (one module per family in ``model_adapters/``).
+
+Everything else is derived from the declarations: the adapter's lmms-eval id and args model
+(``NaruModel.model_id``, ``NaruModel.Args``), the registry and lmms-eval's manifest
+(``naru_eval.adapters.registry``), a run's default sampling, the docs tables
+(``naru-eval adapters --write docs/adapters.md``), the GPU check's families and the parametrized
+family tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from naru_eval.core.budgets import FrameBudget, Sampling
+from naru_eval.core.inputs import INPUT_KINDS
+
+if TYPE_CHECKING:
+    from naru_eval.adapters.args import RunArgs
+
+
+@dataclass(frozen=True)
+class Official:
+    """A default sampling and where it comes from: the rows of the official NARU leaderboard run
+    at it (``rows``: their names in the package's ``official_results.json``, checked by a test),
+    or, for an adapter whose model is the user's choice, ``note``."""
+
+    sampling: Sampling
+    rows: tuple[str, ...] = ()
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.sampling.given:
+            raise ValueError("a default sampling sets a frame count or a rate")
+        if not self.rows and not self.note:
+            raise ValueError("a default sampling names its official rows (or, without one, a note why)")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One adapter's facts.
+
+    - ``id``: the lmms-eval model id (``--model``);
+    - ``args``: its typed ``--model_args`` (``naru_eval.adapters.args``);
+    - ``default``: the sampling of a run without ``num_frames=``/``fps=`` (the official row's),
+      ``by_checkpoint``: a checkpoint (the last part of its hub id) whose row differs;
+    - ``budget``: the context-maximal frame budget with its arithmetic;
+    - ``checkpoints``: ``config.model_type`` -> the transformers class that loads it;
+    - ``positions``: the position layout the model is given (``naru_eval.adapters.hf.positions``);
+    - ``inputs``: the inputs it takes besides the prompt (fields of
+      ``naru_eval.core.inputs.InputPlan``: ``frames``, ``audio``); none: the adapter gives a model
+      nothing (replay).
+    """
+
+    id: str
+    args: type[RunArgs]
+    default: Official | None = None
+    by_checkpoint: Mapping[str, Official] = field(default_factory=dict)
+    budget: FrameBudget | None = None
+    checkpoints: Mapping[str, str] = field(default_factory=dict)
+    positions: str | None = None
+    inputs: tuple[str, ...] = ("frames",)
+
+    def __post_init__(self) -> None:
+        if not self.id.startswith("naru_"):
+            raise ValueError(f"a family id starts with naru_ (lmms-eval's built-in names must not clash): {self.id!r}")
+        unknown = sorted(set(self.inputs) - set(INPUT_KINDS))
+        if unknown:
+            raise ValueError(f"{self.id}: unknown inputs {unknown}; an input plan holds {list(INPUT_KINDS)}")
+
+    def default_for(self, checkpoint: str | None) -> Official | None:
+        """The default sampling for ``checkpoint`` (its own row's, where it has one)."""
+        if checkpoint:
+            name = str(checkpoint).rstrip("/").rsplit("/", 1)[-1]
+            if name in self.by_checkpoint:
+                return self.by_checkpoint[name]
+        return self.default
+
+    def resolve(self, given: Sampling, checkpoint: str | None = None) -> Sampling:
+        """``given`` when it sets a count or a rate; else the default's count or rate, with the
+        caps ``given`` sets (``max_frames``, ``max_pixels``, ``min_frames``)."""
+        if given.given:
+            return given
+        default = self.default_for(checkpoint)
+        if default is None:
+            return given
+        return replace(given, frames=default.sampling.frames, fps=default.sampling.fps)

@@ -1,0 +1,143 @@
+"""The Qwen video families' shared machinery over :class:`HFVideoModel` (Qwen2.5-VL, Qwen3-VL and
+Qwen3.5 are each a module of ``model_adapters/`` over :class:`QwenVideoModel`).
+
+All three take the sampled frames as one uint8 array with a ``video_metadata`` entry:
+
+- Qwen2.5-VL turns ``sampled_fps`` (= N / duration) into ``second_per_grid_ts``, the spacing of
+  its temporal (MRoPE) position ids;
+- Qwen3-VL and Qwen3.5 write a ``<t seconds>`` timestamp before each temporal patch, from the
+  real frame numbers and fps. Their video processor samples frames itself by default
+  (``do_sample_frames=True``, 2 fps); the base passes ``do_sample_frames=False``, so it keeps
+  exactly the frames given.
+
+Sampling by rate (``fps=``) follows qwen-vl-utils for the frame count and size
+(:mod:`naru_eval.adapters.qwen_sampling`): the frames are decoded by the one sampler at the
+plan's per-frame limit, resized to exactly the plan's size, and the processor is told not to
+resize again. A fixed frame count (``num_frames=``) keeps the sampler's <=448x448 px frames and
+the processor's own per-frame cap.
+
+The position ids are Qwen's reference M-RoPE (:mod:`naru_eval.adapters.hf.positions`), the same
+in the shared-prefix and the per-question path, whatever the installed transformers computes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+
+from pydantic import Field
+
+from naru_eval.adapters.args import ANSWERS, HFArgs
+from naru_eval.adapters.base import NaruRequest, RequestFailed
+from naru_eval.adapters.hf.base import HFVideoModel, ProcessorKwargs
+from naru_eval.adapters.hf.positions import generation_position_ids, geometry_of
+from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan, resize_frames
+from naru_eval.core.budgets import Sampling
+
+if TYPE_CHECKING:
+    from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.sampler import SampledFrames
+
+
+class QwenArgs(HFArgs):
+    """Args of the Qwen families: the base's and qwen-vl-utils' frame floor."""
+
+    min_frames: int | None = Field(
+        None,
+        ge=1,
+        description="the floor of a rate-sampled frame count (else qwen-vl-utils' FPS_MIN_FRAMES, 4)",
+        json_schema_extra=ANSWERS,
+    )
+
+    @property
+    def sampling(self) -> Sampling:
+        return replace(super().sampling, min_frames=self.min_frames)
+
+
+class QwenSizing(TypedDict):
+    """The run key's record of qwen-vl-utils' sizing, for a rate-sampled run."""
+
+    patch_size: int
+    min_frames: int | None
+    model_seq_len: int
+
+
+class QwenVideoModel(HFVideoModel):
+    """The Qwen families' shared rate sampling and positions (the module docstring)."""
+
+    #: qwen-vl-utils' ``image_patch_size`` for this family
+    patch_size: ClassVar[int] = 14
+    #: a timestamp before each temporal patch splits the video into one-patch blocks (Qwen3-VL, Qwen3.5)
+    split_video_frames: ClassVar[bool] = True
+    args: QwenArgs
+
+    def __init__(self, **model_args: Any) -> None:
+        super().__init__(**model_args)
+        self._plans: dict[str, QwenVideoPlan] = {}
+
+    def family_description(self) -> dict[str, Any]:
+        if self.fps is None:
+            return {}
+        from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
+
+        sizing: QwenSizing = {
+            "patch_size": self.patch_size,
+            "min_frames": self.min_frames,
+            "model_seq_len": vp.MODEL_SEQ_LEN,
+        }
+        return {"qwen_vl_utils_sizing": sizing}
+
+    def video_plan(self, video: str) -> QwenVideoPlan:
+        """The qwen-vl-utils plan of ``video`` at this adapter's fps (probed once per video)."""
+        from naru_eval.media.video import probe_video
+
+        if video not in self._plans:
+            s = self.sampling
+            info = probe_video(video, check_end=False)
+            try:
+                self._plans[video] = qwen_video_plan(
+                    info.frame_count,
+                    info.fps,
+                    info.height,
+                    info.width,
+                    fps=float(s.fps or 0.0),
+                    patch_size=self.patch_size,
+                    max_frames=s.max_frames,
+                    min_frames=s.min_frames,
+                    max_pixels=s.max_pixels,
+                )
+            except ValueError as e:  # e.g. fewer frames than FRAME_FACTOR
+                raise RequestFailed(f"video {video}: qwen-vl-utils sampling at fps={s.fps:g}: {e}") from None
+        return self._plans[video]
+
+    def frame_params(self, video: str) -> SamplingParams:
+        if self.fps is None:
+            return super().frame_params(video)
+        from naru_eval.media.frame_cache import sampling_params
+
+        # decode at the per-frame limit (never below the target size); frames() resizes exactly
+        plan = self.video_plan(video)
+        return sampling_params(num_frames=plan.nframes, max_pixels=plan.max_pixels)
+
+    def frames(self, request: NaruRequest) -> SampledFrames:
+        s = super().frames(request)
+        if self.fps is None or request.video is None:
+            return s
+        plan = self.video_plan(request.video)
+        return s._replace(frames=resize_frames(s.frames, plan.height, plan.width))
+
+    def position_ids(self, input_ids: Any, inputs: Any) -> Any | None:
+        """Qwen's reference M-RoPE positions (``naru_eval.adapters.hf.positions``), the same in the
+        shared-prefix and the per-question path, whatever the installed transformers computes."""
+        if inputs.get("video_grid_thw") is None and inputs.get("image_grid_thw") is None:
+            return None  # text only: one position per token, as the model's own
+        return generation_position_ids(
+            input_ids,
+            geometry_of(self.model.config, self.split_video_frames),
+            inputs.get("image_grid_thw"),
+            inputs.get("video_grid_thw"),
+            inputs.get("second_per_grid_ts"),
+        )
+
+    def family_processor_kwargs(self) -> ProcessorKwargs:
+        return {"do_resize": False} if self.fps is not None else {}  # the frames have qwen-vl-utils' size
