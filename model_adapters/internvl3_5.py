@@ -3,7 +3,10 @@
 
 The chat template writes ``<video>`` for the video item; the processor expands it to one
 ``FrameN: <img>…</img>`` line per frame, each frame resized to a single 448x448 tile (256
-tokens). The frames given are kept as they are (``do_sample_frames=False``). InternVL has no
+tokens). The sampler delivers the frames at exactly the processor's size, resized from the native frames
+with the processor's own arithmetic (torchvision v2 on uint8: ``resize="uint8"``), so the
+processor leaves them as they are and the model gets the reference pixels (docs/video.md);
+``max_pixels`` plays no part. The frames given are kept (``do_sample_frames=False``). InternVL has no
 temporal position ids (1-D RoPE over the whole sequence, video tokens included, as InternVL's
 own code: the model's default, the same in both paths), so the metadata only documents the
 sampling. The original trust_remote_code checkpoints (``OpenGVLab/InternVL3_5-8B`` without
@@ -13,11 +16,16 @@ says so.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from naru_eval.adapters.args import HFArgs
 from naru_eval.adapters.family import Family, Official
 from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.positions import SEQUENTIAL
 from naru_eval.core.budgets import FrameBudget, Sampling
+
+if TYPE_CHECKING:
+    from naru_eval.media.frame_cache import SamplingParams
 
 
 class InternVL3_5(HFVideoModel):
@@ -41,3 +49,18 @@ class InternVL3_5(HFVideoModel):
         checkpoints={"internvl": "InternVLForConditionalGeneration"},
         positions=SEQUENTIAL,
     )
+
+    def frame_params(self, video: str) -> SamplingParams:
+        """The frames at the video processor's own size (one tile per frame: 448x448 for the
+        published checkpoints), resized with its arithmetic, so it leaves them as they are."""
+        from naru_eval.media.frame_cache import sampling_params
+
+        size = self.ensure_processor().video_processor.size
+        s = self.sampling
+        return sampling_params(
+            num_frames=s.frames,
+            fps=s.fps,
+            max_frames=s.max_frames,
+            size=(int(size["height"]), int(size["width"])),
+            resize="uint8",
+        )

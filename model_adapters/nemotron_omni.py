@@ -4,8 +4,11 @@ vision tower) + ``NemotronH_Omni_Reasoning_V3Processor``.
 
 The video path is the shared base's: the sampler's frames go to the processor with their
 ``video_metadata``. Its video processor resizes each frame to one aspect-preserving tile of about
-``video_target_num_patches`` (1024) 16-px patches, about 512x512 px, so this adapter has the
-sampler deliver frames of up to 512x512 px (``max_pixels``) instead of upscaling from 448x448;
+``video_target_num_patches`` (1024) 16-px patches (672x384 for 16:9), so this adapter has the
+sampler deliver the frames at exactly that tile, computed by the processor itself and resized
+from the native frames with its kernel (antialiased bicubic), and the processor leaves them as
+they are (docs/video.md; ``max_pixels=`` set to anything but its default keeps the older path: frames
+of at most that many pixels, resized again by the processor);
 two consecutive frames make one tubelet of 256 tokens, labelled "Frame i sampled at t seconds
 and frame i+1 ...". The model's "Efficient Video Sampling" prunes the video tokens least
 different from the same position in the previous tubelet, at the rate the checkpoint's config
@@ -31,7 +34,7 @@ Blackwell GPU), so this adapter refuses it by name of the problem and points at 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -41,6 +44,9 @@ from naru_eval.adapters.family import Family, Official
 from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.positions import NO_ROPE
 from naru_eval.core.budgets import FrameBudget, Sampling
+
+if TYPE_CHECKING:
+    from naru_eval.media.frame_cache import SamplingParams
 
 #: max_new_tokens with reasoning on: the model card's thinking-mode max_tokens (a 16,384-token
 #: reasoning budget plus room for the answer)
@@ -117,6 +123,35 @@ class NemotronOmni(HFVideoModel):
 
     def family_description(self) -> dict[str, Any]:
         return {"video_pruning_rate": self.video_pruning_rate, "reasoning_budget": self.reasoning_max_new_tokens}
+
+    # -- the frames at the processor's tile ----------------------------------------------------
+    def frame_params(self, video: str) -> SamplingParams:
+        if self.sampling.max_pixels != NATIVE_FRAME_PIXELS:  # the user's own pixel cap
+            return super().frame_params(video)
+        from naru_eval.media.frame_cache import sampling_params
+        from naru_eval.media.video import probe_video
+
+        info = probe_video(video, check_end=False)
+        s = self.sampling
+        tile = self.tile(info.height, info.width)
+        if self.tile(*tile) != tile:
+            # the processor would pick another tile for a frame of this tile's shape and resize
+            # again: hand it the native frames, which it resizes once, as its reference does
+            return sampling_params(num_frames=s.frames, fps=s.fps, max_frames=s.max_frames, max_pixels=None)
+        return sampling_params(num_frames=s.frames, fps=s.fps, max_frames=s.max_frames, size=tile, resize="float")
+
+    def tile(self, height: int, width: int) -> tuple[int, int]:
+        """(height, width) of the tile the video processor resizes a ``height`` x ``width`` frame
+        to: its own choice (``_compute_target_patches``, x its patch size)."""
+        vp = self.ensure_processor().video_processor
+        target = getattr(vp, "_compute_target_patches", None)
+        if target is None:
+            raise RuntimeError(
+                f"{self.model_id}: this transformers' Nemotron-Omni video processor has no "
+                "_compute_target_patches; its frame tile cannot be read (transformers 5.24 has it)"
+            )
+        pw, ph = target(int(height), int(width))
+        return int(ph) * int(vp.patch_size), int(pw) * int(vp.patch_size)
 
     # -- loading ------------------------------------------------------------------------------
     def model_class(self) -> Any:

@@ -47,7 +47,7 @@ from loguru import logger
 
 from naru_eval.adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan, resize_frames
+from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.lazy import Lazy
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
@@ -62,7 +62,6 @@ from naru_eval.providers.openai_compat.wire import MediaIO, MediaPart, UserMessa
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
-    from naru_eval.media.sampler import SampledFrames
 
 #: video_mode -> how the frames reach the model (the input plan's delivery, its input mode)
 DELIVERY: dict[str, FrameDelivery] = {"video": "video", "frames": "images", "video_url": "server-sampled"}
@@ -228,14 +227,8 @@ class OpenAICompat(NaruModel):
             return super().frame_params(video)
         from naru_eval.media.frame_cache import sampling_params
 
-        return sampling_params(num_frames=plan.nframes, max_pixels=plan.max_pixels)
-
-    def frames(self, request: NaruRequest) -> SampledFrames:
-        sampled = super().frames(request)
-        plan = self.video_plan(request.video) if request.video is not None else None
-        if plan is None:
-            return sampled
-        return sampled._replace(frames=resize_frames(sampled.frames, plan.height, plan.width))
+        # qwen-vl-utils' size, by its own resize from the native frames (the HF path's frames)
+        return sampling_params(num_frames=plan.nframes, size=(plan.height, plan.width), resize="float")
 
     # -- the message ------------------------------------------------------------------------------
     def video_parts(self, request: NaruRequest) -> list[MediaPart]:

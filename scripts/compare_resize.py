@@ -3,8 +3,8 @@ decode, then the family's own resize), measured on the same frames, in 0-255 lev
 
 For each family: the reference is the family's resize applied to the native-size frames (decoded
 with the frame's own colour, as ffmpeg converts them); "ours now" is what the adapter hands the
-model today (the sampler's frames at its pixel budget, then the adapter's or the processor's
-resize); "size=" is the sampler asked for the family's exact frame size
+model before the sampler's exact size (the sampler's frames at its pixel budget, then the
+adapter's or the processor's resize); "size=" is what the adapters ask for now, the family's exact frame size
 (``sample_frames(..., size=(h, w))``: torchvision's antialiased bicubic from the native frame),
 then the same processor (``resize="uint8"`` for InternVL, whose processor resizes uint8 frames
 with torchvision v2's fixed-point kernel). Qwen: qwen-vl-utils' ``fetch_video`` resize
@@ -51,8 +51,17 @@ def qwen(path: Path, n: int) -> None:
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms import functional as tvf
 
-    from model_adapters.qwen import qwen_video_plan, resize_frames
+    from naru_eval.adapters.qwen_sampling import qwen_video_plan
     from naru_eval.media.video import probe_video
+
+    def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+        """The adapters' resize before the sampler's ``size=``: torch's antialiased bicubic on the
+        frames decoded to the plan's pixel limit (two resizes)."""
+        x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float()
+        y = torch.nn.functional.interpolate(
+            x, size=(height, width), mode="bicubic", align_corners=False, antialias=True
+        )
+        return y.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
 
     info = probe_video(path)
     plan = qwen_video_plan(info.frame_count, info.fps, info.height, info.width, fps=2.0, patch_size=16, max_frames=n)

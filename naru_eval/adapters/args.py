@@ -29,7 +29,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.provenance import variant_string
-from naru_eval.settings import parse_flag
+from naru_eval.settings import UserError, parse_flag
 from naru_eval.store.responses import is_secret
 
 #: the field marker of an argument that changes the model's answers (``json_schema_extra``)
@@ -53,6 +53,11 @@ def _flag(value: Any) -> bool:
 #: the one flag type of every adapter's args (``enable_thinking=true``), parsed with
 #: ``naru_eval.settings.parse_flag``
 Flag = Annotated[bool, BeforeValidator(_flag)]
+
+
+class ModelArgsError(UserError):
+    """Bad ``--model_args`` (unknown, invalid or secret): one message naming the adapter and every
+    problem; lmms-eval's constructor prints it and exits 2, no traceback (``NaruModel``)."""
 
 
 class AdapterArgs(BaseModel):
@@ -135,7 +140,7 @@ def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | N
             f"refusing model_args {secrets}: an API key must not be passed in model_args (lmms-eval records "
             f"model_args in results.json); {where}"
         )
-        raise ValueError(f"{who}: " + "; ".join(problems))
+        raise ModelArgsError(f"{who}: " + "; ".join(problems))
     try:
         parsed = model.model_validate({k: v for k, v in data.items() if k in model.model_fields})
     except ValidationError as e:
@@ -153,9 +158,9 @@ def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | N
                 problems.append(f"{name}={data[name]!r}: {msg}")
             else:  # not given (a required arg): the message alone when it names the arg
                 problems.append(msg if msg.startswith(name) else f"{name}: {msg}")
-        raise ValueError(f"{who}: " + "; ".join(problems)) from None
+        raise ModelArgsError(f"{who}: " + "; ".join(problems)) from None
     if problems:
-        raise ValueError(f"{who}: " + "; ".join(problems))
+        raise ModelArgsError(f"{who}: " + "; ".join(problems))
     return parsed
 
 

@@ -211,9 +211,13 @@ class NaruModel(lmms):
 
     def describe(self) -> dict[str, Any]:
         """What, besides the task and prompt, changes this adapter's answers (for the run key).
-        ``args`` stays (empty: every arg is typed now) so that run keys are unchanged."""
+        ``args`` stays (empty: every arg is typed now) so that run keys are unchanged. An adapter
+        that sends naru-eval's frames names how their pixels are made (``pixels``:
+        ``naru_eval.media.pixels.CONVERSION``): answers given to frames converted otherwise (before
+        the frames' own colour matrix and range, and the families' reference resize) are never
+        reused."""
         s = self.sampling
-        return {
+        desc: dict[str, Any] = {
             "model": self.model_id,
             "args": {},
             "num_frames": s.frames,
@@ -221,6 +225,11 @@ class NaruModel(lmms):
             "max_frames": s.max_frames,
             "max_pixels": s.max_pixels,
         }
+        if self.needs_frames:
+            from naru_eval.media.pixels import CONVERSION
+
+            desc["pixels"] = CONVERSION
+        return desc
 
     # -- the sampling, as views of the one value ----------------------------------------------
     @property

@@ -12,13 +12,14 @@ frame count and the frame size (:func:`qwen_video_plan`): ``smart_nframes`` give
 floored to a multiple of ``FRAME_FACTOR``), and the video's total pixel budget, split over
 those frames, gives the per-frame pixel limit that ``smart_resize`` turns into the frame size.
 A 4-hour video at 0.25 fps asks for 3,600 frames and gets 768. The frames themselves are still
-decoded by the one sampler (evenly spaced segment centres, through the frame cache), then
-resized to exactly that size (:func:`resize_frames`).
+decoded by the one sampler (evenly spaced segment centres, through the frame cache) and resized
+to exactly that size from the native frames, with qwen-vl-utils' own call (torchvision's
+antialiased bicubic: ``naru_eval.media.pixels.reference_resize``, the sampler's ``size=``).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, TypedDict
+from typing import NamedTuple, TypedDict
 
 
 class QwenVideoPlan(NamedTuple):
@@ -80,22 +81,3 @@ def qwen_video_plan(
         limit = min(max_pixels, limit)
     h, w = vp.smart_resize(int(height), int(width), factor=factor, min_pixels=min_px, max_pixels=limit)
     return QwenVideoPlan(nframes, int(h), int(w), int(limit), int(min_px))
-
-
-def resize_frames(frames: Any, height: int, width: int, chunk: int = 32) -> Any:
-    """uint8 N x H x W x 3 frames resized to ``height`` x ``width`` with the kernel qwen-vl-utils
-    uses (bicubic, antialiased), a chunk at a time to bound memory."""
-    import numpy as np
-    import torch
-
-    n = len(frames)
-    if n and frames.shape[1:3] == (height, width):
-        return frames
-    out = np.empty((n, height, width, 3), dtype=np.uint8)
-    for i in range(0, n, chunk):
-        x = torch.from_numpy(np.ascontiguousarray(frames[i : i + chunk])).permute(0, 3, 1, 2).float()
-        y = torch.nn.functional.interpolate(
-            x, size=(height, width), mode="bicubic", align_corners=False, antialias=True
-        )
-        out[i : i + chunk] = y.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
-    return out

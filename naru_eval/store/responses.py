@@ -144,7 +144,7 @@ class ResponseStore:
     A store that cannot be opened, read or written raises a
     :class:`~naru_eval.store.db.StoreError` naming it, what is wrong and what to do. After a
     failed write, :meth:`check_writable` raises too: an answer asked now could not be kept and
-    would be paid again on the rerun, so the adapter asks nothing more (model_adapters/base.py)."""
+    would be paid again on the rerun, so the adapter asks nothing more (naru_eval/adapters/base.py)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = store_path_for_rank(path) if path else default_store_path()

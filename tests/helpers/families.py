@@ -103,6 +103,27 @@ class FirstStep:
         return max(float((a - b).abs().max()) for a, b in zip(self.logits, other.logits, strict=True))
 
 
-def expected(video) -> tuple[np.ndarray, list[int]]:
+def processors_without_checkpoint(monkeypatch: Any) -> None:
+    """The families that read their frame size off their video processor (InternVL3.5,
+    Nemotron-Omni) get the real processor classes at their published geometry, for adapters made
+    over a checkpoint path that does not exist (the run-key and argument tests)."""
+    from types import SimpleNamespace
+
+    from transformers import InternVLVideoProcessor, NemotronH_Omni_Reasoning_V3VideoProcessor
+
+    for model_id, vp in (
+        ("naru_internvl3_5", InternVLVideoProcessor(size={"height": 448, "width": 448})),
+        ("naru_nemotron_omni", NemotronH_Omni_Reasoning_V3VideoProcessor(video_target_num_patches=1024)),
+    ):
+        monkeypatch.setattr(
+            adapter_class(model_id), "ensure_processor", lambda self, vp=vp: SimpleNamespace(video_processor=vp)
+        )
+
+
+def expected(video, adapter: Any = None) -> tuple[np.ndarray, list[int]]:
+    """The frames a request on ``video`` should reach the model with, and their numbers: the
+    sampler's, at the sampling ``adapter`` asks for (its family's exact frame size, where its
+    reference defines one), else at the sampler's default pixel cap."""
     want = uniform_indices(60, N)
-    return sample_frames(video, num_frames=N).frames, want
+    params = dict(adapter.frame_params(str(video))) if adapter is not None else {"num_frames": N}
+    return sample_frames(video, **params).frames, want

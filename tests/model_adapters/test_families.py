@@ -30,9 +30,10 @@ def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, in
     assert ans.usage["frames"] == N and ans.usage["output_tokens"] <= 6
     (args, kw, out), *more = a.processor.calls
     assert not more and not args
-    frames, want = expected(indexed_video)
+    frames, want = expected(indexed_video, a)
     (video,) = kw["videos"]
-    assert isinstance(video, np.ndarray) and video.dtype == np.uint8 and video.shape == (N, 64, 64, 3)
+    size = a.frame_params(str(indexed_video))["size"] or (64, 64)  # the family's size, else the video's own
+    assert isinstance(video, np.ndarray) and video.dtype == np.uint8 and video.shape == (N, *size, 3)
     assert np.array_equal(video, frames)
     assert [read_frame_index(f) for f in video] == want
     (meta,) = kw["video_metadata"]
@@ -209,5 +210,54 @@ def test_run_key_hf_part_keeps_its_fields_in_order(model_id, args, family_keys):
     """The run key is the JSON of describe(): stored answers match only while its ``hf`` part
     keeps the base's fields, then the family's, in this order."""
     desc = make(model_id, "/ckpt/a", **args).describe()
-    assert list(desc) == ["model", "args", "num_frames", "fps", "max_frames", "max_pixels", "hf"]
+    assert list(desc) == ["model", "args", "num_frames", "fps", "max_frames", "max_pixels", "pixels", "hf"]
     assert list(desc["hf"]) == [*HF_KEY, *family_keys]
+
+
+@pytest.mark.parametrize("model_id", [m for m in HF_FAMILIES if model_type(m) in ("internvl", "nemotron_h_omni")])
+def test_the_processor_gets_its_reference_pixels(model_id, tiny_checkpoint, tmp_path):
+    """InternVL3.5 and Nemotron-Omni resize the native frames themselves: the adapter hands their
+    processor frames already at its own size, resized with its kernel, so what the model gets is
+    what the processor makes of the native frames (InternVL: exactly; Nemotron: its float result
+    rounded to uint8 levels, at most a few levels at hard edges). Before, the frames went through
+    the sampler's pixel cap first and were resized twice."""
+    from naru_eval.media.sampler import sample_frames
+    from tests.helpers import video_corpus as vc
+
+    video = vc.encode(
+        tmp_path / "hd.mp4", *vc.cfr(8, 8), options=vc.x264(8), size=(320, 180), colour=(vc.BT709, vc.LIMITED),
+        image=vc.colour_image,
+    )  # fmt: skip
+    a = make(model_id, tiny_checkpoint(model_id), num_frames=4)
+    a.ensure_loaded()
+    params = a.frame_params(str(video))
+    assert params["max_pixels"] is None  # the family's exact size (or the native frames), never the cap
+
+    def pixels(frames: np.ndarray) -> np.ndarray:
+        out = a.processor.video_processor(videos=[frames], return_tensors="pt", do_sample_frames=False)
+        return out["pixel_values_videos"].float().numpy()
+
+    ours = pixels(sample_frames(video, **params).frames)
+    reference = pixels(sample_frames(video, num_frames=4, max_pixels=None).frames)  # native size
+    before = pixels(sample_frames(video, num_frames=4).frames)  # the sampler's <=448x448 cap first
+    assert ours.shape == reference.shape
+    err, err_before = np.abs(ours - reference).max(), np.abs(before - reference).max()
+    if model_type(model_id) == "internvl" or params["size"] is None:
+        assert err == 0, err
+    else:
+        # one uint8 level is 1/255 / std (~0.015 here); rounding stays within a few levels at edges
+        assert err < err_before / 4, (err, err_before)
+
+
+def test_nemotron_tiles_of_common_sizes_are_the_processors_fixed_points(monkeypatch):
+    """At the published geometry (1024 16-px patches) the tile of every common frame size is one the
+    processor keeps (it picks the same tile for a frame already at that size), so the sampler's
+    frames at that tile are resized once, from the native frames."""
+    from tests.helpers.families import processors_without_checkpoint
+
+    processors_without_checkpoint(monkeypatch)
+    a = make("naru_nemotron_omni", "/ckpt/none")
+    for h, w in ((1080, 1920), (720, 1280), (480, 640), (480, 854), (1080, 1440), (2160, 3840), (1920, 1080)):
+        tile = a.tile(h, w)
+        assert a.tile(*tile) == tile, (h, w, tile)
+    assert a.tile(1080, 1920) == (384, 672)

@@ -308,9 +308,13 @@ def test_key_never_reaches_store_registry_usage_or_logs(tmp_path, docs, capfd):
         f"model={FAKE_KEY}",
     ],
 )
-def test_a_key_in_model_args_is_refused(arg_string):
-    with pytest.raises(ValueError, match="GOOGLE_API_KEY"):
+def test_a_key_in_model_args_is_refused(arg_string, capsys):
+    """Through lmms-eval's constructor: the message on stderr and exit status 2, no traceback."""
+    with pytest.raises(SystemExit) as e:
         Gemini.create_from_arg_string(arg_string, {"batch_size": 1, "device": None})
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "GOOGLE_API_KEY" in err and "Traceback" not in err
 
 
 def test_bad_model_args_are_clear_errors(tmp_path, docs, monkeypatch):

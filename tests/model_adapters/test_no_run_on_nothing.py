@@ -13,6 +13,7 @@ from naru_eval.adapters.base import FAILED_MARKER, NaruRequest, RequestFailed
 from naru_eval.adapters.registry import adapter_class, registered
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset, write_indexed_video
 from tests.helpers.data import docs_of, lmms_instances
+from tests.helpers.families import processors_without_checkpoint
 from tests.helpers.stubs import OpenAIStub
 
 ADAPTERS = list(registered())
@@ -118,6 +119,7 @@ def test_an_api_request_without_frames_fails_and_sends_nothing(tmp_path, monkeyp
 @pytest.mark.parametrize("model_id", ["naru_qwen2_5_vl", "naru_internvl3_5"])
 def test_an_hf_request_without_frames_fails_before_the_model_loads(model_id, tmp_path, monkeypatch):
     video = write_indexed_video(tmp_path / "v.mp4", n_frames=20, fps=10, gop=10)
+    processors_without_checkpoint(monkeypatch)
     a = adapter_class(model_id)(pretrained="/no/such/checkpoint", num_frames="4", store="false", device="cpu")
     _no_frames(monkeypatch)
     req = NaruRequest({"question_id": "q"}, "Which?", [str(video)], {}, "naru_mcq", 0)

@@ -393,9 +393,13 @@ def json_dump(obj: Any) -> str:
         f"model={FAKE_KEY},base_url=http://127.0.0.1:1/v1",
     ],
 )
-def test_a_key_in_model_args_is_refused(arg_string):
-    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+def test_a_key_in_model_args_is_refused(arg_string, capsys):
+    """Through lmms-eval's constructor: the message on stderr and exit status 2, no traceback."""
+    with pytest.raises(SystemExit) as e:
         OpenAICompat.create_from_arg_string(arg_string, {"batch_size": 1, "device": None})
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" in err and "Traceback" not in err
 
 
 def test_bad_model_args_are_clear_errors():

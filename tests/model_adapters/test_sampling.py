@@ -11,7 +11,7 @@ import pytest
 
 from naru_eval.adapters.base import NaruRequest
 from naru_eval.adapters.family import Official
-from naru_eval.adapters.qwen_sampling import qwen_video_plan, resize_frames
+from naru_eval.adapters.qwen_sampling import qwen_video_plan
 from naru_eval.adapters.registry import adapter_class, registered
 from naru_eval.core.budgets import Sampling
 from naru_eval.report.paper import official_results
@@ -168,13 +168,6 @@ def test_qwen_plan_matches_qwen_vl_utils_fetch_video(height, width, total_pixels
     plan = qwen_video_plan(6, 1.0, height, width, fps=6.0, patch_size=16, total_pixels=total_pixels)
     assert plan.nframes == video.shape[0] == 6
     assert (plan.height, plan.width) == tuple(video.shape[-2:])
-
-
-def test_resize_frames_exact_size():
-    f = np.random.default_rng(0).integers(0, 255, (3, 45, 80, 3), dtype=np.uint8)
-    out = resize_frames(f, 64, 96, chunk=2)
-    assert out.shape == (3, 64, 96, 3) and out.dtype == np.uint8
-    assert resize_frames(out, 64, 96) is out
 
 
 def test_qwen3_vl_rate_path_wiring(tiny_checkpoint, tmp_path):

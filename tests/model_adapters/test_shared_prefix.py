@@ -87,7 +87,7 @@ def test_prefix_prefill_gets_exactly_the_sampled_frames(model_id, tiny_checkpoin
     for r in reqs:
         a.respond(r)
     ((args, kw, _),) = a.processor.calls
-    frames, _ = expected(indexed_video)
+    frames, _ = expected(indexed_video, a)
     (video,) = kw["videos"]
     assert np.array_equal(video, frames) and kw["do_sample_frames"] is False
     assert kw["video_metadata"][0]["frames_indices"] == [

@@ -132,16 +132,23 @@ class HFCheckpointModel(NaruModel):
         """Extra ``from_pretrained`` keyword arguments of a family (config overrides)."""
         return {}
 
+    def ensure_processor(self) -> Any:
+        """The checkpoint's processor, built on first use (the model need not be loaded: a family
+        may read its frame geometry before answering)."""
+        if self.processor is None:
+            from transformers import AutoProcessor
+
+            self.processor = AutoProcessor.from_pretrained(self.pretrained, **self._pretrained_kwargs())
+        return self.processor
+
     def load(self) -> None:
         """Build the processor and the model (called once, on first use)."""
-        from transformers import AutoProcessor
-
         cls = self.model_class()
         kw: dict[str, Any] = {"dtype": self._torch_dtype(), "device_map": self.device_map, **self.load_kwargs()}
         if self.attn_implementation:
             kw["attn_implementation"] = self.attn_implementation
         logger.info(f"{self.model_id}: loading {cls.__name__} from {self.pretrained} ({kw})")
-        self.processor = AutoProcessor.from_pretrained(self.pretrained, **self._pretrained_kwargs())
+        self.ensure_processor()
         self.model = cls.from_pretrained(self.pretrained, **kw, **self._pretrained_kwargs()).eval()
 
     def ensure_loaded(self) -> None:

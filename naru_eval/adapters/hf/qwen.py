@@ -28,15 +28,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, HFArgs
-from naru_eval.adapters.base import NaruRequest, RequestFailed
+from naru_eval.adapters.base import RequestFailed
 from naru_eval.adapters.hf.base import HFVideoModel, ProcessorKwargs
 from naru_eval.adapters.hf.positions import generation_position_ids, geometry_of
-from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan, resize_frames
+from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
 from naru_eval.core.budgets import Sampling
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
-    from naru_eval.media.sampler import SampledFrames
 
 
 class QwenArgs(HFArgs):
@@ -115,16 +114,9 @@ class QwenVideoModel(HFVideoModel):
             return super().frame_params(video)
         from naru_eval.media.frame_cache import sampling_params
 
-        # decode at the per-frame limit (never below the target size); frames() resizes exactly
+        # qwen-vl-utils' size, by its own resize from the native frames (media.pixels.reference_resize)
         plan = self.video_plan(video)
-        return sampling_params(num_frames=plan.nframes, max_pixels=plan.max_pixels)
-
-    def frames(self, request: NaruRequest) -> SampledFrames:
-        s = super().frames(request)
-        if self.fps is None or request.video is None:
-            return s
-        plan = self.video_plan(request.video)
-        return s._replace(frames=resize_frames(s.frames, plan.height, plan.width))
+        return sampling_params(num_frames=plan.nframes, size=(plan.height, plan.width), resize="float")
 
     def position_ids(self, input_ids: Any, inputs: Any) -> Any | None:
         """Qwen's reference M-RoPE positions (``naru_eval.adapters.hf.positions``), the same in the

@@ -131,11 +131,14 @@ def prepare_video(
 
 
 def _remux(src: Path, dst: Path, audio: bool) -> None:
-    """Copy the first video stream (and the first audio stream if ``audio``) into an MP4."""
+    """Copy the video stream a player shows (naru_eval.media.video.video_stream: never cover art)
+    and the first audio stream if ``audio`` into an MP4."""
     import av
 
+    from naru_eval.media.video import video_stream
+
     with av.open(str(src)) as inp, av.open(str(dst), mode="w", format="mp4") as out:
-        streams: list[av.VideoStream | av.AudioStream] = [inp.streams.video[0]]
+        streams: list[av.VideoStream | av.AudioStream] = [video_stream(src, inp)]
         if audio and inp.streams.audio:
             streams.append(inp.streams.audio[0])
         mapping = {s.index: out.add_stream_from_template(s) for s in streams}
@@ -154,8 +157,10 @@ def _reencode(src: Path, dst: Path, spec: PrepSpec) -> None:
     """Re-encode the video at ``spec.fps`` / ``spec.max_height`` (H.264), audio as mono AAC."""
     import av
 
+    from naru_eval.media.video import video_stream
+
     with av.open(str(src)) as inp:
-        vin = inp.streams.video[0]
+        vin = video_stream(src, inp)
         vin.thread_type = "AUTO"
         rate = vin.average_rate or vin.guessed_rate or vin.base_rate or 25
         out_fps = Fraction(spec.fps).limit_denominator(1000) if spec.fps else Fraction(rate)
