@@ -1,8 +1,8 @@
 """``naru-eval``: the project's one console script.
 
 Subcommands: ``validate-data``, ``demo``, ``score``, ``verify-run``, ``make-synthetic``, ``tasks-path``,
-``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``,
-``store …``, ``transcribe``: one
+``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``sweep …``, ``diagnose``, ``estimate-cost``,
+``judge …``, ``store …``, ``transcribe``: one
 parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
 """
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import adapters, diagnose, gemini, judge, results, store, transcribe
+from naru_eval.cli import adapters, diagnose, gemini, judge, results, store, sweep, transcribe
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -113,11 +113,14 @@ def cmd_tasks_path(args: argparse.Namespace) -> int:
 def cmd_verify_run(args: argparse.Namespace) -> int:
     """Exit 0 when the run is complete (results, one parsable sample-log line per question, metrics
     that recompute); else 1, listing why. lmms-eval's own exit status does not tell."""
+    from naru_eval.core.runfiles import run_world_size
     from naru_eval.lmms.run import verify_run
 
     problems = verify_run(args.path, args.since)
     if not problems:
-        print(f"{args.path}: complete")
+        world = run_world_size(args.path, args.since)
+        shown = "" if world is None else f" ({world} process{'es' if world > 1 else ''})"
+        print(f"{args.path}: complete{shown}")
         return 0
     print(f"{args.path}: the run is not complete ({len(problems)} problem(s)):", file=sys.stderr)
     for p in problems:
@@ -180,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge, store, adapters, transcribe):
+    for module in (results, diagnose, gemini, judge, store, adapters, sweep, transcribe):
         module.register(sub)
     return parser
 
