@@ -147,9 +147,16 @@ class Settings(BaseModel):
         None, "the stores' directory (responses, judge cache, upload registry)", "~/.cache/naru-eval"
     )
     response_store: str | None = _var(
-        None, "the write-through response store (SQLite file)", "NARU_CACHE_DIR/responses.sqlite"
+        None,
+        "the write-through response store (SQLite file; `{rank}` in it: one per accelerate rank, docs/cluster.md)",
+        "NARU_CACHE_DIR/responses.sqlite",
     )
     frame_cache: str | None = _var(None, "directory of the on-disk frame cache and frame indexes", "in memory only")
+    transcript_cache: str | None = _var(
+        None,
+        "directory of the ASR transcripts `naru-eval transcribe` writes (and their checkpoints)",
+        "NARU_CACHE_DIR/transcripts",
+    )
     # -- API runs
     config_error_after: int | None = _var(
         None,

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("core", "media", "store", "api", "providers", "judge", "lmms", "report", "cli")
+LAYERS = ("core", "media", "store", "api", "providers", "judge", "asr", "lmms", "report", "cli")
 #: a path not inside a longer one (``tests/report/x.py`` is not ``report/x.py``)
 _PATH = re.compile(r"(?<![\w/.-])((?:naru_eval|model_adapters|" + "|".join(LAYERS) + r")/[\w/]+\.py)\b")
 

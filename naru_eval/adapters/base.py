@@ -260,6 +260,17 @@ class NaruModel(lmms):
 
     # -- shared machinery ---------------------------------------------------------------------
     @property
+    def device(self) -> Any:
+        """Where lmms-eval puts the counts it gathers across ranks under ``accelerate launch``:
+        the device of the ``Accelerator`` its evaluator gives the model first, else the CPU. An
+        adapter that holds no weights (replay, the API adapters) needs nothing else; the HF loader
+        overrides it with its model's device."""
+        import torch
+
+        accelerator = getattr(self, "accelerator", None)
+        return accelerator.device if accelerator is not None else torch.device("cpu")
+
+    @property
     def store(self) -> ResponseStore | None:
         if self._use_store and self._store is None:
             self._store = ResponseStore(self._store_path)

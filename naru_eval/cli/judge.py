@@ -253,7 +253,8 @@ def cmd_score(args: argparse.Namespace) -> int:
                 continue
             # the data the logged run was on and what its model was given
             samples = [
-                s.with_provenance(p.get("data_fingerprint") or None, p) for s, (p, _) in zip(samples, rows, strict=True)
+                s.with_provenance(p.get("data_fingerprint") or None, p, p.get("world_size"))
+                for s, (p, _) in zip(samples, rows, strict=True)
             ]
             rows_out = [s.to_dict() | {"model": label} for s in samples]
             report = summarize(samples)

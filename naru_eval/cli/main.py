@@ -1,8 +1,8 @@
 """``naru-eval``: the project's one console script.
 
 Subcommands: ``validate-data``, ``demo``, ``score``, ``verify-run``, ``make-synthetic``, ``tasks-path``,
-``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``diagnose``, ``estimate-cost``, ``judge …``,
-``store …``: one
+``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``sweep …``, ``diagnose``, ``estimate-cost``,
+``judge …``, ``store …``, ``transcribe``: one
 parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
 """
 
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import adapters, diagnose, gemini, judge, results, store
+from naru_eval.cli import adapters, diagnose, gemini, judge, results, store, sweep, transcribe
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -27,7 +27,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if data_dir is None and not settings().hf_dataset:
         print("naru-eval validate-data: give DIR or set NARU_DATA_DIR / NARU_HF_DATASET", file=sys.stderr)
         return 2
-    report = validate(data_dir, videos=not args.no_videos, audio=args.audio and not args.no_videos)
+    from naru_eval.core.transcripts import TranscriptSource
+
+    try:
+        source = TranscriptSource.parse(args.transcript)
+    except ValueError as e:
+        print(f"naru-eval validate-data: {e}", file=sys.stderr)
+        return 2
+    report = validate(
+        data_dir,
+        videos=not args.no_videos,
+        audio=args.audio and not args.no_videos,
+        transcript=source,
+        asr_model=args.asr_model,
+    )
     if report.dataset is not None:
         ds = report.dataset
         print(f"{ds.source}: {len(ds.questions)} questions, {len({q.video_id for q in ds.questions})} videos")
@@ -36,6 +49,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
         if report.audio:
             print(f"audio tracks readable: {len(report.audio)}")
+        if source.enabled:
+            cues = sum(report.transcripts.values())
+            print(f"transcripts ({source.label}): {len(report.transcripts)} video(s), {cues} cue(s)")
     for note in report.notes:
         print(f"note: {note}")
     if report.ok:
@@ -105,11 +121,14 @@ def cmd_tasks_path(args: argparse.Namespace) -> int:
 def cmd_verify_run(args: argparse.Namespace) -> int:
     """Exit 0 when the run is complete (results, one parsable sample-log line per question, metrics
     that recompute); else 1, listing why. lmms-eval's own exit status does not tell."""
+    from naru_eval.core.runfiles import run_world_size
     from naru_eval.lmms.run import verify_run
 
     problems = verify_run(args.path, args.since)
     if not problems:
-        print(f"{args.path}: complete")
+        world = run_world_size(args.path, args.since)
+        shown = "" if world is None else f" ({world} process{'es' if world > 1 else ''})"
+        print(f"{args.path}: complete{shown}")
         return 0
     print(f"{args.path}: the run is not complete ({len(problems)} problem(s)):", file=sys.stderr)
     for p in problems:
@@ -135,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also check that every video has a decodable audio track (for runs with audio=true)",
     )
+    p.add_argument(
+        "--transcript",
+        default="none",
+        help="also check every video has a transcript: asr, embedded or a directory of <video_id>.srt/.vtt/.ass",
+    )
+    p.add_argument("--asr-model", help="with --transcript asr: the ASR model (default kotoba-whisper-v2.0)")
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("demo", help="build a synthetic NARU sample and score it through the real lmms-eval")
@@ -172,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge, store, adapters):
+    for module in (results, diagnose, gemini, judge, store, adapters, sweep, transcribe):
         module.register(sub)
     return parser
 

@@ -193,8 +193,12 @@ def cmd_paper_reference(args: argparse.Namespace) -> int:
 def cmd_sweep_status(args: argparse.Namespace) -> int:
     from naru_eval.report.sweep import sweep_status
 
-    code, msg = sweep_status(args.dir, args.since)
-    print(msg)
+    try:
+        code, msg = sweep_status(args.dir, args.since)
+    except ValueError as e:  # a manifest that cannot be read: named, no traceback
+        print(f"naru-eval sweep-status: {e}", file=sys.stderr)
+        return 2
+    print(msg, file=sys.stderr if code == 2 else sys.stdout)
     return code
 
 
@@ -205,32 +209,41 @@ def store_usage(store: str | Path, adapter: str, num_frames: int | None) -> Usag
     import sqlite3
 
     from naru_eval.providers.gemini.usage import UsageTotals, usage_from_store  # the one usage sum
-    from naru_eval.store.responses import runs
+    from naru_eval.store.responses import RANK_FIELD, runs
 
-    p = Path(store)
-    if not p.is_file():
-        return None
-    try:
-        keys = [k for k, d in runs(p).items() if d.get("model") == adapter and d.get("num_frames") == num_frames]
-        per_key = usage_from_store(p, keys) if keys else {}
-    except (sqlite3.Error, json.JSONDecodeError):
-        return None
-    if not per_key:
-        return None
-    return UsageTotals.combined(per_key.values())
+    # a per-rank store (``{rank}`` in its name): every rank's file
+    pattern = Path(store)
+    files = (
+        sorted(pattern.parent.glob(pattern.name.replace(RANK_FIELD, "*"))) if RANK_FIELD in str(store) else [pattern]
+    )
+    totals: list[UsageTotals] = []
+    for p in files:
+        if not p.is_file():
+            continue
+        try:
+            keys = [k for k, d in runs(p).items() if d.get("model") == adapter and d.get("num_frames") == num_frames]
+            per_key = usage_from_store(p, keys) if keys else {}
+        except (sqlite3.Error, json.JSONDecodeError):
+            continue
+        totals += list(per_key.values())
+    return UsageTotals.combined(totals) if totals else None
 
 
 def cmd_sweep_manifest(args: argparse.Namespace) -> int:
     from naru_eval.report.sweep import SweepConfig, sweep_manifest
     from naru_eval.settings import settings
 
-    usage = None
-    store = settings().response_store
-    if args.status != "running" and store:
-        cfg = SweepConfig.from_env()
-        totals = store_usage(store, cfg.adapter, cfg.budget)
-        usage = totals.model_dump() if totals else None
-    sweep_manifest(args.dir, args.status, args.seconds, args.message, args.if_not_done, usage=usage)
+    try:
+        usage = None
+        store = settings().response_store
+        if args.status != "running" and store:
+            cfg = SweepConfig.from_env()
+            totals = store_usage(store, cfg.adapter, cfg.budget)
+            usage = totals.model_dump() if totals else None
+        sweep_manifest(args.dir, args.status, args.seconds, args.message, args.if_not_done, usage=usage)
+    except ValueError as e:  # run by hand, or a manifest that cannot be read: named, no traceback
+        print(f"naru-eval sweep-manifest: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -382,7 +395,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_sweep_status)
     p = subparsers.add_parser("sweep-manifest", help="(scripts/frame_sweep.sh) write/update DIR/manifest.json")
     p.add_argument("dir")
-    p.add_argument("--status", required=True, choices=("running", "done", "failed"))
+    p.add_argument("--status", required=True, choices=("running", "done", "failed", "cancelled"))
     p.add_argument("--seconds", type=float)
     p.add_argument("--message")
     p.add_argument("--if-not-done", action="store_true", help="leave a manifest that already says done alone")

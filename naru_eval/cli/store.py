@@ -1,4 +1,5 @@
-"""``naru-eval store …``: check a store, and move a corrupt one aside (the only command that does).
+"""``naru-eval store …``: check a store, move a corrupt one aside (the only command that does), and
+merge per-rank or per-task response stores into one (naru_eval.store.merge).
 
 The stores (responses, judge cache, upload registry) are never deleted, truncated or rewritten
 by a run: a corrupt one stops the run with an error naming it, and stays as it was until the
@@ -39,6 +40,14 @@ def cmd_move_aside(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    from naru_eval.store.merge import merge_stores
+
+    report = merge_stores([Path(p) for p in args.sources], Path(args.into))
+    print(report.summary())
+    return 0
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("store", help="check a response store / judge cache, or move a corrupt one aside")
     sub = p.add_subparsers(dest="store_command", required=True)
@@ -52,3 +61,11 @@ def register(subparsers: Any) -> None:
     m.add_argument("path")
     m.add_argument("--force", action="store_true", help="move it even when it passes the integrity check")
     m.set_defaults(func=cmd_move_aside)
+    g = sub.add_parser(
+        "merge",
+        help="join response stores (one per rank or array task) into one; refuses two different ok answers "
+        "to one request, and then writes nothing",
+    )
+    g.add_argument("sources", nargs="+", help="response stores to read (never changed)")
+    g.add_argument("--into", required=True, help="the store to write (created when missing; its rows take part)")
+    g.set_defaults(func=cmd_merge)

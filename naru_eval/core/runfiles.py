@@ -452,11 +452,30 @@ def newest_results(directory: str | os.PathLike[str], since: float | None = None
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
+def _results_at(path: str | os.PathLike[str], since: float | None = None) -> Path | None:
+    p = Path(path)
+    return p if p.is_file() else newest_results(p, since) if p.is_dir() else None
+
+
+def run_world_size(path: str | os.PathLike[str], since: float | None = None) -> int | None:
+    """The number of processes the run at ``path`` (a results file, or the newest one below a
+    folder) was sharded over, as every sample payload records it (``world_size``: lmms-eval's
+    ``WORLD_SIZE`` when it was answered); None when the logs do not say (older runs) or disagree."""
+    rf = _results_at(path, since)
+    if rf is None:
+        return None
+    try:
+        logs = ResultsFile.read(rf).sample_logs()
+        values = {v for log in logs.values() for v in read_log(log).values("world_size")}
+    except (ValueError, OSError):
+        return None
+    return int(values.pop()) if len(values) == 1 else None
+
+
 def verify_run(path: str | os.PathLike[str], open_metrics: OpenMetrics, since: float | None = None) -> list[str]:
     """``naru-eval verify-run PATH``: :func:`run_problems` of a results file, or of the newest one
     below a folder (written at or after ``since``)."""
-    p = Path(path)
-    rf = p if p.is_file() else newest_results(p, since) if p.is_dir() else None
+    rf = _results_at(path, since)
     if rf is None:
-        return [f"{p}: no results file{'' if since is None else ' written by this run'}"]
+        return [f"{path}: no results file{'' if since is None else ' written by this run'}"]
     return run_problems(rf, open_metrics=open_metrics)

@@ -54,6 +54,7 @@ class McqOutcome:
     valid: bool
     duration_s: float | None = None  # the video's length when the data has it (diagnostics)
     data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset)
+    world_size: int | None = None  # the processes the run was sharded over (lmms-eval's WORLD_SIZE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,10 +125,12 @@ def score_response(
     data_fingerprint: str | None = None,
     fallback: Fallback | None = None,
     provenance: Mapping[str, str] | None = None,
+    world_size: int | None = None,
 ) -> ScoredSample:
     """Extract the letter from ``response`` and compare it with the gold answer. ``fallback``
     (none by default) gets a second look at an invalid answer; scoring itself reads no setting.
-    ``provenance``: what the adapter recorded (naru_eval.core.provenance.current)."""
+    ``provenance``: what the adapter recorded (naru_eval.core.provenance.current); ``world_size``:
+    the run's process count, as the lmms-eval bridge reads it."""
     ext = extract_answer(response, question.options)
     if not ext.valid and fallback is not None:
         ext = fallback(ext, question, response)
@@ -143,6 +146,7 @@ def score_response(
         valid=ext.valid,
         duration_s=question.duration_s,
         data_fingerprint=data_fingerprint,
+        world_size=world_size,
         **{k: v for k, v in (provenance or {}).items() if k in FIELDS},
     )
 

@@ -20,7 +20,13 @@ Q = TypeVar("Q", bound=NaruQuestion)
 
 
 def world_size_from_env() -> int:
+    """The processes of this run (``WORLD_SIZE``, set by ``accelerate launch`` / torchrun; 1 without)."""
     return max(1, int(os.environ.get("WORLD_SIZE", "1") or 1))
+
+
+def rank_from_env() -> int:
+    """This process's global rank (``RANK``; 0 without a launcher)."""
+    return max(0, int(os.environ.get("RANK", "0") or 0))
 
 
 def order_for_ranks(questions: Sequence[Q], world_size: int) -> list[Q]:

@@ -19,7 +19,9 @@ from naru_eval.core.data import (
     load_dataset_from_env,
     load_local,
 )
+from naru_eval.core.transcripts import TranscriptSource, load_transcript
 from naru_eval.media.audio import AudioInfo, probe_audio
+from naru_eval.media.transcript import TranscriptError
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
 
@@ -38,6 +40,8 @@ class ValidationReport:
     paths: dict[str, VideoInfo] = field(default_factory=dict)
     #: what is worth knowing but not wrong (a file with several real video streams)
     notes: list[str] = field(default_factory=list)
+    #: video id -> its transcript's cue count, for the videos that have one (``transcript=``)
+    transcripts: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -141,12 +145,56 @@ def check_audio(
     return tracks, problems
 
 
+def check_transcripts(
+    dataset: Dataset, source: TranscriptSource, asr_model: str | None = None, workers: int = 4
+) -> tuple[dict[str, int], list[str]]:
+    """Each distinct video's transcript from ``source``: (video id -> cue count, one problem per
+    video that lacks one or whose transcript does not parse)."""
+    from naru_eval.media import asr_cache
+
+    videos: dict[str, tuple[Path | None, list[str]]] = {}
+    for q in dataset.questions:
+        path, qids = videos.setdefault(q.video_id, (dataset.video_file(q), []))
+        qids.append(q.question_id)
+
+    def one(item: tuple[str, tuple[Path | None, list[str]]]) -> tuple[str, int | str]:
+        vid, (path, _) = item
+        try:
+            t = load_transcript(source, vid, path, lambda v: asr_cache.find(v, asr_model))
+        except (TranscriptError, ValueError) as e:
+            return vid, str(e)
+        if t is None:
+            where = {
+                "dir": f"no {vid}.{{srt,vtt,ass,ssa}} in {source.directory}",
+                "asr": f"no ASR transcript of {asr_model or asr_cache.DEFAULT_ASR_MODEL} in {asr_cache.cache_root()} "
+                "(run `naru-eval transcribe`)",
+            }.get(source.kind, "no transcript")
+            return vid, f"lacks a transcript: {where}"
+        return vid, len(t.cues)
+
+    counts: dict[str, int] = {}
+    problems: list[str] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for vid, result in pool.map(one, sorted(videos.items())):
+            if isinstance(result, int):
+                counts[vid] = result
+            else:
+                qids = videos[vid][1]
+                problems.append(f"video {vid!r} ({len(qids)} question(s), e.g. {qids[0]!r}): {result}")
+    return counts, problems
+
+
 def validate(
-    data_dir: str | os.PathLike[str] | None = None, videos: bool = True, audio: bool = False
+    data_dir: str | os.PathLike[str] | None = None,
+    videos: bool = True,
+    audio: bool = False,
+    transcript: TranscriptSource | None = None,
+    asr_model: str | None = None,
 ) -> ValidationReport:
     """Load the data (``data_dir`` or the environment) and check schema and videos; with ``audio``
     (``naru-eval validate-data --audio``, for a run with ``audio=true``) also that every video has a
-    decodable audio track."""
+    decodable audio track, and with ``transcript`` that every video has a transcript from that
+    source."""
     try:
         dataset = load_local(data_dir, strict=False) if data_dir is not None else load_dataset_from_env(strict=False)
     except DataError as e:  # no readable annotation file at all
@@ -159,4 +207,7 @@ def validate(
             report.audio, audio_problems = check_audio(dataset, report.paths)
             report.problems += audio_problems
         report.notes = [f"video {vid!r}: {note}" for vid, i in report.videos.items() if (note := stream_note(i))]
+    if transcript is not None and transcript.enabled:
+        report.transcripts, transcript_problems = check_transcripts(dataset, transcript, asr_model)
+        report.problems += transcript_problems
     return report

@@ -106,6 +106,7 @@ class JudgedOutcome:
     judge: JudgeInfo = field(default_factory=lambda: JudgeInfo())
     usage: CallsUsage = field(default_factory=lambda: CallsUsage())
     data_fingerprint: str | None = None  # the annotations' fingerprint (naru_eval.core.data.Dataset), as MCQ records it
+    world_size: int | None = None  # the processes the run was sharded over, as MCQ records it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,12 +145,14 @@ class JudgedSample(Provenance, JudgedOutcome):
         fields["facts"] = fact_records(fields.get("facts") or [], f"question {d.get('question_id')}")
         return cls(**fields)
 
-    def with_provenance(self, data_fingerprint: str | None, provenance: Mapping[str, Any]) -> JudgedSample:
+    def with_provenance(
+        self, data_fingerprint: str | None, provenance: Mapping[str, Any], world_size: int | None = None
+    ) -> JudgedSample:
         """This sample with the data it came from and what the model was given (as MCQ records
         them): ``provenance`` is what the adapter recorded (naru_eval.core.provenance.current),
-        or a logged payload."""
+        or a logged payload; ``world_size``: the run's process count."""
         recorded: dict[str, Any] = {k: provenance.get(k) for k in PROVENANCE_FIELDS}
-        return dataclasses.replace(self, data_fingerprint=data_fingerprint, **recorded)
+        return dataclasses.replace(self, data_fingerprint=data_fingerprint, world_size=world_size, **recorded)
 
 
 def tally(verdicts: Sequence[FactRecord]) -> Tally:

@@ -31,6 +31,7 @@ from naru_eval.api.retry import ConfigurationError
 from naru_eval.core import provenance
 from naru_eval.core.doc import NaruDoc, question_of
 from naru_eval.core.metrics import Payload
+from naru_eval.core.sharding import world_size_from_env
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
 from naru_eval.judge.items import JudgeItem, open_prompt_question
 from naru_eval.judge.pipeline import Judge
@@ -139,7 +140,9 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
         )
     # the data the question came from and what the model was given, as the MCQ payloads record them
     return open_payloads(
-        sample.with_provenance(doc.get("data_fingerprint") or None, provenance.current(doc.get("video_id")))
+        sample.with_provenance(
+            doc.get("data_fingerprint") or None, provenance.current(doc.get("video_id")), world_size_from_env()
+        )
     )
 
 

@@ -83,14 +83,17 @@ def run_lmms_eval(
     env: Mapping[str, str] | None = None,
     extra_args: Sequence[str] = (),
     timeout: float | None = None,
+    launcher: Sequence[str] | None = None,
 ) -> LmmsRun:
     """``lmms-eval --model M --model_args A --tasks T --output_path O --log_samples``; the run is
-    checked with :func:`run_problems` (``LmmsRun.ok``)."""
+    checked with :func:`run_problems` (``LmmsRun.ok``). ``launcher``: how lmms-eval is started
+    (default: this environment's ``lmms-eval``), e.g. ``accelerate launch --multi_gpu
+    --num_processes 2 -m lmms_eval``."""
     out = Path(output_path)
     out.mkdir(parents=True, exist_ok=True)
     before = {p: p.stat().st_mtime for p in out.rglob("*_results.json")}
     cmd = [
-        *lmms_eval_command(),
+        *(launcher or lmms_eval_command()),
         "--model", model,
         "--model_args", model_args,
         "--tasks", ",".join(tasks),

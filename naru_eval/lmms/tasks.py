@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from naru_eval.core import provenance
 from naru_eval.core.data import Dataset, NaruQuestion
@@ -30,7 +30,10 @@ from naru_eval.core.scoring import MCQ, Fallback, ScoredSample, metric_payloads,
 from naru_eval.core.sharding import order_for_ranks, world_size_from_env
 from naru_eval.core.subset import select_subset
 from naru_eval.core.validate import ValidationReport, validate
+from naru_eval.lmms.launch import check_launch
 from naru_eval.settings import exit_on_user_error, settings
+
+Q = TypeVar("Q", bound=NaruQuestion)
 
 
 @functools.lru_cache(maxsize=4)
@@ -82,14 +85,22 @@ def _questions(report: ValidationReport) -> list[NaruQuestion]:
     return report.dataset.questions
 
 
+def _for_ranks(questions: list[Q]) -> list[Q]:
+    """``questions`` in the order that keeps each video on one rank (naru_eval.core.sharding),
+    once the launch is checked: an ``accelerate launch`` that started fewer processes than its
+    ``--num_processes`` stops here, before any compute (naru_eval.lmms.launch)."""
+    check_launch()
+    return order_for_ranks(questions, world_size_from_env())
+
+
 def _subset_500(report: ValidationReport) -> list[NaruQuestion]:
     """The diagnostic subset, in the rank-balanced order."""
-    return order_for_ranks(select_subset(_questions(report)), world_size_from_env())
+    return _for_ranks(select_subset(_questions(report)))
 
 
 def process_docs_all(_placeholder: Any) -> Any:
     report = _preflight_report()
-    return _to_hf(report, order_for_ranks(_questions(report), world_size_from_env()))
+    return _to_hf(report, _for_ranks(_questions(report)))
 
 
 def process_docs_500(_placeholder: Any) -> Any:
@@ -132,6 +143,7 @@ def _score(doc: NaruDoc, response: str | None, input_mode: str | None = None) ->
         data_fingerprint=run_fields(doc).data_fingerprint,
         fallback=mcq_fallback(),
         provenance=prov,
+        world_size=world_size_from_env(),
     )
 
 
@@ -185,12 +197,12 @@ def _blind_to_hf(questions: list[NaruQuestion], fingerprint: str | None) -> Any:
 
 def process_docs_blind_all(_placeholder: Any) -> Any:
     dataset = load_preflighted_text()
-    return _blind_to_hf(order_for_ranks(dataset.questions, world_size_from_env()), dataset.fingerprint)
+    return _blind_to_hf(_for_ranks(dataset.questions), dataset.fingerprint)
 
 
 def process_docs_blind_500(_placeholder: Any) -> Any:
     dataset = load_preflighted_text()
-    return _blind_to_hf(order_for_ranks(select_subset(dataset.questions), world_size_from_env()), dataset.fingerprint)
+    return _blind_to_hf(_for_ranks(select_subset(dataset.questions)), dataset.fingerprint)
 
 
 def doc_to_visual_blind(doc: NaruDoc) -> list[str]:
@@ -215,7 +227,7 @@ def process_docs_circular_500(_placeholder: Any) -> Any:
     rotations = {
         rq.question_id: Rotation(base_question_id=base, rotation=k, n_rotations=N_ROTATIONS) for rq, base, k in rotated
     }
-    return _to_hf(report, order_for_ranks([rq for rq, _, _ in rotated], world_size_from_env()), rotations)
+    return _to_hf(report, _for_ranks([rq for rq, _, _ in rotated]), rotations)
 
 
 def process_results_circular(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:

@@ -94,7 +94,7 @@ class ManifestRef(Doc):
     git_revision: str | None = Field(description="the checkout's revision (`-dirty` with local changes)")
     data_fingerprint: str | None = Field(description="the data the sweep ran on")
     launcher: str | None = Field(description="the launcher command (secrets masked)")
-    status: str | None = Field(description="`running`, `done` or `failed`")
+    status: str | None = Field(description="`running`, `done`, `failed` or `cancelled`")
 
 
 class Entry(Doc):
@@ -313,7 +313,9 @@ class ManifestData(Doc):
 class SweepManifest(Doc):
     """`manifest.json` of one budget's run directory, written by `scripts/frame_sweep.sh`."""
 
-    status: Literal["running", "done", "failed"] = Field(description="the run's state")
+    status: Literal["running", "done", "failed", "cancelled"] = Field(
+        description="the run's state (`cancelled`: stopped by a signal: scancel, a time limit, preemption, Ctrl-C)"
+    )
     updated_at: str = Field(description="UTC ISO time of the last update")
     manifest_version: int | None = Field(default=None, description="`1`")
     tool: str | None = Field(default=None, description="`scripts/frame_sweep.sh`")
@@ -336,13 +338,16 @@ class SweepManifest(Doc):
     data: ManifestData | None = Field(default=None, description="the data")
     env: dict[str, str] | None = Field(default=None, description="the NARU_* data/store/cache variables that were set")
     invocations: int | None = Field(default=None, description="how many times the sweep started this budget")
+    slurm_job: str | None = Field(
+        default=None, description="the SLURM job of the last start (`<array job>_<task>`, else the job id)"
+    )
     started_at: str | None = Field(default=None, description="UTC ISO time of the last start")
     finished_at: str | None = Field(default=None, description="UTC ISO time of the last finish")
     results_file: str | None = Field(
         default=None, description="the finished run's results file, relative to the directory"
     )
     seconds: float | None = Field(default=None, description="wall time of the last invocation")
-    message: str | None = Field(default=None, description="why it failed")
+    message: str | None = Field(default=None, description="why it failed or was cancelled")
     usage: dict[str, JsonValue] | None = Field(
         default=None,
         description="summed response-store usage of this budget (`UsageTotals`: requests, ok, failed, tokens, cost)",

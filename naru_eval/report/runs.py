@@ -151,6 +151,12 @@ class RunLog:
         return self.read().one("positions")
 
     @property
+    def world_size(self) -> int | None:
+        """The processes the run was sharded over, as its payloads record it (None: not recorded)."""
+        value = self.read().one("world_size")
+        return int(value) if value is not None else None
+
+    @property
     def adapter(self) -> str | None:
         """The adapter id the payloads record (naru_eval.core.provenance), else lmms-eval's ``--model``."""
         return self.read().one("adapter") or self.config.adapter

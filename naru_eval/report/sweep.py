@@ -3,11 +3,13 @@ holds a finished run of its configuration (``naru-eval sweep-status``: complete 
 by the one check of :mod:`naru_eval.core.runfiles` that ``naru-eval verify-run`` runs), and its
 ``manifest.json`` (``naru-eval sweep-manifest``).
 
-The configuration comes from the environment (``SWEEP_MODEL``, ``SWEEP_MODEL_ARGS``,
-``SWEEP_TASKS``, ``SWEEP_BUDGET``; also ``SWEEP_LAUNCHER``, ``SWEEP_LABEL``, ``SWEEP_EXTRA``,
-``SWEEP_REPO``), not from arguments: the model args may hold an API key, and a process's
-arguments are visible to every user of the machine (``ps``); scripts/frame_sweep.sh exports them
-to its own children only. Secrets are dropped before anything is written.
+Inside the sweep the configuration comes from the environment (``SWEEP_MODEL``,
+``SWEEP_MODEL_ARGS``, ``SWEEP_TASKS``, ``SWEEP_BUDGET``; also ``SWEEP_LAUNCHER``, ``SWEEP_LABEL``,
+``SWEEP_EXTRA``, ``SWEEP_REPO``), not from arguments: the model args may hold an API key, and a
+process's arguments are visible to every user of the machine (``ps``); scripts/frame_sweep.sh
+exports them to its own children only. Secrets are dropped before anything is written. By hand
+(no ``SWEEP_MODEL``), ``naru-eval sweep-status`` reads each budget's configuration from its
+``manifest.json`` instead, for one budget's directory or a whole sweep root.
 """
 
 from __future__ import annotations
@@ -63,7 +65,12 @@ def package_version(dist: str) -> str | None:
 
 
 def run_status(
-    directory: str | Path, adapter: str, model_args: str, tasks: Sequence[str], since: float | None = None
+    directory: str | Path,
+    adapter: str,
+    model_args: str,
+    tasks: Sequence[str],
+    since: float | None = None,
+    without_secrets: bool = False,
 ) -> tuple[int, str, Path | None]:
     """Whether ``directory`` holds a finished run of this configuration: every task of it, every
     question (no ``--limit``), sample logs that parse with one line per question, and metrics that
@@ -72,6 +79,8 @@ def run_status(
     Returns (0, msg, results file) when complete; (3, msg, None) when there is no finished run
     (nothing yet, or a crashed/partial one); (4, msg, file) when it holds results of a different
     adapter or model_args (refuse to mix). ``since``: ignore results files older than this time.
+    ``without_secrets``: ``model_args`` had its secret entries dropped (a manifest's), so the
+    logged args are compared without theirs.
     """
     d = Path(directory)
     if not d.is_dir():
@@ -87,7 +96,8 @@ def run_status(
             reasons.append(f"{rf}: unreadable")
             continue
         cfg = res.config
-        if cfg.adapter != adapter or not same_model_args(cfg.model_args, model_args):
+        logged = redact_args_string(cfg.model_args) if without_secrets else cfg.model_args
+        if cfg.adapter != adapter or not same_model_args(logged, model_args):
             other = other or rf
             continue
         problems = run_problems(res, tasks, full=True)
@@ -151,6 +161,12 @@ class SweepConfig:
 
     @classmethod
     def from_env(cls) -> SweepConfig:
+        missing = [k for k in ("SWEEP_MODEL", "SWEEP_TASKS", "SWEEP_BUDGET") if not os.environ.get(k)]
+        if missing:
+            raise ValueError(
+                f"{', '.join(missing)} not set: scripts/frame_sweep.sh sets them for its own checks; by hand, "
+                "`naru-eval sweep-status DIR` reads DIR's manifest.json instead"
+            )
         return cls(
             adapter=os.environ["SWEEP_MODEL"],
             model_args=os.environ.get("SWEEP_MODEL_ARGS", ""),
@@ -158,16 +174,57 @@ class SweepConfig:
             budget=int(os.environ["SWEEP_BUDGET"]),
         )
 
+    @classmethod
+    def from_manifest(cls, path: Path) -> SweepConfig:
+        """The configuration a budget's ``manifest.json`` records (secret args dropped)."""
+        m = read_manifest(path)
+        frames = (m.budget or {}).get("num_frames")
+        if not m.model or not m.tasks or frames is None:
+            raise ValueError(f"{path}: the manifest names no model, tasks or budget; it was not written by the sweep")
+        return cls(adapter=m.model, model_args=m.model_args_string or "", tasks=list(m.tasks), budget=int(frames))
+
+
+def _slurm_job() -> str | None:
+    """``<array job>_<task>`` (or the job id) when running inside a SLURM job."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task:
+        return f"{array}_{task}"
+    return os.environ.get("SLURM_JOB_ID") or None
+
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def sweep_status(run_dir: str | Path, since: float | None = None) -> tuple[int, str]:
-    """``naru-eval sweep-status DIR``: (0 finished | 3 to run | 4 holds a different configuration, message)."""
-    cfg = SweepConfig.from_env()
-    code, msg, _ = run_status(run_dir, cfg.adapter, cfg.model_args, cfg.tasks, since)
-    return code, msg
+    """``naru-eval sweep-status DIR``: (0 finished | 3 to run | 4 holds a different configuration
+    | 2 not a sweep directory, message). Inside the sweep (``SWEEP_MODEL`` set) DIR is the budget
+    being checked; by hand DIR is a budget's directory or a sweep root (its ``f*/`` budgets),
+    each checked against its own manifest, one line per budget."""
+    if os.environ.get("SWEEP_MODEL"):
+        cfg = SweepConfig.from_env()
+        code, msg, _ = run_status(run_dir, cfg.adapter, cfg.model_args, cfg.tasks, since)
+        return code, msg
+    d = Path(run_dir)
+    manifests = [d / MANIFEST_NAME] if (d / MANIFEST_NAME).is_file() else sorted(d.glob(f"*/{MANIFEST_NAME}"))
+    if not manifests:
+        return 2, (
+            f"{d}: no {MANIFEST_NAME} here or in its budget folders (f8/, f16/, ...): not a frame-sweep directory "
+            "(scripts/frame_sweep.sh writes one per budget)"
+        )
+    rows: list[tuple[int, int, str]] = []
+    for path in manifests:
+        try:
+            cfg = SweepConfig.from_manifest(path)
+        except ValueError as e:
+            rows.append((-1, 3, f"{path.parent.name}: {e}"))
+            continue
+        code, msg, _ = run_status(path.parent, cfg.adapter, cfg.model_args, cfg.tasks, since, without_secrets=True)
+        state = read_manifest(path).status
+        shown = "complete" if code == 0 else "not complete" if code == 3 else "different configuration"
+        rows.append((cfg.budget, code, f"{path.parent.name} ({cfg.budget} frames): {state}, {shown}: {msg}"))
+    rows.sort()
+    return max(code for _, code, _ in rows), "\n".join(line for _, _, line in rows)
 
 
 #: the NARU_* data/store/cache variables a manifest records (when set)
@@ -176,7 +233,7 @@ ENV_RECORDED = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_RESPONSE_STORE", "NARU
 
 def sweep_manifest(
     run_dir: str | Path,
-    status: Literal["running", "done", "failed"],
+    status: Literal["running", "done", "failed", "cancelled"],
     seconds: float | None = None,
     message: str | None = None,
     if_not_done: bool = False,
@@ -212,6 +269,7 @@ def sweep_manifest(
             data=_data_info(),
             env=env,
             invocations=int((prev.invocations if prev else None) or 0) + 1,
+            slurm_job=_slurm_job(),
             started_at=_now(),
             results_file=None,
             usage=prev.usage if prev else None,

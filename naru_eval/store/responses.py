@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from naru_eval.core.sharding import rank_from_env
 from naru_eval.redaction import redact as redact_text
 from naru_eval.redaction import redact_data
 from naru_eval.store.db import DamagedRow, StoreWriteError, cache_dir, open_db, open_readonly, row_json
@@ -127,6 +128,16 @@ def default_store_path() -> Path:
     return cache_dir() / "responses.sqlite"
 
 
+#: the placeholder of a per-rank store path (``NARU_RESPONSE_STORE=/scratch/responses.{rank}.sqlite``):
+#: each process of an ``accelerate launch`` keeps a file of its own (``naru-eval store merge`` joins them)
+RANK_FIELD = "{rank}"
+
+
+def store_path_for_rank(path: str | os.PathLike[str]) -> Path:
+    """``path`` with :data:`RANK_FIELD` replaced by this process's rank (``RANK``, 0 without a launcher)."""
+    return Path(str(path).replace(RANK_FIELD, str(rank_from_env())))
+
+
 class ResponseStore:
     """SQLite-backed, thread-safe, one commit per answer.
 
@@ -136,7 +147,7 @@ class ResponseStore:
     would be paid again on the rerun, so the adapter asks nothing more (naru_eval/adapters/base.py)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path else default_store_path()
+        self.path = store_path_for_rank(path) if path else default_store_path()
         self._lock = threading.Lock()
         self._conn = open_db(self.path, SCHEMA, WHAT, VARIABLE)
         self.write_error: StoreWriteError | None = None

@@ -79,3 +79,20 @@ def test_held_failures_are_ordinary_failures_at_the_end():
     held.failed(0, refused())
     held.release()
     assert recorded == [0]
+
+
+def test_every_adapter_has_the_device_lmms_eval_gathers_on(tmp_path):
+    """lmms-eval's evaluator builds its cross-rank counts on ``lm.device`` under accelerate launch;
+    an adapter without weights answers the CPU, or the device of the Accelerator it was given."""
+    import types
+
+    import torch
+
+    from model_adapters.replay import NaruReplay
+
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"question_id": "q1", "response": "A"}\n')
+    model = NaruReplay(predictions=str(preds))
+    assert model.device == torch.device("cpu")
+    model.accelerator = types.SimpleNamespace(device=torch.device("meta"))  # what the evaluator sets
+    assert model.device == torch.device("meta")

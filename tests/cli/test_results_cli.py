@@ -56,3 +56,20 @@ def test_store_usage_sums_the_budget(tmp_path):
     assert (usage.ok, usage.failed, usage.input_tokens, usage.cost_usd) == (2, 1, 200, 0.75)
     assert store_usage(tmp_path / "r.sqlite", "naru_openai_compat", 32) is None
     assert store_usage(tmp_path / "missing.sqlite", "x", 8) is None
+
+
+def test_store_usage_sums_every_rank_of_a_per_rank_store(tmp_path):
+    """NARU_RESPONSE_STORE=.../responses.{rank}.sqlite: the budget's usage is every rank's file."""
+    from naru_eval.cli.results import store_usage
+    from naru_eval.store.responses import ResponseStore, run_key
+
+    desc = {"model": "naru_openai_compat", "num_frames": 8, "args": {}}
+    key = run_key(desc)
+    for rank, qids in ((0, ("q1", "q2")), (1, ("q3",))):
+        store = ResponseStore(tmp_path / f"responses.{rank}.sqlite")
+        store.register_run(key, desc)
+        for q in qids:
+            store.put_ok(key, q, "A", {"input_tokens": 10})
+        store.close()
+    usage = store_usage(tmp_path / "responses.{rank}.sqlite", "naru_openai_compat", 8)
+    assert usage is not None and (usage.ok, usage.input_tokens) == (3, 30)

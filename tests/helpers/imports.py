@@ -20,11 +20,13 @@ LAYERS: dict[str, frozenset[str]] = {
     "adapters": frozenset({"core", "media", "store", "api"}),
     "providers": frozenset({"core", "media", "store", "api", "adapters"}),
     "judge": frozenset({"core", "store", "api"}),
+    # naru-eval transcribe's Whisper: below the CLI only, so no evaluation run loads it
+    "asr": frozenset({"core", "media"}),
     "model_adapters": frozenset({"core", "media", "store", "api", "adapters", "providers"}),
     "lmms": frozenset({"core", "media", "store", "api", "judge"}),
     "report": frozenset({"core", "media", "store", "api", "judge"}),
     "cli": frozenset(
-        {"core", "media", "store", "api", "adapters", "providers", "judge", "lmms", "report", "model_adapters"}
+        {"core", "media", "store", "api", "adapters", "providers", "judge", "lmms", "report", "model_adapters", "asr"}
     ),
     "tasks": frozenset({"lmms"}),
 }
@@ -51,6 +53,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "providers": frozenset({"lmms_eval"}),
     "judge": frozenset({"lmms_eval", "torch", "transformers", "google"}),
     "report": frozenset({"openai", "google", "torch", "transformers"}),
+    "asr": frozenset({"lmms_eval", "openai", "google"}),
 }
 
 

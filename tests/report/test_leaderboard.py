@@ -431,6 +431,8 @@ def test_html_page_renders_offline_in_headless_chromium(runs, tmp_path):
     res = json.loads(rf.read_text())
     res["config"]["model_args"] = res["config"]["model_args"].replace("num_frames=8", "num_frames=32")
     rf.write_text(json.dumps(res))
+    for log in f32.rglob("*_samples_*.jsonl"):  # the leaderboard reads the sampling the payloads record
+        log.write_text(log.read_text().replace('"sampling": "8 Frames"', '"sampling": "32 Frames"'))
     out = tmp_path / "lb" / "leaderboard.json"
     rc = run_cli("leaderboard", str(runs["a"]["dir"]), str(f32), str(runs["b"]["dir"]), "-o", str(out), "--reps", "200",
                  "--paper-name", "model-a=Gemini-3-Flash")  # fmt: skip

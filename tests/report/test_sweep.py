@@ -55,6 +55,14 @@ def invocations(out: Path) -> dict[str, int]:
     return counts
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def results_file(d: Path) -> Path:
     found = sorted(d.rglob("*_results.json"))
     assert len(found) == 1, found
@@ -89,12 +97,12 @@ def test_dry_run_launcher_open_task_index_and_slurm_template(tmp_path):
     env = sweep_env(tmp_path)
     p = sweep(
         "--model", "naru_qwen2_5_vl", "--model_args", "pretrained=Qwen/Qwen2.5-VL-7B-Instruct", "--out", str(tmp_path / "o"),
-        "--launcher", "accelerate launch --num_processes 4 -m lmms_eval", "--open", "--index", "4", "--dry-run",
-        env=env,
+        "--launcher", "accelerate launch --multi_gpu --num_processes 4 -m lmms_eval", "--open", "--index", "4",
+        "--dry-run", env=env,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     (cmd,) = [line for line in p.stdout.splitlines() if not line.startswith("#")]
-    assert " accelerate launch --num_processes 4 -m lmms_eval --model naru_qwen2_5_vl " in cmd
+    assert " accelerate launch --multi_gpu --num_processes 4 -m lmms_eval --model naru_qwen2_5_vl " in cmd
     assert "pretrained=Qwen/Qwen2.5-VL-7B-Instruct,num_frames=128" in cmd
     assert "--tasks naru_mcq_500,naru_open" in cmd
 
@@ -116,6 +124,124 @@ def test_dry_run_launcher_open_task_index_and_slurm_template(tmp_path):
         script=SLURM,
     )
     assert p.returncode != 0 and "array" in p.stderr
+
+
+@pytest.mark.parametrize(
+    "launcher, message",
+    [
+        ("accelerate launch --num_processes 2 -m lmms_eval", "without --multi_gpu starts one process, not 2"),
+        ("accelerate launch --cpu --num-processes=4 -m lmms_eval", "--cpu --num_processes 4` starts one process"),
+    ],
+)
+def test_a_launcher_that_would_run_one_process_is_refused_before_anything_starts(tmp_path, launcher, message):
+    """accelerate silently runs one process for these on a machine without two CUDA devices."""
+    out = tmp_path / "out"
+    p = sweep("--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--budgets", "8", "--out", str(out),
+              "--launcher", launcher, env=sweep_env(tmp_path))  # fmt: skip
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr and "accelerate launch --multi_gpu --num_processes" in p.stderr
+    assert not out.exists()
+
+
+def test_store_per_budget_wins_over_an_exported_store(tmp_path):
+    """One store per array task: an exported NARU_RESPONSE_STORE (one file) does not override it,
+    and says so; a store template per budget ({F}) is the user's own layout and is kept."""
+    out = tmp_path / "out"
+    shared = tmp_path / "shared.sqlite"
+    args = ["--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--budgets", "8,16", "--out", str(out),
+            "--store-per-budget", "--dry-run"]  # fmt: skip
+    p = sweep(*args, env=sweep_env(tmp_path, NARU_RESPONSE_STORE=str(shared)))
+    assert p.returncode == 0, p.stderr
+    for f in (8, 16):
+        assert f"NARU_RESPONSE_STORE={out}/f{f}/responses.sqlite " in p.stdout
+    assert str(shared) not in p.stdout and f"NARU_RESPONSE_STORE={shared} is ignored" in p.stderr
+    own = str(tmp_path / "scratch" / "f{F}" / "responses.{rank}.sqlite")
+    p = sweep(*args, env=sweep_env(tmp_path, NARU_RESPONSE_STORE=own))
+    assert p.returncode == 0 and "ignored" not in p.stderr
+    assert f"NARU_RESPONSE_STORE={tmp_path}/scratch/f16/responses.{{rank}}.sqlite " in p.stdout
+
+
+def test_a_python_without_naru_eval_is_named_with_the_fix(tmp_path):
+    """No venv on PATH and no --python: the sweep names the Python it found and how to give one,
+    instead of failing on `No module named 'pydantic'`."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    copy = checkout / "scripts" / "frame_sweep.sh"
+    copy.write_bytes(SWEEP.read_bytes())
+    env = {k: v for k, v in sweep_env(tmp_path).items() if k not in ("PYTHON", "PYTHONPATH")}
+    env["PATH"] = "/usr/bin:/bin"
+    p = sweep("--model", "naru_replay", "--out", str(tmp_path / "o"), "--dry-run", env=env, script=copy)
+    assert p.returncode == 2
+    assert "error: python3 has no" in p.stderr and "pydantic installed" in p.stderr
+    assert "--python /path/to/venv/bin/python" in p.stderr and p.stderr.rstrip().endswith("finds itself")
+    assert "No module named" not in p.stderr
+    # a checkout with its .venv (make env): the sweep finds it itself
+    (checkout / ".venv" / "bin").mkdir(parents=True)
+    venv_python = checkout / ".venv" / "bin" / "python"
+    venv_python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    venv_python.chmod(0o755)
+    env["PYTHONPATH"] = str(ROOT)
+    p = sweep("--model", "naru_replay", "--out", str(tmp_path / "o"), "--dry-run", env=env, script=copy)
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_signal_stops_lmms_eval_and_marks_the_budget_cancelled(small_data, tmp_path):
+    """scancel, a time limit or Ctrl-C: the budget's manifest says cancelled (not running), the
+    launched process tree is gone, and the exit status is 128 + the signal."""
+    fake = tmp_path / "fake_lmms_eval.sh"
+    pidfile = tmp_path / "child.pid"
+    fake.write_text(f"#!/usr/bin/env bash\nsleep 300 &\necho $! > {pidfile}\nwait\n")
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        ["bash", str(SWEEP), "--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--budgets", "8,16",
+         "--out", str(out), "--launcher", str(fake), "--quiet"],
+        env=sweep_env(small_data), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 120, proc)
+        grandchild = int(pidfile.read_text())
+        assert json.loads((out / "f8" / "manifest.json").read_text())["status"] == "running"
+        proc.send_signal(signal.SIGTERM)  # the sweep alone, as slurmstepd's SIGTERM reaches it
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    man = json.loads((out / "f8" / "manifest.json").read_text())
+    assert man["status"] == "cancelled" and "stopped by SIGTERM" in man["message"]
+    assert "f=8 CANCELLED by SIGTERM" in (out / "sweep.log").read_text()
+    assert not (out / "f16").exists()  # nothing more was started
+    # lmms-eval's own children are stopped too (gone, or a zombie not yet reaped)
+    _wait_for_exit(grandchild, 30)
+
+
+def test_sweep_status_by_hand_reads_the_manifests(tmp_path, monkeypatch, capsys):
+    """`naru-eval sweep-status DIR` outside the sweep (no SWEEP_* variables): each budget checked
+    against its own manifest, for one budget or the whole root."""
+    from naru_eval.cli import main
+    from naru_eval.report.sweep import write_manifest
+
+    for k in ("SWEEP_MODEL", "SWEEP_MODEL_ARGS", "SWEEP_TASKS", "SWEEP_BUDGET"):
+        monkeypatch.delenv(k, raising=False)
+    root = tmp_path / "sweep"
+    for f, status in ((8, "done"), (16, "cancelled")):
+        d = root / f"f{f}"
+        write_run(d, model_args=f"{MODEL_ARGS},num_frames={f}")
+        write_manifest(d, {"status": status, "updated_at": "2026-01-01T00:00:00+00:00", "model": "naru_replay",
+                           "model_args_string": f"{MODEL_ARGS},num_frames={f}", "tasks": ["naru_mcq"],
+                           "budget": {"num_frames": f}})  # fmt: skip
+    rf16 = next((root / "f16").glob("*_results.json"))
+    rf16.unlink()  # the cancelled budget has no results
+    assert main(["sweep-status", str(root / "f8")]) == 0
+    assert "f8 (8 frames): done, complete" in capsys.readouterr().out
+    assert main(["sweep-status", str(root)]) == 3
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("f8 (8 frames): done, complete") and lines[1].startswith("f16 (16 frames): cancelled")
+    assert main(["sweep-status", str(tmp_path)]) == 2
+    assert "not a frame-sweep directory" in capsys.readouterr().err
+    assert main(["sweep-manifest", str(root / "f8"), "--status", "done"]) == 2  # by hand: named, no KeyError
+    assert "SWEEP_MODEL" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -208,6 +334,20 @@ def sweep_data(tmp_path_factory):
     return base, data, intended
 
 
+def _wait_for_exit(pid: int, timeout: float) -> None:
+    t0 = time.monotonic()
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        if state in ("Z", "X"):
+            return
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"process {pid} still running ({state})")
+        time.sleep(0.1)
+
+
 def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
     t0 = time.monotonic()
     while not predicate():
@@ -248,8 +388,12 @@ def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_p
     assert not list((out / "f16").rglob("*_results.json"))  # killed before it finished
     assert json.loads((out / "f16" / "manifest.json").read_text())["status"] == "running"
 
-    # resume under accelerate launch (2 CPU processes): the launcher is not part of the run's identity
-    accelerate = ["--launcher", f"{BIN / 'accelerate'} launch --cpu --num_processes 2 -m lmms_eval"]
+    # resume under accelerate launch (2 CPU processes, sharing the sweep's store): the launcher is
+    # not part of the run's identity
+    launcher = (
+        f"{BIN / 'accelerate'} launch --multi_gpu --num_processes 2 --main_process_port {free_port()} -m lmms_eval"
+    )
+    accelerate = ["--launcher", launcher]
     p = subprocess.run(["bash", str(SWEEP), *args, *accelerate], env=env, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-4000:]
     # finished budgets are not redone, the unfinished one is run again, once
@@ -280,7 +424,10 @@ def test_sweep_killed_midway_resumes_without_redoing_or_losing(sweep_data, tmp_p
         assert man["env"]["NARU_RESPONSE_STORE"] == str(out / "responses.sqlite")
         # summed by the one usage sum (UsageTotals): 27 answers, none failed
         assert (man["usage"]["requests"], man["usage"]["ok"], man["usage"]["failed"]) == (27, 27, 0)
-        assert man["launcher"].endswith("accelerate launch --cpu --num_processes 2 -m lmms_eval") == (f == 16)
+        assert (man["launcher"] == launcher) == (f == 16)
+        world = subprocess.run([sys.executable, "-m", "naru_eval.cli", "verify-run", str(out / f"f{f}")],
+                               env=env, capture_output=True, text=True)  # fmt: skip
+        assert world.stdout.strip().endswith("complete (2 processes)" if f == 16 else "complete (1 process)"), world
     # a third run does nothing
     p = subprocess.run(["bash", str(SWEEP), *args], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and invocations(out) == {"f=8": 1, "f=16": 2}

@@ -38,7 +38,7 @@ shard a large checkpoint over the visible GPUs), ``attn_implementation``, ``max_
 ``max_pixels``; unset: the family's official default), the throughput args ``shared_prefix``
 (true), ``decode_workers`` (0: decode inline) and ``decode_budget_mb`` (4096), and a family's own
 args. Under ``accelerate launch`` (``WORLD_SIZE`` > 1) each process holds a whole copy on
-``cuda:{LOCAL_RANK}`` (data parallel) and ``device_map`` is ignored.
+``cuda:{LOCAL_RANK}`` (``device=cpu``: on the CPU; data parallel) and ``device_map`` is ignored.
 """
 
 from __future__ import annotations

@@ -57,19 +57,21 @@ class HFCheckpointModel(NaruModel):
 
         world = world_size_from_env()
         if world > 1:
-            # accelerate launch: data parallel, one whole model per process on its own GPU.
+            # accelerate launch: data parallel, one whole model per process, on its own GPU
+            # (cuda:LOCAL_RANK), or on the CPU with device=cpu or without CUDA (gloo between them).
             from accelerate import Accelerator
 
-            self.accelerator = Accelerator()
+            on_cpu = torch.device(device).type == "cpu" if device else not torch.cuda.is_available()
+            self.accelerator = Accelerator(cpu=on_cpu)
             local = self.accelerator.local_process_index
-            self._device = torch.device(f"cuda:{local}")
-            self.device_map: str | dict[str, str] | None = {"": f"cuda:{local}"}
+            self._device = torch.device("cpu") if on_cpu else torch.device(f"cuda:{local}")
+            self.device_map: str | dict[str, str] | None = {"": str(self._device)}
             self._rank = self.accelerator.process_index
             self._world_size = self.accelerator.num_processes
-            if device_map not in (None, "", "none"):
+            if device_map not in (None, "", "none") or (device not in (None, "cuda") and not on_cpu):
                 logger.warning(
-                    f"{self.model_id}: device_map={device_map} ignored under accelerate launch "
-                    f"(WORLD_SIZE={world}); rank {self._rank} uses cuda:{local}"
+                    f"{self.model_id}: device={device}, device_map={device_map} ignored under accelerate launch "
+                    f"(WORLD_SIZE={world}); rank {self._rank} uses {self._device}"
                 )
             return
         if device is None:

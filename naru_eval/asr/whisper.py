@@ -1,0 +1,92 @@
+"""Whisper through transformers: a batch of windows (each at most 30 s) to timestamped segments.
+
+Each window is one short-form generate call in a batch (the windows come from the VAD,
+:mod:`naru_eval.asr.vad`, as in WhisperX and faster-whisper's batched mode), with
+``return_timestamps=True`` and ``return_segments=True`` so transformers splits the output at
+Whisper's timestamp tokens; decoding is greedy (``do_sample=False``, one beam, no temperature
+fallback), in the settings' language, task ``transcribe``. A segment's times are relative to its
+window; Whisper's padding beyond the window's end is not audio, so a segment is clipped to the
+window and one that starts past its end is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from naru_eval.asr.audio import SAMPLE_RATE
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from naru_eval.media.asr_cache import AsrSettings
+
+
+def resolve_device(device: str) -> str:
+    """``auto``: ``cuda`` when a GPU is visible, else ``cpu``."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """``auto``: float16 on a GPU (as Whisper's reference runs), float32 on CPU."""
+    if dtype != "auto":
+        return dtype
+    return "float16" if device.startswith("cuda") else "float32"
+
+
+class WhisperEngine:
+    """A loaded Whisper checkpoint (model, feature extractor, tokenizer) on one device."""
+
+    def __init__(self, s: AsrSettings, device: str) -> None:
+        import torch
+        from transformers import AutoProcessor, WhisperForConditionalGeneration
+
+        self.settings = s
+        self.device = device
+        self.dtype = getattr(torch, s.dtype)
+        kw: dict[str, Any] = {"revision": s.revision} if s.revision else {}
+        self.processor = AutoProcessor.from_pretrained(s.model, **kw)
+        model: Any = WhisperForConditionalGeneration.from_pretrained(s.model, dtype=self.dtype, **kw)
+        self.model = model.to(device).eval()
+
+    def transcribe(self, clips: Sequence[np.ndarray]) -> list[list[tuple[float, float, str]]]:
+        """Per clip (16-kHz samples, at most 30 s), its segments ``(start, end, text)`` in seconds
+        from the clip's start."""
+        import torch
+
+        if not clips:
+            return []
+        feats = self.processor.feature_extractor(
+            list(clips), sampling_rate=SAMPLE_RATE, return_tensors="pt", return_attention_mask=True
+        )
+        x = feats.input_features.to(self.device, self.dtype)
+        with torch.inference_mode():
+            out = self.model.generate(
+                x,
+                attention_mask=feats.attention_mask.to(self.device),
+                language=self.settings.language,
+                task="transcribe",
+                return_timestamps=True,
+                return_segments=True,
+                do_sample=False,
+                num_beams=1,
+                max_new_tokens=self.settings.max_new_tokens,
+            )
+        tok = self.processor.tokenizer
+        result: list[list[tuple[float, float, str]]] = []
+        for clip, segments in zip(clips, out["segments"], strict=True):
+            length = len(clip) / SAMPLE_RATE
+            rows: list[tuple[float, float, str]] = []
+            for seg in segments:
+                start, end = float(seg["start"]), float(seg["end"])
+                if start >= length:
+                    continue
+                text = tok.decode(seg["tokens"], skip_special_tokens=True).strip()
+                if text:
+                    rows.append((max(0.0, start), min(max(start, end), length), text))
+            result.append(rows)
+        return result

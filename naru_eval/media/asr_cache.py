@@ -1,0 +1,145 @@
+"""Where ``naru-eval transcribe`` keeps its Whisper transcripts, and how a run finds them.
+
+One entry per (video content, ASR settings): ``<root>/asr/<content fingerprint>/<key>.json`` is
+the finished transcript (:class:`naru_eval.media.transcript.Transcript` JSON),
+``<key>.settings.json`` beside it the :class:`AsrSettings` it was made with, and
+``<key>.partial.jsonl`` the chunk-level checkpoint of a run in progress (one line per finished
+window; a killed run continues from it). ``key`` hashes the settings that change the text
+(model, revision, language, dtype, voice-activity and window settings), not the batch size or
+the device. The video is named by its content (:func:`naru_eval.media.transcript.content_fingerprint`),
+so a renamed or copied file keeps its transcript. ``root`` is ``NARU_TRANSCRIPT_CACHE``, else
+``NARU_CACHE_DIR/transcripts``, else ``~/.cache/naru-eval/transcripts``.
+
+No model is loaded here (this layer never imports transformers): ASR itself is
+:mod:`naru_eval.asr`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Literal
+
+from naru_eval.media.transcript import TRANSCRIPT_FORMAT, TranscriptError, content_fingerprint
+from naru_eval.settings import settings
+
+#: The default ASR model: kotoba-whisper-v2.0 (a Japanese distillation of whisper-large-v3). The
+#: published Japanese CER (%, CommonVoice 8 / JSUT / ReazonSpeech test): kotoba-whisper-v2.0
+#: 9.2 / 8.4 / 11.6, whisper-large-v3 8.5 / 7.1 / 14.9 (docs/transcripts.md gives the source).
+#: ReazonSpeech is Japanese TV, the nearest of the three to NARU's dramas, anime and variety
+#: shows, and there kotoba is 3.3 points better; it also decodes with 2 decoder layers, not 32.
+DEFAULT_ASR_MODEL = "kotoba-tech/kotoba-whisper-v2.0"
+#: the alternative the docs compare it with
+WHISPER_LARGE_V3 = "openai/whisper-large-v3"
+
+VadKind = Literal["silero", "none"]
+
+
+@dataclass(frozen=True)
+class AsrSettings:
+    """Every ASR setting that changes the transcript's text (the cache key's parts).
+
+    Decoding is greedy (temperature 0, one beam) without temperature fallback, so a setting
+    here and the audio fix the text."""
+
+    model: str = DEFAULT_ASR_MODEL
+    revision: str | None = None
+    language: str = "ja"
+    #: the weights' dtype as run (float16 on a GPU, float32 on CPU, unless given)
+    dtype: str = "float32"
+    #: voice-activity detection before ASR: Silero VAD (its model ships inside the pip package),
+    #: or none (fixed windows: music and silence then reach Whisper)
+    vad: VadKind = "silero"
+    vad_threshold: float = 0.5
+    min_speech_s: float = 0.25
+    min_silence_s: float = 0.1
+    speech_pad_s: float = 0.03
+    #: longest window given to Whisper at once (its receptive field is 30 s)
+    window_s: float = 30.0
+    max_new_tokens: int = 224
+
+    def __post_init__(self) -> None:
+        if not 0 < self.window_s <= 30.0:
+            raise ValueError(f"window_s={self.window_s}: Whisper takes windows of at most 30 s")
+        if not 0.0 < self.vad_threshold < 1.0:
+            raise ValueError(f"vad_threshold={self.vad_threshold}: must be in (0, 1)")
+
+    def key(self) -> str:
+        """16 hex digits of the settings (and the transcript format)."""
+        blob = json.dumps({"format": TRANSCRIPT_FORMAT, **asdict(self)}, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        """The transcript's ``source``: ``asr:<model>@<key>``."""
+        return f"asr:{self.model}@{self.key()}"
+
+    @classmethod
+    def from_json(cls, text: str) -> AsrSettings:
+        raw = json.loads(text)
+        return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
+
+
+def cache_root() -> Path:
+    """The transcript cache's directory (see the module docstring)."""
+    s = settings()
+    if s.transcript_cache:
+        return Path(s.transcript_cache).expanduser()
+    return Path(s.cache_dir or "~/.cache/naru-eval").expanduser() / "transcripts"
+
+
+@dataclass(frozen=True)
+class AsrEntry:
+    """The files of one (video, settings) entry."""
+
+    directory: Path
+    key: str
+
+    @property
+    def transcript(self) -> Path:
+        return self.directory / f"{self.key}.json"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.directory / f"{self.key}.settings.json"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.directory / f"{self.key}.partial.jsonl"
+
+    @property
+    def done(self) -> bool:
+        return self.transcript.is_file()
+
+
+def entry(video: str | os.PathLike[str], asr: AsrSettings, root: Path | None = None) -> AsrEntry:
+    """The cache entry of ``video`` under ``asr`` (it may not exist yet)."""
+    base = (root or cache_root()) / "asr" / content_fingerprint(video)
+    return AsrEntry(base, asr.key())
+
+
+def find(video: str | os.PathLike[str], model: str | None = None, root: Path | None = None) -> Path | None:
+    """The finished ASR transcript of ``video`` by ``model`` (default :data:`DEFAULT_ASR_MODEL`),
+    whatever its other settings; None when there is none. Two finished entries for the same model
+    (other settings) is an error: which one a run used must be named (``naru-eval transcribe``
+    with the same settings, or remove one)."""
+    want = model or DEFAULT_ASR_MODEL
+    base = (root or cache_root()) / "asr" / content_fingerprint(video)
+    if not base.is_dir():
+        return None
+    found: list[Path] = []
+    for meta in sorted(base.glob("*.settings.json")):
+        try:
+            made = AsrSettings.from_json(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError) as e:
+            raise TranscriptError(meta, f"unreadable ASR settings ({e})") from None
+        done = meta.with_name(meta.name.removesuffix(".settings.json") + ".json")
+        if made.model == want and done.is_file():
+            found.append(done)
+    if len(found) > 1:
+        names = ", ".join(p.name for p in found)
+        raise TranscriptError(base, f"{len(found)} ASR transcripts of {want} for {video} ({names}): keep one")
+    return found[0] if found else None
