@@ -8,7 +8,14 @@ Per question the sampled frames go in as PIL images, then the prompt, in one use
     model.chat(msgs=[{"role": "user", "content": [*frames, prompt]}], tokenizer=tokenizer,
                sampling=False, use_image_id=False, max_slice_nums=2, ...)
 
-(``use_image_id=False`` and ``max_slice_nums=2`` are the model card's video settings.) With
+(``use_image_id=False`` and ``max_slice_nums=2`` are the model card's video settings.)
+
+With the soundtrack (``audio=true``; off by default, as the official row ran) the model loads its
+audio encoder (``init_audio=True``) and the chat takes the card's omni mode: one ``<unit>`` per
+sampled frame, the frame and its window of audio (16 kHz samples), then the prompt, with
+``omni_input=True``; audio only (``video=false``) gives the windows as audio items before the
+prompt. The windows are the audio plan's (27 tokens a second of audio, a 32,768-token context).
+With
 ``sampling=False`` the remote code runs beam search (3 beams, repetition_penalty 1.2); to decode
 greedily like the other families the adapter passes ``num_beams=1`` and
 ``repetition_penalty=1.0``; ``native_decoding=true`` keeps the model's own defaults.
@@ -25,12 +32,19 @@ from typing import Any, TypedDict
 
 from pydantic import Field
 
-from naru_eval.adapters.args import ANSWERS, Flag, HFArgs
+from naru_eval.adapters.args import ANSWERS, Flag
+from naru_eval.adapters.audio import AudioMixin, AudioOffArgs
 from naru_eval.adapters.base import Answer, NaruRequest
 from naru_eval.adapters.family import Family, Official
 from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.positions import SEQUENTIAL
 from naru_eval.core.budgets import FrameBudget, Sampling
+from naru_eval.media.audio_plan import MINICPM_O
+
+#: tokens one frame costs the remote chat (64 resampler queries and its image delimiters)
+FRAME_TOKENS = 66
+#: the omni mode's unit marker (model card)
+UNIT = "<unit>"
 
 
 class ChatKwargs(TypedDict, total=False):
@@ -45,10 +59,12 @@ class ChatKwargs(TypedDict, total=False):
     top_k: int
     num_beams: int
     repetition_penalty: float
+    omni_input: bool
 
 
-class MiniCPMArgs(HFArgs):
-    """Args of MiniCPM-o-2.6: the model card's video settings of its remote ``chat``."""
+class MiniCPMArgs(AudioOffArgs):
+    """Args of MiniCPM-o-2.6: the model card's video settings of its remote ``chat`` and the
+    soundtrack (off: the official row ran frames only)."""
 
     max_slice_nums: int = Field(
         2, ge=1, description="slices per frame of the remote chat() (the card's video: 2)", json_schema_extra=ANSWERS
@@ -64,7 +80,7 @@ class MiniCPMArgs(HFArgs):
     trust_remote_code: Flag = Field(True, description="run the checkpoint's own code (MiniCPM-o needs it)")
 
 
-class MiniCPM_O(HFVideoModel):
+class MiniCPM_O(AudioMixin, HFVideoModel):
     """MiniCPM-o-2.6 (``openbmb/MiniCPM-o-2_6``, remote code)."""
 
     family = Family(
@@ -85,7 +101,9 @@ class MiniCPM_O(HFVideoModel):
         ),
         checkpoints={"minicpmo": "AutoModel"},
         positions=SEQUENTIAL,
+        inputs=("frames", "audio"),
     )
+    encoder = MINICPM_O
     #: the remote chat() builds the prompt and runs generate itself: no cache to share
     supports_shared_prefix = False
     args: MiniCPMArgs
@@ -102,6 +120,7 @@ class MiniCPM_O(HFVideoModel):
             "max_slice_nums": self.max_slice_nums,
             "use_image_id": self.use_image_id,
             "native_decoding": self.native_decoding,
+            **self.audio_description(),
         }
 
     def load(self) -> None:
@@ -119,7 +138,7 @@ class MiniCPM_O(HFVideoModel):
             "dtype": self._torch_dtype(),
             "device_map": self.device_map,
             "init_vision": True,
-            "init_audio": False,
+            "init_audio": self.gives_audio,
             "init_tts": False,
         }
         if self.attn_implementation:
@@ -155,17 +174,58 @@ class MiniCPM_O(HFVideoModel):
             kw["repetition_penalty"] = 1.0
         return kw
 
+    def sampled(self, request: NaruRequest) -> Any:
+        """The frames (audio only too: their times centre the audio windows); None without a video."""
+        plan = self.plan_of(request)
+        if request.video is None or (plan.frames is None and plan.audio is None):
+            return None
+        return self.frames(request)
+
+    def frame_tokens_of(self, sampled: Any) -> int:
+        return FRAME_TOKENS * len(sampled.frames)
+
+    def media(self, sampled: Any) -> tuple[list[Any], bool]:
+        """The chat's content before the prompt, and whether it is the omni mode's units."""
+        if sampled is None:  # blind tasks
+            return [], False
+        frames = self.video_input(sampled) if self.gives_frames else []
+        if not self.gives_audio:
+            return frames, False
+        audio, plan = self.soundtrack(sampled, self.frame_tokens_of(sampled) if frames else 0)
+        self._audio_records[sampled.info.path] = self.audio_usage(audio, plan)
+        if not frames:
+            return [audio.window(k) for k in range(len(audio.windows))], False
+        # one unit per frame: the frame and its part of the window it lies in (a window that holds
+        # several frames, merged or the whole track, is cut halfway between them)
+        times = [float(t) for t in sampled.timestamps]
+        where = [next((k for k, (a, b) in enumerate(audio.windows) if a <= t < b), None) for t in times]
+        out: list[Any] = []
+        for i, (frame, t, w) in enumerate(zip(frames, times, where, strict=True)):
+            out += [UNIT, frame]
+            if w is None:
+                continue
+            a, b = audio.windows[w]
+            lo = (times[i - 1] + t) / 2 if i > 0 and where[i - 1] == w else a
+            hi = (t + times[i + 1]) / 2 if i + 1 < len(times) and where[i + 1] == w else b
+            start = audio.offsets[w] + round((lo - a) * audio.rate)
+            out.append(audio.samples[start : audio.offsets[w] + round((hi - a) * audio.rate)])
+        return out, True
+
     def generate(self, request: NaruRequest, sampled: Any) -> Answer:
-        frames = self.video_input(sampled) if sampled is not None else []  # none for blind tasks
-        content: list[Any] = [*frames, request.prompt]
+        media, omni = self.media(sampled)
+        frames = [m for m in media if not isinstance(m, str) and hasattr(m, "size") and hasattr(m, "mode")]
+        content: list[Any] = [*media, request.prompt]
         msgs = [{"role": "user", "content": content}]
         if self.system_prompt:
             msgs.insert(0, {"role": "system", "content": [self.system_prompt]})
-        out = self.model.chat(msgs=msgs, tokenizer=self.tokenizer, **self.chat_kwargs(request))
+        kw = self.chat_kwargs(request)
+        if omni:
+            kw["omni_input"] = True
+        out = self.model.chat(msgs=msgs, tokenizer=self.tokenizer, **kw)
         if isinstance(out, tuple):
             out = out[0]
         text = getattr(out, "text", out)
         if not isinstance(text, str):
             text = str(text)
         text = self.cut_at_stops(text.strip(), request.gen_kwargs.get("until"))
-        return Answer(text, {"frames": len(frames)})
+        return Answer(text, {"frames": len(frames) if self.gives_frames else 0})

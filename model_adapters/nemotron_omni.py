@@ -38,12 +38,23 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
-from naru_eval.adapters.args import ANSWERS, Flag, HFArgs
-from naru_eval.adapters.base import NaruRequest
+from naru_eval.adapters.args import ANSWERS, Flag
+from naru_eval.adapters.audio import AudioMixin, AudioOffArgs
+from naru_eval.adapters.base import NaruRequest, RequestFailed
+from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.base import ChatMediaPart, HFVideoModel, VideoMetadata
 from naru_eval.adapters.hf.positions import NO_ROPE
 from naru_eval.core.budgets import FrameBudget, Sampling
+from naru_eval.media.audio_plan import NEMOTRON_OMNI
+
+if TYPE_CHECKING:
+    from naru_eval.media.sampler import SampledFrames
+
+#: what the frame labels count in: the processor writes frame ``i``'s time as
+#: ``frames_indices[i] x int(1000 / fps)`` ms, so the metadata is given on a millisecond clock
+#: (fps 1000, each frame's index its time in ms) and the labels are the frames' true times
+LABEL_CLOCK_HZ = 1000
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
@@ -56,8 +67,9 @@ NATIVE_FRAME_PIXELS = 512 * 512
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
-class NemotronArgs(HFArgs):
-    """Args of Nemotron-Omni: reasoning, video-token pruning and its native frame size."""
+class NemotronArgs(AudioOffArgs):
+    """Args of Nemotron-Omni: reasoning, video-token pruning, its native frame size and the
+    soundtrack (off: the official row ran frames only)."""
 
     enable_thinking: Flag = Field(
         True, description="reason in `<think>` before the answer (the model's default)", json_schema_extra=ANSWERS
@@ -82,7 +94,7 @@ class NemotronArgs(HFArgs):
         return v
 
 
-class NemotronOmni(HFVideoModel):
+class NemotronOmni(AudioMixin, HFVideoModel):
     """Nemotron-3-Nano-Omni-30B-A3B-Reasoning (``nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16``)."""
 
     family = Family(
@@ -111,10 +123,14 @@ class NemotronOmni(HFVideoModel):
         checkpoints={"nemotron_h_omni": "NemotronH_Omni_Reasoning_V3"},
         #: NemotronH's attention layers have no rotary embedding: positions only order the cache
         positions=NO_ROPE,
+        inputs=("frames", "audio"),
     )
     args: NemotronArgs
+    encoder = NEMOTRON_OMNI
 
     def __init__(self, **model_args: Any) -> None:
+        #: video -> its audio items (seconds on the frames' axis), as the chat and the processor take them
+        self._clips: dict[str, list[tuple[float, float]]] = {}
         super().__init__(**model_args)
         self.thinking = self.args.enable_thinking
         self.template_kwargs = {"enable_thinking": self.thinking}
@@ -122,7 +138,93 @@ class NemotronOmni(HFVideoModel):
         self.video_pruning_rate = self.args.video_pruning_rate
 
     def family_description(self) -> dict[str, Any]:
-        return {"video_pruning_rate": self.video_pruning_rate, "reasoning_budget": self.reasoning_max_new_tokens}
+        return {
+            "video_pruning_rate": self.video_pruning_rate,
+            "reasoning_budget": self.reasoning_max_new_tokens,
+            "frame_labels": "true-time",
+            **self.audio_description(),
+        }
+
+    # -- frames and soundtrack ------------------------------------------------------------------
+    def video_metadata(self, sampled: SampledFrames) -> VideoMetadata:
+        """The frames' times on a millisecond clock: the processor labels frame ``i`` "sampled at
+        ``frames_indices[i] x int(1000 / fps) / 1000`` seconds", which at the video's own rate
+        runs early (``int(1000 / 29.97)`` = 33 ms a frame: 158 s early at the end of 4 hours); at
+        1000 "fps" with each index the frame's time in ms, the label is its true time."""
+        meta = super().video_metadata(sampled)
+        stamps = [round(float(t) * LABEL_CLOCK_HZ) for t in sampled.timestamps]
+        meta["fps"] = float(LABEL_CLOCK_HZ)
+        meta["frames_indices"] = stamps
+        meta["total_num_frames"] = max(
+            stamps[-1] + 1 if stamps else 1, round(float(sampled.info.duration_s) * LABEL_CLOCK_HZ)
+        )
+        return meta
+
+    def sampled(self, request: NaruRequest) -> SampledFrames | None:
+        """The frames (audio only too: their times centre the audio windows); None without a video."""
+        plan = self.plan_of(request)
+        if request.video is None or (plan.frames is None and plan.audio is None):
+            return None
+        return self.frames(request)
+
+    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart | TextPart]:
+        """The video, then (with audio) one audio part per clip, each after a label with its times
+        on the frames' clock ("Audio from 26.00 to 30.00 seconds:"), as the processor labels each
+        frame pair with its times."""
+        parts: list[ChatMediaPart | TextPart] = [{"type": "video"}] if self.gives_frames else []
+        if self.gives_audio and request.video is not None:
+            for start, end in self.clips_of(self.frames(request)):
+                parts.append({"type": "text", "text": f"Audio from {start:.2f} to {end:.2f} seconds:\n"})
+                parts.append({"type": "audio"})
+        return parts
+
+    def clips_of(self, sampled: SampledFrames) -> list[tuple[float, float]]:
+        video = sampled.info.path
+        if video not in self._clips:
+            self._clips[video] = self.clip_bounds(sampled)
+        return self._clips[video]
+
+    def frame_tokens_of(self, sampled: SampledFrames) -> int:
+        out = self.processor.video_processor(
+            videos=[self.video_input(sampled)], temporal_patch_size=self.processor.video_temporal_patch_dim
+        )
+        pix = out["pixel_values_videos"]
+        h, w = pix.shape[-2:]
+        vp = self.processor.video_processor
+        per = (h // vp.patch_size) * (w // vp.patch_size) // round(1 / vp.downsample_ratio) ** 2
+        return int(pix.shape[1]) * per
+
+    def clip_bounds(self, sampled: SampledFrames) -> list[tuple[float, float]]:
+        """The audio items of the video's plan: its windows, each cut into clips of at most the
+        encoder's longest (``max_clip_s``: 1,200 s, the longest training clip)."""
+        plan = self.audio_plan(sampled, self.frame_tokens_of(sampled) if self.gives_frames else 0)
+        longest = self.encoder.max_clip_s or float("inf")
+        out = []
+        for start, end in plan.windows:
+            at = start
+            while at < end:
+                out.append((at, min(end, at + longest)))
+                at = min(end, at + longest)
+        return out
+
+    def run_processor(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
+        proc = processor or self.processor
+        kw: dict[str, Any] = {"return_tensors": "pt"}
+        if self.gives_frames:
+            kw |= {"videos": [self.video_input(sampled)], "video_metadata": [self.video_metadata(sampled)]}
+            kw |= self.processor_kwargs()
+        if self.gives_audio:
+            audio, plan = self.soundtrack(sampled, 0)
+            clips = _cut(audio, self.clips_of(sampled))
+            placeholders = text.count(proc.audio_token)
+            if placeholders != len(clips):
+                raise RequestFailed(
+                    f"audio: the chat template placed {placeholders} audio placeholders for {len(clips)} clips "
+                    "(a template that drops audio parts would feed the model no sound)"
+                )
+            kw["audio"] = clips
+            self._audio_records[sampled.info.path] = self.audio_usage(audio, plan)
+        return proc(text=[text], **kw)
 
     # -- the frames at the processor's tile ----------------------------------------------------
     def frame_params(self, video: str) -> SamplingParams:
@@ -204,6 +306,16 @@ class NemotronOmni(HFVideoModel):
             return f"{THINK_OPEN}\n{reasoning}"
         answer = self.cut_at_stops(answer.strip(), request.gen_kwargs.get("until"))
         return f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n\n{answer}"
+
+
+def _cut(audio: Any, bounds: list[tuple[float, float]]) -> list[Any]:
+    """The samples of each ``(start, end)`` clip, each inside one of ``audio``'s windows."""
+    out = []
+    for start, end in bounds:
+        w = next(k for k, (a, b) in enumerate(audio.windows) if a <= start < b)
+        at = audio.offsets[w] + round((start - audio.windows[w][0]) * audio.rate)
+        out.append(audio.samples[at : at + round((end - start) * audio.rate)])
+    return out
 
 
 def _token_id(tokenizer: Any, token: str) -> int | None:

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from loguru import logger
 
+from naru_eval.adapters.audio import AudioMixin
 from naru_eval.adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from naru_eval.adapters.family import Family, Official
 from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
@@ -55,13 +56,23 @@ from naru_eval.api.openai_client import is_reasoning_family, make_openai_client,
 from naru_eval.api.retry import RetryError, is_connection_error, is_timeout
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.inputs import FrameDelivery, FramesInput, InputPlan
+from naru_eval.media.audio_plan import QWEN2_5_OMNI, QWEN3_OMNI, AudioEncoder
 from naru_eval.providers.openai_compat import preflight
 from naru_eval.providers.openai_compat.args import OpenAICompatArgs, check_server_url, resolve_video_mode
-from naru_eval.providers.openai_compat.served import qwen_patch_size
-from naru_eval.providers.openai_compat.wire import MediaIO, MediaPart, UserMessage, VideoParts, video_url
+from naru_eval.providers.openai_compat.served import media_tokens, qwen_patch_size
+from naru_eval.providers.openai_compat.wire import (
+    AudioUrlPart,
+    MediaIO,
+    MediaPart,
+    UserMessage,
+    VideoParts,
+    audio_parts,
+    video_url,
+)
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.sampler import SampledFrames
 
 #: video_mode -> how the frames reach the model (the input plan's delivery, its input mode)
 DELIVERY: dict[str, FrameDelivery] = {"video": "video", "frames": "images", "video_url": "server-sampled"}
@@ -81,7 +92,7 @@ class CompletionParams(TypedDict, total=False):
     extra_body: dict[str, MediaIO]
 
 
-class OpenAICompat(NaruModel):
+class OpenAICompat(AudioMixin, NaruModel):
     """Any OpenAI-compatible chat-completions server (vLLM, SGLang, ...)."""
 
     family = Family(
@@ -91,8 +102,11 @@ class OpenAICompat(NaruModel):
             Sampling(frames=32),
             note="the served model is the user's: set its official row's num_frames/fps (docs/openai_compat.md)",
         ),
+        inputs=("frames", "audio"),
     )
     args: OpenAICompatArgs
+    #: the served context ``GET /models`` reported (set by the preflight)
+    served_max_model_len: int | None = None
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -145,6 +159,11 @@ class OpenAICompat(NaruModel):
         #: video -> set once its first question of this call is answered (prefix_first)
         self._first_done: dict[str, threading.Event] = {}
         self._first_lock = threading.Lock()
+        #: video -> its soundtrack's parts (audio=true), encoded once
+        self._audio_parts: dict[str, list[AudioUrlPart]] = {}
+        self._audio_lock = threading.Lock()
+        if self.gives_audio:
+            self.audio_encoder()  # an unknown front end is refused before anything runs
 
     # -- what the model is given ---------------------------------------------------------------
     @property
@@ -154,9 +173,72 @@ class OpenAICompat(NaruModel):
 
     def input_plan(self) -> InputPlan:
         """The frames as the video mode sends them: one video, images, or a URL the server
-        samples itself (nothing decoded here)."""
+        samples itself (nothing decoded here); with ``audio=true`` the soundtrack's windows as
+        audio parts after them (``video=false``: the audio alone)."""
         delivery = DELIVERY[self.video_mode]
-        return InputPlan(frames=FramesInput(self.sampling, delivery, decoded=delivery != "server-sampled"))
+        frames = FramesInput(self.sampling, delivery, decoded=delivery != "server-sampled")
+        if not self.args.video and not self.args.audio:
+            raise ValueError(f"{self.model_id}: video=false and audio=false leave the model nothing of the video")
+        return InputPlan(frames=frames if self.args.video else None, audio=self.audio_input())
+
+    # -- the soundtrack (audio=true) ---------------------------------------------------------------
+    def audio_encoder(self) -> AudioEncoder:
+        """The served model's audio front end (``audio_encoder``, else by its name)."""
+        name = self.args.audio_encoder
+        if name == "auto":
+            served = str(self.model).rsplit("/", 1)[-1].lower()
+            name = (
+                "qwen3_omni"
+                if "qwen3" in served and "omni" in served
+                else "qwen2_5_omni"
+                if "omni" in served
+                else "auto"
+            )
+        encoders = {"qwen2_5_omni": QWEN2_5_OMNI, "qwen3_omni": QWEN3_OMNI}
+        if name not in encoders:
+            raise ValueError(
+                f"{self.model_id}: audio=true, and {self.model!r} is not a model whose audio tokens are known here; "
+                f"name its front end with audio_encoder={'|'.join(encoders)}"
+            )
+        return encoders[name]
+
+    def context_tokens(self) -> int:
+        """The served context: ``max_model_len=``, else what ``GET /models`` reported."""
+        ctx = self.args.max_model_len or self.served_max_model_len
+        if not ctx:
+            raise RequestFailed(
+                "audio: the server did not report its max_model_len; give max_model_len=<the --max-model-len it was "
+                "started with> for the audio plan"
+            )
+        return int(ctx)
+
+    def frame_tokens_of(self, sampled: SampledFrames) -> int:
+        n, h, w = sampled.frames.shape[:3]
+        tokens = media_tokens(self.model, self.video_mode if self.video_mode != "video_url" else "video", n, h, w)
+        if tokens is None:
+            raise RequestFailed(
+                f"audio: the frames' tokens of {self.model!r} are not known here (a Qwen-Omni model is)"
+            )
+        return tokens
+
+    def audio_url_parts(self, request: NaruRequest) -> list[AudioUrlPart]:
+        """The soundtrack's windows of the request's video, in time order, as ``audio_url`` parts
+        (the same for every question of the video, encoded once)."""
+        video = request.video
+        if video is None or not self.gives_audio:
+            return []
+        with self._audio_lock:
+            if video in self._audio_parts:
+                return self._audio_parts[video]
+        sampled = self.frames(request)
+        audio, plan = self.soundtrack(sampled, self.frame_tokens_of(sampled) if self.gives_frames else 0)
+        parts = [p for k in range(len(audio.windows)) for p in audio_parts(audio.window(k), audio.rate)]
+        self._audio_records[video] = self.audio_usage(audio, plan)
+        with self._audio_lock:
+            self._audio_parts[video] = parts
+            while len(self._audio_parts) > max(4, self.max_concurrency + 1):
+                self._audio_parts.pop(next(iter(self._audio_parts)))
+        return parts
 
     @property
     def input_mode(self) -> str:
@@ -173,6 +255,8 @@ class OpenAICompat(NaruModel):
             "video_mode": self.video_mode,
             "input_mode": self.input_mode,
         }
+        if self.gives_audio:
+            desc["audio"] = {**self.audio_description(), "encoder": self.audio_encoder().name}
         if self.video_mode in ("frames", "video"):
             desc["jpeg_quality"] = self.args.jpeg_quality
         patch = qwen_patch_size(self.model)
@@ -198,6 +282,7 @@ class OpenAICompat(NaruModel):
         if not requests:
             return
         preflight.check_before_asking(self, requests)
+        self.check_audio(requests)  # audio=true: every video's track, all problems at once
 
     # -- the frames -------------------------------------------------------------------------------
     def video_plan(self, video: str) -> QwenVideoPlan | None:
@@ -233,8 +318,8 @@ class OpenAICompat(NaruModel):
     # -- the message ------------------------------------------------------------------------------
     def video_parts(self, request: NaruRequest) -> list[MediaPart]:
         """The message parts for the request's video (identical for every question on it, encoded
-        once); none for a text-only request (the blind tasks)."""
-        if request.video is None:
+        once); none for a text-only request (the blind tasks) or audio only."""
+        if request.video is None or not self.gives_frames:
             return []
         if self.video_mode == "video_url":
             url = video_url(request.video, self.args.video_url_prefix, self.video_root)
@@ -246,15 +331,17 @@ class OpenAICompat(NaruModel):
     def extra_body(self, request: NaruRequest) -> dict[str, MediaIO] | None:
         """Video mode: the frames' timing as vLLM's per-request ``media_io_kwargs`` (the same for
         every question of a video); nothing otherwise."""
-        if request.video is None or self.video_mode != "video":
+        if request.video is None or self.video_mode != "video" or not self.gives_frames:
             return None
         media_io = self._parts.get(request.video, lambda: self.frames(request)).media_io
         assert media_io is not None
         return {"media_io_kwargs": media_io}
 
     def messages(self, request: NaruRequest) -> list[UserMessage]:
-        """Video parts first, then the question: one video's questions share a prompt prefix."""
-        return [{"role": "user", "content": [*self.video_parts(request), {"type": "text", "text": request.prompt}]}]
+        """Video parts first, then the soundtrack's (audio=true), then the question: one video's
+        questions share a prompt prefix."""
+        media = [*self.video_parts(request), *self.audio_url_parts(request)]
+        return [{"role": "user", "content": [*media, {"type": "text", "text": request.prompt}]}]
 
     @staticmethod
     def max_tokens(gen_kwargs: Mapping[str, Any]) -> int:
@@ -297,7 +384,7 @@ class OpenAICompat(NaruModel):
     def respond(self, request: NaruRequest) -> Answer:
         first = self._wait_for_first(request)
         try:
-            return self._ask(request)
+            return self.with_audio_usage(request, self._ask(request))
         finally:
             if first is not None:  # answered or failed: the video's other questions go now
                 first.set()

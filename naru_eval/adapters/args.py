@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.provenance import variant_string
@@ -236,3 +236,48 @@ class HFArgs(SamplingArgs):
     @property
     def checkpoint(self) -> str | None:
         return self.pretrained
+
+
+#: the tokens an audio plan keeps free beside the video and the audio: the system turn, the
+#: question with its options, and the answer (a reasoning family adds its budget)
+AUDIO_RESERVE_TOKENS = 2048
+
+
+class AudioFields(BaseModel):
+    """The soundtrack's args, shared by the omni families (:class:`AudioArgs`) and the
+    OpenAI-compatible adapter: ``audio``, the frames (``video``), the ablation's control
+    (``audio_source``) and the plan's knobs."""
+
+    audio: Flag = Field(True, description="give the model the video's soundtrack", json_schema_extra=ANSWERS)
+    video: Flag = Field(
+        True,
+        description="give the model the frames (video=false with audio=true: audio only)",
+        json_schema_extra=ANSWERS,
+    )
+    audio_source: Literal["own", "other"] = Field(
+        "own",
+        description="own: the video's soundtrack; other: another video's, of about its length (the control)",
+        json_schema_extra=ANSWERS,
+    )
+    audio_window_s: float | None = Field(
+        None,
+        gt=0,
+        description="seconds of audio around each frame (else the longest that fits)",
+        json_schema_extra=ANSWERS,
+    )
+    audio_stream: int | None = Field(
+        None, ge=0, description="the container's audio stream (else the one a player plays)", json_schema_extra=ANSWERS
+    )
+    audio_reserve_tokens: int = Field(
+        AUDIO_RESERVE_TOKENS,
+        ge=0,
+        description="tokens the audio plan leaves for the prompt and the answer",
+        json_schema_extra=ANSWERS,
+    )
+
+    @field_validator("audio_window_s")
+    @classmethod
+    def _window(cls, v: float | None) -> float | None:
+        if v is not None and abs(round(v * 100) - v * 100) > 1e-6:
+            raise ValueError("must be a whole number of hundredths of a second (the 10-ms grid)")
+        return v

@@ -34,13 +34,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"naru-eval validate-data: {e}", file=sys.stderr)
         return 2
-    report = validate(data_dir, videos=not args.no_videos, transcript=source, asr_model=args.asr_model)
+    report = validate(
+        data_dir,
+        videos=not args.no_videos,
+        audio=args.audio and not args.no_videos,
+        transcript=source,
+        asr_model=args.asr_model,
+    )
     if report.dataset is not None:
         ds = report.dataset
         print(f"{ds.source}: {len(ds.questions)} questions, {len({q.video_id for q in ds.questions})} videos")
         if report.videos:
             hours = sum(v.duration_s for v in report.videos.values()) / 3600
             print(f"videos readable: {len(report.videos)} ({hours:.2f} h)")
+        if report.audio:
+            print(f"audio tracks readable: {len(report.audio)}")
         if source.enabled:
             cues = sum(report.transcripts.values())
             print(f"transcripts ({source.label}): {len(report.transcripts)} video(s), {cues} cue(s)")
@@ -94,7 +102,7 @@ def cmd_make_synthetic(args: argparse.Namespace) -> int:
     from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
 
     counts = dict(PAPER_COUNTS) if args.paper_counts else {c: args.per_category for c in PAPER_COUNTS}
-    make_dataset(args.out_dir, SyntheticSpec(counts=counts, n_videos=args.videos, seed=args.seed))
+    make_dataset(args.out_dir, SyntheticSpec(counts=counts, n_videos=args.videos, seed=args.seed, audio=args.audio))
     print(f"wrote {sum(counts.values())} questions over {args.videos} videos to {args.out_dir}")
     return 0
 
@@ -142,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data_dir", nargs="?", help="NARU data directory (default: $NARU_DATA_DIR)")
     p.add_argument("--no-videos", action="store_true", help="check the schema only")
     p.add_argument(
+        "--audio",
+        action="store_true",
+        help="also check that every video has a decodable audio track (for runs with audio=true)",
+    )
+    p.add_argument(
         "--transcript",
         default="none",
         help="also check every video has a transcript: asr, embedded or a directory of <video_id>.srt/.vtt/.ass",
@@ -177,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--paper-counts", action="store_true", help="use the paper's 1,481 category counts")
     p.add_argument("--videos", type=int, default=6)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--audio", action="store_true", help="give each video a soundtrack (each segment its own tone)")
     p.set_defaults(func=cmd_make_synthetic)
 
     p = sub.add_parser("tasks-path", help="print where the installed NARU task YAMLs live")

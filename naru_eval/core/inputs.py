@@ -60,13 +60,26 @@ class FramesInput(InputPart):
         return self.delivery
 
 
+#: where a request's soundtrack comes from: its own video, or another video's (an ablation's
+#: control: ``naru_eval.media.audio_plan.derangement``)
+AudioSource = Literal["own", "other"]
+
+
 @dataclass(frozen=True)
 class AudioInput(InputPart):
-    """The video's audio track. ``native``: the provider takes it with the uploaded file (no
-    audio is decoded here); an adapter that feeds audio samples itself adds its delivery and
-    the sampling its sampler takes."""
+    """The video's audio track.
 
-    delivery: Literal["native"] = "native"
+    ``delivery``: ``native``, the provider takes it with the uploaded file (no audio is decoded
+    here: Gemini); ``samples``, naru-eval's audio sampler (``naru_eval.media.audio``) decodes it
+    and the adapter feeds the model the samples of the audio plan's windows (the omni families).
+    ``source``: the video's own soundtrack or, for the control of an audio ablation, another
+    video's; ``window_s``: a fixed window per sampled frame instead of the plan's choice;
+    ``stream``: a container stream instead of the one a player plays."""
+
+    delivery: Literal["native", "samples"] = "native"
+    source: AudioSource = "own"
+    window_s: float | None = None
+    stream: int | None = None
     MODES: ClassVar[tuple[str, ...]] = ("audio",)
 
     @property

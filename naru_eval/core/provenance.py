@@ -38,6 +38,10 @@ class Provenance:
     #: the answer-changing arguments that differ from the adapter's defaults, canonical ``k=v,...``
     #: (:func:`variant_string`); "" when none
     variant: str | None = None
+    #: what the model heard of this question's video (an omni adapter with its soundtrack): the
+    #: audio plan's record, ``full|windows <window>: <seconds> s, <tokens> tokens, <coverage>% of
+    #: the video`` (:func:`audio_summary`); None without audio
+    audio: str | None = None
 
 
 #: the provenance fields a sample payload carries
@@ -63,8 +67,19 @@ def variant_string(changed: Mapping[str, object]) -> str:
     return ",".join(f"{k}={_value(changed[k])}" for k in sorted(changed))
 
 
+def audio_summary(record: Mapping[str, object]) -> str:
+    """The ``audio`` field of an answer's audio record (``naru_eval.media.audio_plan.AudioRecord``)."""
+    how = "full" if record.get("mode") == "full" else f"windows of {_value(record.get('window_s'))} s"
+    coverage = float(record.get("coverage") or 0.0) * 100  # type: ignore[arg-type]
+    text = f"{how}: {_value(record.get('seconds'))} s, {record.get('tokens')} tokens, {coverage:.1f}% of the video"
+    other = record.get("from_video")
+    return f"{text}, from {other}" if other else text
+
+
 _lock = threading.Lock()
 _current: dict[str, str] = {}
+#: video_id -> what its questions were given beyond the run's fields (``audio``)
+_per_video: dict[str, dict[str, str]] = {}
 
 
 def record(**fields: str | None) -> None:
@@ -79,13 +94,27 @@ def record(**fields: str | None) -> None:
         _current.update({k: str(v) for k, v in fields.items() if v is not None})
 
 
-def current() -> dict[str, str]:
-    """A copy of what has been recorded in this process (empty when no adapter recorded anything)."""
+def record_video(video_id: str, **fields: str | None) -> None:
+    """Record what one video's questions were given beyond the run's provenance (its ``audio``)."""
+    unknown = set(fields) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown provenance field(s) {sorted(unknown)}; known: {list(FIELDS)}")
     with _lock:
-        return dict(_current)
+        _per_video.setdefault(str(video_id), {}).update({k: str(v) for k, v in fields.items() if v is not None})
+
+
+def current(video_id: str | None = None) -> dict[str, str]:
+    """A copy of what has been recorded in this process (empty when no adapter recorded anything),
+    with what ``video_id``'s questions were given."""
+    with _lock:
+        out = dict(_current)
+        if video_id is not None:
+            out.update(_per_video.get(str(video_id), {}))
+        return out
 
 
 def clear() -> None:
     """Forget the recorded provenance (tests; a second model in one process)."""
     with _lock:
         _current.clear()
+        _per_video.clear()

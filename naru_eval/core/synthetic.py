@@ -49,10 +49,20 @@ class SyntheticSpec:
     segments: int = 3
     seed: int = 0
     subset_flags: bool = False  # write official-looking subset_500 flags
+    #: give each video a soundtrack (AAC, 48 kHz stereo): each segment hums its colour's own pitch
+    audio: bool = False
 
 
-def write_video(path: Path, colours: Sequence[str], seconds: float, fps: int, size: tuple[int, int]) -> None:
-    """Encode equal-length solid-colour segments as an H.264 MP4."""
+#: the pitch (Hz) each colour hums in a synthetic soundtrack
+PITCHES: dict[str, float] = {name: 220.0 * 2 ** (i / 4) for i, name in enumerate(COLOURS)}
+AUDIO_RATE = 48_000
+
+
+def write_video(
+    path: Path, colours: Sequence[str], seconds: float, fps: int, size: tuple[int, int], audio: bool = False
+) -> None:
+    """Encode equal-length solid-colour segments as an H.264 MP4; with ``audio``, an AAC track in
+    which each segment is a tone of its colour's pitch (:data:`PITCHES`)."""
     import av
     import numpy as np
 
@@ -63,6 +73,9 @@ def write_video(path: Path, colours: Sequence[str], seconds: float, fps: int, si
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.options = {"g": str(max(2, fps)), "preset": "ultrafast", "crf": "30"}
+        sound = container.add_stream("aac", rate=AUDIO_RATE) if audio else None
+        if sound is not None:
+            sound.layout = "stereo"
         for i in range(n_frames):
             colour = COLOURS[colours[min(len(colours) - 1, i * len(colours) // n_frames)]]
             img = np.empty((height, width, 3), dtype=np.uint8)
@@ -71,6 +84,23 @@ def write_video(path: Path, colours: Sequence[str], seconds: float, fps: int, si
             for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode():
+            container.mux(packet)
+        if sound is None:
+            return
+        total = int(round(n_frames / fps * AUDIO_RATE))
+        chunk = 1024
+        for at in range(0, total, chunk):
+            idx = np.arange(at, min(total, at + chunk))
+            seg = np.minimum(len(colours) - 1, idx * len(colours) // total)
+            pitch = np.array([PITCHES[colours[k]] for k in seg])
+            wave = (0.3 * np.sin(2 * np.pi * pitch * idx / AUDIO_RATE)).astype(np.float32)
+            af = av.AudioFrame.from_ndarray(
+                np.ascontiguousarray(np.stack([wave, wave])), format="fltp", layout="stereo"
+            )
+            af.sample_rate, af.pts = AUDIO_RATE, at
+            for packet in sound.encode(af):
+                container.mux(packet)
+        for packet in sound.encode():
             container.mux(packet)
 
 
@@ -83,7 +113,7 @@ def make_dataset(out_dir: str | Path, spec: SyntheticSpec) -> Path:
     for v in range(spec.n_videos):
         vid = f"vid{v:03d}"
         video_colours[vid] = [rng.choice(names) for _ in range(spec.segments)]
-        write_video(out / "videos" / f"{vid}.mp4", video_colours[vid], spec.seconds, spec.fps, spec.size)
+        write_video(out / "videos" / f"{vid}.mp4", video_colours[vid], spec.seconds, spec.fps, spec.size, spec.audio)
     records = []
     n = 0
     vids = sorted(video_colours)

@@ -20,6 +20,7 @@ from naru_eval.core.data import (
     load_local,
 )
 from naru_eval.core.transcripts import TranscriptSource, load_transcript
+from naru_eval.media.audio import AudioInfo, probe_audio
 from naru_eval.media.transcript import TranscriptError
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
@@ -33,6 +34,8 @@ class ValidationReport:
     problems: list[str] = field(default_factory=list)
     #: video_id -> the probe of its (first readable) file
     videos: dict[str, VideoInfo] = field(default_factory=dict)
+    #: video_id -> its audio track (checked only when audio is asked for)
+    audio: dict[str, AudioInfo] = field(default_factory=dict)
     #: every readable path probed -> its probe (``Dataset.video_file`` as a string)
     paths: dict[str, VideoInfo] = field(default_factory=dict)
     #: what is worth knowing but not wrong (a file with several real video streams)
@@ -107,6 +110,41 @@ def _probe_paths(dataset: Dataset, workers: int) -> tuple[dict[str, VideoInfo], 
     return by_video, by_path, problems
 
 
+def check_audio(
+    dataset: Dataset, paths: dict[str, VideoInfo], workers: int = 8
+) -> tuple[dict[str, AudioInfo], list[str]]:
+    """The audio track of every readable path (``paths``, the probes by path): a silent file or an
+    undecodable track is one problem naming the video and its questions, found before any model
+    runs; the tracks by video id (its first path)."""
+    users: dict[str, list[tuple[str, str]]] = {}  # path -> (video_id, question_id)
+    for q in dataset.questions:
+        path = dataset.video_file(q)
+        if path is not None and str(path) in paths:
+            users.setdefault(str(path), []).append((q.video_id, q.question_id))
+
+    def probe(where: str) -> tuple[str, AudioInfo | str]:
+        try:
+            return where, probe_audio(where)
+        except VideoError as e:
+            return where, str(e)
+
+    tracks: dict[str, AudioInfo] = {}
+    problems: list[str] = []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for where, result in pool.map(probe, sorted(users)):
+            who = users[where]
+            if isinstance(result, AudioInfo):
+                for vid, _ in who:
+                    tracks.setdefault(vid, result)
+            else:
+                vids = sorted({v for v, _ in who})
+                problems.append(
+                    f"video {vids[0]!r}{f' (and {len(vids) - 1} other id(s))' if len(vids) > 1 else ''} "
+                    f"({len(who)} question(s), e.g. {who[0][1]!r}): {result}"
+                )
+    return tracks, problems
+
+
 def check_transcripts(
     dataset: Dataset, source: TranscriptSource, asr_model: str | None = None, workers: int = 4
 ) -> tuple[dict[str, int], list[str]]:
@@ -149,11 +187,14 @@ def check_transcripts(
 def validate(
     data_dir: str | os.PathLike[str] | None = None,
     videos: bool = True,
+    audio: bool = False,
     transcript: TranscriptSource | None = None,
     asr_model: str | None = None,
 ) -> ValidationReport:
-    """Load the data (``data_dir`` or the environment) and check schema and videos (and, with
-    ``transcript``, that every video has a transcript from that source)."""
+    """Load the data (``data_dir`` or the environment) and check schema and videos; with ``audio``
+    (``naru-eval validate-data --audio``, for a run with ``audio=true``) also that every video has a
+    decodable audio track, and with ``transcript`` that every video has a transcript from that
+    source."""
     try:
         dataset = load_local(data_dir, strict=False) if data_dir is not None else load_dataset_from_env(strict=False)
     except DataError as e:  # no readable annotation file at all
@@ -162,6 +203,9 @@ def validate(
     if videos:
         report.videos, report.paths, video_problems = _probe_paths(dataset, 8)
         report.problems += video_problems
+        if audio:
+            report.audio, audio_problems = check_audio(dataset, report.paths)
+            report.problems += audio_problems
         report.notes = [f"video {vid!r}: {note}" for vid, i in report.videos.items() if (note := stream_note(i))]
     if transcript is not None and transcript.enabled:
         report.transcripts, transcript_problems = check_transcripts(dataset, transcript, asr_model)

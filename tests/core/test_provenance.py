@@ -46,3 +46,26 @@ def test_none_leaves_a_field_unset_and_current_is_a_copy() -> None:
     snap = provenance.current()
     snap["adapter"] = "changed"
     assert provenance.current() == {"adapter": "a"}
+
+
+def test_a_videos_audio_reaches_only_its_payloads():
+    from naru_eval.core import provenance
+
+    provenance.clear()
+    provenance.record(adapter="naru_qwen2_5_omni", input_mode="video+audio")
+    record = {
+        "mode": "windows",
+        "window_s": 4.0,
+        "seconds": 512.0,
+        "tokens": 12800,
+        "coverage": 0.142,
+        "from_video": "v2.mp4",
+    }
+    provenance.record_video("v1", audio=provenance.audio_summary(record))
+    assert provenance.current("v1")["audio"] == "windows of 4 s: 512 s, 12800 tokens, 14.2% of the video, from v2.mp4"
+    assert "audio" not in provenance.current("v3") and "audio" not in provenance.current()
+    assert provenance.current("v1")["input_mode"] == "video+audio"
+    with pytest.raises(ValueError, match="unknown provenance"):
+        provenance.record_video("v1", heard="x")
+    provenance.clear()
+    assert provenance.current("v1") == {}

@@ -161,6 +161,23 @@ def test_a_command_given_hostile_data_names_it_without_a_traceback(copy_data, mo
     assert "'video_path' must be relative to the data folder" in err and "Traceback" not in err
 
 
+def test_validate_audio_names_every_silent_video(small_data, tmp_path, capsys):
+    """With ``--audio`` every video must have a decodable audio track: the synthetic data is silent,
+    so each of its six videos is one problem naming it; data with a soundtrack passes."""
+    from naru_eval.core.synthetic import PAPER_COUNTS, SyntheticSpec, make_dataset
+
+    report = validate(small_data, audio=True)
+    assert len(report.problems) == 6 and not report.audio
+    assert all("no audio stream" in p for p in report.problems)
+    assert validate(small_data).ok  # without --audio, silence is fine
+    assert main(["validate-data", str(small_data), "--audio"]) == 1
+    assert "vid005" in capsys.readouterr().err
+    loud = make_dataset(tmp_path / "loud", SyntheticSpec(counts={c: 1 for c in PAPER_COUNTS}, n_videos=2, audio=True))
+    report = validate(loud, audio=True)
+    assert report.ok and sorted(report.audio) == ["vid000", "vid001"]
+    assert report.audio["vid000"].codec == "aac" and report.audio["vid000"].channels == 2
+
+
 def test_every_path_of_every_question_is_probed(copy_data, capsys):
     """A ``video_path`` override to a missing file, on a video id other questions share, passed
     validate-data (one path was probed per video id) and stopped the run at its question."""

@@ -39,8 +39,17 @@ N = 5  # odd on purpose: Qwen pads to whole 2-frame temporal patches, the frames
 
 
 def make(model_id: str, path, **args: Any) -> Any:
-    args = {"num_frames": N, "device": "cpu", "store": "false", **args}
-    return adapter_class(model_id)(pretrained=str(path), **{k: str(v) for k, v in args.items()})
+    """A family's adapter on ``path`` (cpu, N frames, no store). An omni family whose default is
+    audio on gets ``audio=false`` unless ``args`` say otherwise: the per-family tests run on
+    silent index-coded videos and check the frames' path; the audio path has its own tests
+    (tests/model_adapters/test_omni.py)."""
+    cls = adapter_class(model_id)
+    field = cls.Args.model_fields.get("audio")
+    defaults: dict[str, Any] = {"num_frames": N, "device": "cpu", "store": "false"}
+    if field is not None and field.default is True:
+        defaults["audio"] = "false"
+    args = {**defaults, **args}
+    return cls(pretrained=str(path), **{k: str(v) for k, v in args.items()})
 
 
 def request(video, gen_kwargs: dict | None = None, qid: str = "q1") -> NaruRequest:

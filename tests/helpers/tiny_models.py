@@ -82,6 +82,7 @@ NEMOTRON_TEMPLATE = (
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for content in message['content'] %}"
     "{% if content['type'] == 'image' %}<image>\n{% elif content['type'] == 'video' %}<video>\n"
+    "{% elif content['type'] == 'audio' %}<so_embedding>\n"
     "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
     "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% else %}<think>\n{% endif %}"
@@ -384,10 +385,15 @@ def nemotron_processor(tok: Any, patches: int = 1024) -> Any:
     )
 
 
-def build_nemotron_omni(out: str | Path, script: Sequence[str] | None = NEMOTRON_SCRIPT) -> Path:
+#: Nemotron-Omni's sound tokens (a clip is ``<so_start>`` + ``<so_embedding>`` x N + ``<so_end>``)
+NEMOTRON_AUDIO_SPECIAL = ["<so_start>", "<so_end>", "<so_embedding>"]
+
+
+def build_nemotron_omni(out: str | Path, script: Sequence[str] | None = NEMOTRON_SCRIPT, audio: bool = False) -> Path:
     """A tiny ``nemotron_h_omni`` checkpoint: NemotronH text model (one Mamba-2, one MoE, one
     attention layer), a one-block RADIO vision tower, the real processor, video processor and
-    Parakeet feature extractor.
+    Parakeet feature extractor; with ``audio`` also the sound branch (a one-layer Parakeet encoder,
+    8x subsampling as the checkpoint's, and its projector) and the sound tokens.
 
     With ``script`` the weights are set so that greedy decoding writes those tokens after the
     prompt: every mixer's output projection is zeroed (each position's residual stream is then its
@@ -398,9 +404,26 @@ def build_nemotron_omni(out: str | Path, script: Sequence[str] | None = NEMOTRON
     import torch
     from transformers import NemotronH_Omni_Reasoning_V3, NemotronH_Omni_Reasoning_V3_Config
 
-    tok = train_tokenizer(NEMOTRON_SPECIAL, extra_special_tokens={"video_token": "<video>"})
-    ids = _ids(tok, NEMOTRON_SPECIAL)
+    special = NEMOTRON_SPECIAL + (NEMOTRON_AUDIO_SPECIAL if audio else [])
+    named = {"video_token": "<video>", **({"audio_token": "<so_embedding>"} if audio else {})}
+    tok = train_tokenizer(special, extra_special_tokens=named)
+    ids = _ids(tok, special)
     processor = nemotron_processor(tok, patches=16)  # 4 tokens a tubelet (the real one: 1024 patches)
+    sound: dict[str, Any] = {}
+    if audio:
+        sound = {
+            "audio_config": {
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "subsampling_conv_channels": 8,
+                "num_mel_bins": processor.feature_extractor.feature_size,
+                "projection_hidden_size": 64,
+                "projection_bias": True,
+            },
+            "audio_token_id": ids["<so_embedding>"],
+        }
     config = NemotronH_Omni_Reasoning_V3_Config(
         vision_config={
             "hidden_size": 32,
@@ -441,6 +464,7 @@ def build_nemotron_omni(out: str | Path, script: Sequence[str] | None = NEMOTRON
         image_token_id=ids["<image>"],
         video_token_id=tok.convert_tokens_to_ids("<video>"),
         video_pruning_rate=0.5,  # Efficient Video Sampling on: half the video tokens pruned
+        **sound,
     )
     _seeded()
     model = NemotronH_Omni_Reasoning_V3(config)
@@ -461,6 +485,199 @@ def build_nemotron_omni(out: str | Path, script: Sequence[str] | None = NEMOTRON
                 head[nxt, k] = 10.0
     model.generation_config.eos_token_id = ids["<|im_end|>"]
     model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    return _save(Path(out), model, processor)
+
+
+# --------------------------------------------------------------------------- Qwen-Omni thinkers
+
+#: Qwen2.5-Omni's special tokens (its tokenizer names them so: the processor reads them off the
+#: tokenizer as ``image_token``, ``audio_bos_token``, ...)
+QWEN2_5_OMNI_SPECIAL = {
+    "vision_bos_token": "<|vision_bos|>",
+    "vision_eos_token": "<|vision_eos|>",
+    "audio_bos_token": "<|audio_bos|>",
+    "audio_eos_token": "<|audio_eos|>",
+    "image_token": "<|IMAGE|>",
+    "video_token": "<|VIDEO|>",
+    "audio_token": "<|AUDIO|>",
+}
+QWEN3_OMNI_SPECIAL = {
+    "vision_bos_token": "<|vision_start|>",
+    "vision_eos_token": "<|vision_end|>",
+    "audio_bos_token": "<|audio_start|>",
+    "audio_eos_token": "<|audio_end|>",
+    "image_token": "<|image_pad|>",
+    "video_token": "<|video_pad|>",
+    "audio_token": "<|audio_pad|>",
+}
+
+
+def _omni_template(special: dict[str, str]) -> str:
+    """The Qwen-Omni chat templates, reduced to where media go: a video between the vision
+    markers (the processor puts its audio inside them), audio alone between the audio markers."""
+    v = f"{special['vision_bos_token']}{special['video_token']}{special['vision_eos_token']}"
+    a = f"{special['audio_bos_token']}{special['audio_token']}{special['audio_eos_token']}"
+    i = f"{special['vision_bos_token']}{special['image_token']}{special['vision_eos_token']}"
+    return (
+        "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+        "<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}{{ message['content'] }}"
+        "{% else %}{% for content in message['content'] %}"
+        f"{{% if content['type'] == 'image' %}}{i}"
+        f"{{% elif content['type'] == 'video' %}}{v}"
+        f"{{% elif content['type'] == 'audio' %}}{a}"
+        "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+
+
+def _omni_tokenizer(special: dict[str, str]) -> Any:
+    names = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *special.values(), "<think>", "</think>"]
+    return train_tokenizer(names, extra_special_tokens=dict(special))
+
+
+def _omni_ids(tok: Any, special: dict[str, str]) -> dict[str, int]:
+    ids = {k: tok.convert_tokens_to_ids(v) for k, v in special.items()}
+    ids.update(_ids(tok, ["<|endoftext|>", "<|im_end|>"]))
+    return ids
+
+
+#: the tiny omni audio encoders: one layer, 32 wide, the real 128 mel bins
+OMNI_AUDIO = {"encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 64, "d_model": 32,
+              "output_dim": 64, "num_mel_bins": 128}  # fmt: skip
+
+
+def build_qwen2_5_omni(out: str | Path, position_id_per_seconds: int = 25, max_side: int = 112) -> Path:
+    """A tiny Qwen2.5-Omni *thinker* checkpoint (``qwen2_5_omni_thinker``: text output only, no
+    talker), written by ``save_pretrained`` with its real processor (Qwen2.5-Omni processor, Qwen2-VL
+    video processor, Whisper feature extractor with 128 mel bins)."""
+    from transformers import (
+        GenerationConfig,
+        Qwen2_5OmniProcessor,
+        Qwen2_5OmniThinkerConfig,
+        Qwen2_5OmniThinkerForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+        WhisperFeatureExtractor,
+    )
+
+    special = QWEN2_5_OMNI_SPECIAL
+    tok = _omni_tokenizer(special)
+    ids = _omni_ids(tok, special)
+    size = {"shortest_edge": 56 * 56, "longest_edge": max_side * max_side}
+    processor = Qwen2_5OmniProcessor(
+        image_processor=Qwen2VLImageProcessor(size=size),
+        video_processor=Qwen2VLVideoProcessor(size=size),
+        feature_extractor=WhisperFeatureExtractor(feature_size=128),
+        tokenizer=tok,
+        chat_template=_omni_template(special),
+    )
+    config = Qwen2_5OmniThinkerConfig(
+        text_config={
+            **TEXT,
+            "vocab_size": len(tok),
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        vision_config={
+            "depth": 1,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "out_hidden_size": 64,
+            "fullatt_block_indexes": [0],
+        },  # fmt: skip
+        audio_config=OMNI_AUDIO,
+        audio_token_index=ids["audio_token"],
+        image_token_index=ids["image_token"],
+        video_token_index=ids["video_token"],
+        audio_start_token_id=ids["audio_bos_token"],
+        audio_end_token_id=ids["audio_eos_token"],
+        vision_start_token_id=ids["vision_bos_token"],
+        vision_end_token_id=ids["vision_eos_token"],
+        position_id_per_seconds=position_id_per_seconds,
+    )
+    _seeded()
+    model = Qwen2_5OmniThinkerForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(
+        do_sample=True,
+        temperature=2.0,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    return _save(Path(out), model, processor)
+
+
+def build_qwen3_omni(out: str | Path, position_id_per_seconds: int = 13) -> Path:
+    """A tiny Qwen3-Omni *thinker* checkpoint (``qwen3_omni_moe_thinker``: a 4-expert, top-2 MoE
+    text model, no talker) with its real processor. ``position_id_per_seconds``: the config's
+    (the checkpoint's is 13; the config class's default, 25, is what a config without it gets)."""
+    from transformers import (
+        GenerationConfig,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+        Qwen3OmniMoeProcessor,
+        Qwen3OmniMoeThinkerConfig,
+        Qwen3OmniMoeThinkerForConditionalGeneration,
+        WhisperFeatureExtractor,
+    )
+
+    special = QWEN3_OMNI_SPECIAL
+    tok = _omni_tokenizer(special)
+    ids = _omni_ids(tok, special)
+    size = {"shortest_edge": 64 * 64, "longest_edge": 128 * 128}
+    processor = Qwen3OmniMoeProcessor(
+        image_processor=Qwen2VLImageProcessor(size=size, patch_size=16),
+        video_processor=Qwen2VLVideoProcessor(size=size, patch_size=16),
+        feature_extractor=WhisperFeatureExtractor(feature_size=128),
+        tokenizer=tok,
+        chat_template=_omni_template(special),
+    )
+    config = Qwen3OmniMoeThinkerConfig(
+        text_config={
+            **TEXT,
+            "vocab_size": len(tok),
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": [4, 2, 2],
+                "mrope_interleaved": True,
+            },  # fmt: skip
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        vision_config=_qwen3_vision(),
+        audio_config={**OMNI_AUDIO, "downsample_hidden_size": 16},
+        audio_token_id=ids["audio_token"],
+        image_token_id=ids["image_token"],
+        video_token_id=ids["video_token"],
+        audio_start_token_id=ids["audio_bos_token"],
+        audio_end_token_id=ids["audio_eos_token"],
+        vision_start_token_id=ids["vision_bos_token"],
+        vision_end_token_id=ids["vision_eos_token"],
+        position_id_per_seconds=position_id_per_seconds,
+    )
+    _seeded()
+    model = Qwen3OmniMoeThinkerForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(
+        do_sample=True,
+        temperature=2.0,
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        pad_token_id=ids["<|endoftext|>"],
+    )
     return _save(Path(out), model, processor)
 
 
@@ -506,23 +723,36 @@ class MiniCPMOStub(PreTrainedModel):
         pass
 
     def chat(self, image=None, msgs=None, tokenizer=None, processor=None, max_new_tokens=2048,
-             sampling=True, max_slice_nums=None, use_image_id=None, **kwargs):
-        assert self.config.init_vision and not self.config.init_audio and not self.config.init_tts
+             sampling=True, max_slice_nums=None, use_image_id=None, omni_input=False, **kwargs):
+        assert self.config.init_vision and not self.config.init_tts
         assert tokenizer is not None and msgs and msgs[-1]["role"] == "user"
         content = msgs[-1]["content"]
         frames = [c for c in content if isinstance(c, Image.Image)]
-        texts = [c for c in content if isinstance(c, str)]
-        assert content[: len(frames)] == frames and len(texts) == 1, "frames first, then the prompt"
+        clips = [c for c in content if isinstance(c, np.ndarray)]
+        texts = [c for c in content if isinstance(c, str) and c != "<unit>"]
+        units = sum(1 for c in content if isinstance(c, str) and c == "<unit>")
+        assert len(texts) == 1 and content[-1] == texts[0], "the media first, then the prompt"
+        if clips:  # audio reaches chat() only with the audio encoder loaded, as 16 kHz mono floats
+            assert self.config.init_audio and all(c.dtype == np.float32 and c.ndim == 1 for c in clips)
+        if omni_input:  # the card's omni mode: <unit>, a frame, its audio, ...
+            assert clips and units == len(frames) and content[0] == "<unit>"
+            for i, c in enumerate(content[:-1]):
+                if isinstance(c, str):
+                    assert isinstance(content[i + 1], Image.Image), "each <unit> opens with its frame"
+        else:
+            assert units == 0 and content[: len(frames)] == frames, "frames first, then the prompt"
+        audio_s = sum(len(c) for c in clips) / 16000
+        self.calls.append({"frames": [(f.size, f.mode) for f in frames], "prompt": texts[0],
+                           "sampling": sampling, "max_new_tokens": max_new_tokens, "omni_input": omni_input,
+                           "audio_s": audio_s, "units": units,
+                           "max_slice_nums": max_slice_nums, "use_image_id": use_image_id, **kwargs})
+        if not frames:  # text-only or audio-only chat, as the real model allows
+            return f"0 frames text {len(texts[0])} audio {audio_s:.2f}s"
         # what the real model computes on: pixels through a layer
-        if not frames:  # text-only chat, as the real model allows
-            return f"0 frames text {len(texts[0])}"
         pix = torch.stack([torch.from_numpy(np.asarray(f, dtype=np.float32)).mean((0, 1)) for f in frames])
         score = self.proj(pix / 255.0).sum().item()
-        self.calls.append({"frames": [(f.size, f.mode) for f in frames], "prompt": texts[0],
-                           "sampling": sampling, "max_new_tokens": max_new_tokens,
-                           "max_slice_nums": max_slice_nums, "use_image_id": use_image_id, **kwargs})
         w, h = frames[0].size
-        return f"{len(frames)} frames {w}x{h} score {score:.3f}"
+        return f"{len(frames)} frames {w}x{h} score {score:.3f}" + (f" audio {audio_s:.2f}s" if clips else "")
 '''
 
 
@@ -543,6 +773,7 @@ def build_minicpm_o_stub(out: str | Path) -> Path:
             "AutoModel": "modeling_minicpmo_stub.MiniCPMOStub",
         },
         "hidden_size": 8,
+        "max_position_embeddings": 32768,
         "init_vision": True,
         "init_audio": True,
         "init_tts": True,
@@ -563,6 +794,8 @@ BY_MODEL_TYPE: dict[str, Callable[[str | Path], Path]] = {
     "internvl": build_internvl,
     "minicpmo": build_minicpm_o_stub,
     "nemotron_h_omni": build_nemotron_omni,
+    "qwen2_5_omni_thinker": build_qwen2_5_omni,
+    "qwen3_omni_moe_thinker": build_qwen3_omni,
 }
 
 

@@ -30,7 +30,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def nine_questions(tmp_path_factory):
-    return make_dataset(tmp_path_factory.mktemp("nine"), SyntheticSpec(counts={c: 1 for c in CATEGORIES}, n_videos=2))
+    # with a soundtrack: the omni families run with their defaults (Qwen-Omni: audio on)
+    spec = SyntheticSpec(counts={c: 1 for c in CATEGORIES}, n_videos=2, audio=True)
+    return make_dataset(tmp_path_factory.mktemp("nine"), spec)
 
 
 @pytest.mark.parametrize("model_id", sorted(BUILDERS))

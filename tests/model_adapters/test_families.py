@@ -37,8 +37,12 @@ def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, in
     assert np.array_equal(video, frames)
     assert [read_frame_index(f) for f in video] == want
     (meta,) = kw["video_metadata"]
-    assert meta["frames_indices"] == want and meta["total_num_frames"] == 60
-    assert meta["fps"] == pytest.approx(10.0) and meta["duration"] == pytest.approx(6.0)
+    if model_type(model_id) == "nemotron_h_omni":  # its labels' millisecond clock (docs/adapters.md)
+        assert meta["frames_indices"] == [k * 100 for k in want] and meta["fps"] == 1000.0
+    else:
+        assert meta["frames_indices"] == want and meta["total_num_frames"] == 60
+        assert meta["fps"] == pytest.approx(10.0)
+    assert meta["duration"] == pytest.approx(6.0)
     assert kw["do_sample_frames"] is False  # the processor never re-samples
     (text,) = kw["text"]
     assert "Answer with the option's letter." in text
@@ -49,6 +53,12 @@ def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, in
         # temporal position spacing from the real sampling rate: 2 frames / (N / 6 s)
         assert float(out["second_per_grid_ts"][0]) == pytest.approx(2 / (N / 6.0))
         assert kw["cap_pixels_per_frame"] is True
+    elif model_type(model_id) in ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"):
+        # the Qwen-Omni processors take the spacing from videos_kwargs' fps alone: the real rate
+        # (video_metadata alone would leave their 2.0 / 1.0 fps default, 1 s or 2 s per patch)
+        assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
+        assert kw["videos_kwargs"]["fps"] == pytest.approx(N / 6.0)
+        assert float(out["video_second_per_grid"][0]) == pytest.approx(2 / (N / 6.0))
     elif model_type(model_id) in ("qwen3_vl", "qwen3_5"):
         assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
         decoded = a.processor.tokenizer.decode(out["input_ids"][0])
@@ -202,7 +212,22 @@ HF_KEY += ["cap_pixels_per_frame", "positions"]
         ("naru_qwen2_5_vl", {}, []),
         ("naru_qwen3_vl", {"fps": "0.25", "num_frames": "none"}, ["qwen_vl_utils_sizing"]),
         ("naru_internvl3_5", {}, []),
-        ("naru_nemotron_omni", {}, ["video_pruning_rate", "reasoning_budget"]),
+        ("naru_nemotron_omni", {}, ["video_pruning_rate", "reasoning_budget", "frame_labels"]),
+        (
+            "naru_nemotron_omni",
+            {"audio": "true"},
+            [
+                "video_pruning_rate",
+                "reasoning_budget",
+                "frame_labels",
+                "audio",
+                "video",
+                "audio_sampler",
+                "audio_plan",
+                "audio_source",
+                "derangement",
+            ],
+        ),  # fmt: skip
         ("naru_minicpm_o", {}, ["max_slice_nums", "use_image_id", "native_decoding"]),
     ],
 )

@@ -124,3 +124,42 @@ def test_nvfp4_checkpoint_is_refused_with_the_way_to_run_it(tiny_checkpoint, tmp
 def test_wrong_checkpoint_is_named(tiny_checkpoint):
     with pytest.raises(ValueError, match="'qwen2_5_vl' checkpoint"):
         make(tiny_checkpoint("naru_qwen2_5_vl")).ensure_loaded()
+
+
+@pytest.mark.parametrize(("fps", "early_s"), [(29.97, 158), (23.976, 244), (59.94, 588), (25.0, 0)])
+def test_frame_labels_are_the_true_times(tiny_checkpoint, fps, early_s):
+    """A 4-hour video's 128 segment-centre frames through the real processor: with the video's own
+    fps in the metadata (the naive call) the processor's ``int(1000 / fps)``-ms frame duration puts
+    the last label minutes early; on the adapter's millisecond clock every label is the frame's
+    true time (to 1 ms, then the label's two decimals): far within one frame."""
+    import re
+
+    import numpy as np
+
+    from naru_eval.media.plan import uniform_indices
+    from naru_eval.media.sampler import SampledFrames
+    from naru_eval.media.video import VideoInfo
+
+    a = make(tiny_checkpoint(MODEL), num_frames=128)
+    a.ensure_loaded()
+    total = int(4 * 3600 * fps)
+    idx = np.array(uniform_indices(total, 128), np.int64)
+    times = idx / fps
+    frames = np.zeros((128, 64, 64, 3), np.uint8)
+    info = VideoInfo("v.mp4", total / fps, fps, total, 64, 64, True)
+    fields = {"frames": frames, "indices": idx, "timestamps": times, "info": info, "exact": True,
+              "timestamp_error_s": np.zeros(128)}  # fmt: skip
+    sampled = SampledFrames(**{k: v for k, v in fields.items() if k in SampledFrames._fields})
+
+    def labels(meta) -> np.ndarray:
+        out = a.processor(text=["<video>"], videos=[frames], video_metadata=[meta], return_tensors="pt")
+        text = a.processor.tokenizer.decode(out["input_ids"][0])
+        return np.array([float(t) for t in re.findall(r"sampled at ([\d.]+) seconds", text)])
+
+    naive = labels(HFVideoModel.video_metadata(a, sampled))
+    ours = labels(a.video_metadata(sampled))
+    assert len(ours) == len(naive) == 128
+    assert np.abs(ours - times).max() <= 0.006  # the ms clock, then the label's two decimals
+    # the last frame (at 14,344 s): the naive label early by t x (1 - int(1000 / fps) x fps / 1000)
+    assert times[-1] - naive[-1] == pytest.approx(times[-1] * (1 - int(1000 / fps) * fps / 1000), abs=0.01)
+    assert round(times[-1] - naive[-1]) == early_s

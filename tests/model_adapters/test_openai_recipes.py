@@ -29,8 +29,13 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "openai_compat.md"
 WIDTH, HEIGHT, VIDEO_FPS, LONGEST_S = 1920, 1080, 30.0, 240 * 60
 #: the question, the options and the answer: room left beside the video (the adapter's own margin)
 TEXT_MARGIN = TEXT_MARGIN_TOKENS
-#: each family's context-maximal budget, as it declares it (every official open-weight family)
-BUDGETS = {m: b for m in registered() if (b := adapter_class(m).family.budget) is not None}
+#: each official open-weight family's context-maximal budget, as it declares it (a family whose
+#: default names rows of the official leaderboard)
+BUDGETS = {
+    m: b
+    for m in registered()
+    if (b := adapter_class(m).family.budget) is not None and (d := adapter_class(m).family.default) and d.rows
+}
 #: the family of a served name (the docs' recipes serve the official checkpoints)
 FAMILIES = [
     (r"qwen2\.5-vl", "naru_qwen2_5_vl"),

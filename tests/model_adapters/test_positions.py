@@ -146,6 +146,11 @@ def test_a_block_must_hold_its_grid():
 def test_layout_in_provenance_and_run_key(model_id):
     """Runs with another position layout are neither mixed in a report nor served from the store."""
     a = make(model_id, "x")
-    want = {"naru_internvl3_5": "sequential", "naru_nemotron_omni": "no-rope"}.get(model_id, QWEN_REFERENCE)
+    want = {
+        "naru_internvl3_5": "sequential",
+        "naru_nemotron_omni": "no-rope",
+        "naru_qwen2_5_omni": "tmrope-true-time",
+        "naru_qwen3_omni": "tmrope-true-time",
+    }.get(model_id, QWEN_REFERENCE)
     assert a.provenance()["positions"] == want
     assert a.describe()["hf"]["positions"] == want

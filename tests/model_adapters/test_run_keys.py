@@ -9,7 +9,8 @@ naru-eval's frames names how their pixels are made (``describe()["pixels"]``: fr
 with BT.601 whatever their tags are never reused), and the families whose reference resizes the
 native frames (Qwen by rate, InternVL3.5, Nemotron-Omni) ask the sampler for that exact size
 (``size``/``resize``, docs/video.md) instead of a pixel cap; the frame count and rate are the
-capture's."""
+capture's. And Nemotron-Omni's frame labels are the frames' true times (docs/adapters.md): its
+captured run keys carry ``frame_labels``."""
 
 from __future__ import annotations
 

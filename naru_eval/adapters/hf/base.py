@@ -141,6 +141,10 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
     reasoning_max_new_tokens: int | None = None
     #: whether this family can answer from a copy of the prefilled video prefix (docs/adapters.md)
     supports_shared_prefix: ClassVar[bool] = True
+    #: keys of the processor step's outputs that are the adapter's own (e.g. the time positions
+    #: an omni family computes its positions from): kept for :meth:`position_ids`, never given
+    #: to the model (:meth:`model_inputs`)
+    adapter_keys: ClassVar[tuple[str, ...]] = ()
 
     #: this adapter's model args (``family.args``): a family with args of its own declares a
     #: subclass of ``HFArgs`` with them as fields and reads them from ``self.args``
@@ -231,9 +235,9 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
             return None
         return self.frames(request)
 
-    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart]:
+    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart | TextPart]:
         """The chat's media parts, before the prompt: one video item (an omni family adds its
-        audio here)."""
+        audio here, and the labels it gives them)."""
         return [{"type": "video"}]
 
     def messages(self, request: NaruRequest, with_video: bool = True) -> list[ChatMessage]:
@@ -307,6 +311,10 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
             return self.processor(text=[text], return_tensors="pt")
         return self.run_processor(text, sampled)
 
+    def model_inputs(self, batch: Mapping[str, Any]) -> dict[str, Any]:
+        """``batch`` without the adapter's own keys (:attr:`adapter_keys`): what the model takes."""
+        return {k: v for k, v in batch.items() if k not in self.adapter_keys}
+
     def position_ids(self, input_ids: Any, inputs: Mapping[str, Any]) -> Any | None:
         """The ``position_ids`` of the whole prompt ``input_ids`` (1 x L) when this family computes
         them itself (the Qwen families: ``naru_eval.adapters.hf.positions``), with ``inputs`` the
@@ -375,7 +383,7 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         if pos is not None:
             batch["position_ids"] = pos
         with torch.inference_mode():
-            out = self.model.generate(**batch, **gen)
+            out = self.model.generate(**self.model_inputs(batch), **gen)
         new = out[0, n_in:]
         self.prefill_stats["questions"] += 1
         self.prefill_stats["prefill_tokens"] += n_in

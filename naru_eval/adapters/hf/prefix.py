@@ -24,6 +24,10 @@ from naru_eval.adapters.base import Answer, NaruRequest
 if TYPE_CHECKING:
     from naru_eval.media.sampler import SampledFrames
 
+#: the audio encoders' inputs: like the pixels, encoded into the prefix's cache once and not
+#: given again with a question
+ENCODER_INPUTS = ("input_features", "feature_attention_mask", "input_features_mask")
+
 #: what identifies a prefix's inputs: (video, frame numbers, frames' shape, prefix text)
 PrefixKey = tuple[str | None, tuple[int, ...], tuple[int, ...], str]
 
@@ -82,6 +86,7 @@ class PrefixHost(Protocol):
     def position_ids(self, input_ids: Any, inputs: Mapping[str, Any]) -> Any | None: ...
     def decode(self, request: NaruRequest, new_ids: list[int]) -> str: ...
     def _to_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]: ...
+    def model_inputs(self, batch: Mapping[str, Any]) -> dict[str, Any]: ...
     def _cache_kwarg(self) -> str: ...
 
 
@@ -212,7 +217,7 @@ class SharedPrefixMixin:
         if pos is not None:
             batch["position_ids"] = pos
         with torch.inference_mode():
-            out = self.model(**batch, use_cache=True, logits_to_keep=1)
+            out = self.model(**self.model_inputs(batch), use_cache=True, logits_to_keep=1)
         cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
         cached = int(cache.get_seq_length())
         n = int(ids.shape[1])
@@ -223,8 +228,12 @@ class SharedPrefixMixin:
             ids = torch.full((1, cached), int(pad), dtype=ids.dtype, device=ids.device)
         extra = {}
         for k, v in batch.items():
-            if k in ("input_ids", "attention_mask", "position_ids") or k.startswith("pixel_values"):
-                continue
+            if (
+                k in ("input_ids", "attention_mask", "position_ids")
+                or k.startswith("pixel_values")
+                or k in ENCODER_INPUTS
+            ):
+                continue  # the encoders' inputs are in the cache now
             if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape == (1, n):
                 if cached != n:
                     continue  # per-token inputs of pruned positions: nothing to line up
@@ -267,7 +276,9 @@ class SharedPrefixMixin:
         kw[self._cache_kwarg()] = copy.deepcopy(p.cache)
         n_in = int(ids.shape[1])
         with torch.inference_mode():
-            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kw, **gen)
+            out = self.model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), **self.model_inputs(kw), **gen
+            )
         new = out[0, n_in:]
         self.prefill_stats["questions"] += 1
         self.prefill_stats["prefill_tokens"] += int(suffix.shape[1])

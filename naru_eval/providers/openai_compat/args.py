@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from naru_eval.adapters.args import ANSWERS, Flag, SamplingArgs
+from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, SamplingArgs
 from naru_eval.api.retry import RetryArgs
 from naru_eval.api.urls import check_endpoint
 from naru_eval.providers.openai_compat.served import is_qwen_video_family
@@ -36,8 +36,22 @@ def check_server_url(url: str) -> str:
     return check_endpoint(url, key_env=KEY_ENV)
 
 
-class OpenAICompatArgs(RetryArgs, SamplingArgs):
+class OpenAICompatArgs(RetryArgs, SamplingArgs, AudioFields):
     """The OpenAI-compatible adapter's ``--model_args``; docs/openai_compat.md explains each."""
+
+    audio: Flag = Field(
+        False,
+        description="send the video's soundtrack as audio parts after the frames (an omni model)",
+        json_schema_extra=ANSWERS,
+    )
+    audio_encoder: Literal["auto", "qwen2_5_omni", "qwen3_omni"] = Field(
+        "auto",
+        description="whose audio front end counts the audio tokens (auto: by the served name)",
+        json_schema_extra=ANSWERS,
+    )
+    max_model_len: int | None = Field(
+        None, ge=1, description="the served context the audio plan fills (else GET /models' max_model_len)"
+    )
 
     key_env: ClassVar[tuple[str, ...]] = KEY_ENV
 
@@ -104,6 +118,11 @@ class OpenAICompatArgs(RetryArgs, SamplingArgs):
         prefix = self.video_url_prefix
         if self.video_mode == "video_url" and prefix and not prefix.startswith(("http://", "https://")):
             raise ValueError(f"video_url_prefix must be an http(s) URL, got {prefix!r}")
+        if self.audio and self.video and resolve_video_mode(self.video_mode, self.model) == "video_url":
+            raise ValueError(
+                "audio with video_mode=video_url: the server would sample frames whose times the audio windows "
+                "cannot follow; use video_mode=video (our frames as one video) or frames"
+            )
         if self.max_images_per_prompt is not None and resolve_video_mode(self.video_mode, self.model) != "frames":
             raise ValueError(
                 "max_images_per_prompt applies to video_mode=frames only "

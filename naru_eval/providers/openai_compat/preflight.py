@@ -30,6 +30,8 @@ class CheckedAdapter(Protocol):
     video_mode: str
     sampling: Sampling
     caller: ApiCaller
+    #: the served context ``GET /models`` reports (the audio plan's, when none is given)
+    served_max_model_len: int | None
 
     @property
     def client(self) -> Any: ...
@@ -129,6 +131,9 @@ def check_server(adapter: CheckedAdapter, requests: Sequence[NaruRequest]) -> No
         )
     card = next((m for m in models if m.id == adapter.model), None)
     owner = getattr(card, "owned_by", None)
+    served_len = getattr(card, "max_model_len", None)
+    if isinstance(served_len, int) and served_len > 0:
+        adapter.served_max_model_len = served_len  # the audio plan's context when none is given
     check_model_len(adapter, requests, getattr(card, "max_model_len", None))
     if adapter.video_mode == "video" and owner == "sglang" and any(r.video for r in requests):
         raise ValueError(

@@ -42,8 +42,33 @@ class VideoUrlPart(TypedDict):
     video_url: Url
 
 
-MediaPart = ImagePart | VideoUrlPart
-ContentPart = ImagePart | VideoUrlPart | TextPart
+class AudioUrlPart(TypedDict):
+    """vLLM's audio content part (vllm/entrypoints/chat_utils.py ``ChatCompletionContentPartAudioParam``)."""
+
+    type: Literal["audio_url"]
+    audio_url: Url
+
+
+MediaPart = ImagePart | VideoUrlPart | AudioUrlPart
+ContentPart = ImagePart | VideoUrlPart | AudioUrlPart | TextPart
+
+#: the longest audio part sent: every Whisper front end keeps 30 s (its default ``n_samples``)
+#: whatever the server's processor defaults, so no part is cut server-side
+SERVER_CLIP_S = 30.0
+
+
+def audio_parts(samples: np.ndarray, rate: int) -> list[AudioUrlPart]:
+    """One soundtrack window as ``audio_url`` parts of at most :data:`SERVER_CLIP_S` each: each a
+    ``data:audio/wav;base64`` URL of the 32-bit float samples themselves (vLLM reads WAV with
+    soundfile at its native rate, so 16 kHz mono arrives as sent)."""
+    from naru_eval.media.audio import wav_bytes
+
+    step = int(SERVER_CLIP_S * rate)
+    out: list[AudioUrlPart] = []
+    for at in range(0, len(samples), step):
+        data = base64.b64encode(wav_bytes(samples[at : at + step], rate)).decode("ascii")
+        out.append({"type": "audio_url", "audio_url": {"url": "data:audio/wav;base64," + data}})
+    return out
 
 
 class UserMessage(TypedDict):

@@ -120,12 +120,26 @@ class StubRequest(RecordedRequest):
 
     @property
     def media_urls(self) -> list[str]:
-        """The URLs of the image and video parts, in order."""
+        """The URLs of the image, video and audio parts, in order."""
         out = []
         for p in self.content:
             kind = p.get("type")
-            if kind in ("image_url", "video_url"):
+            if kind in ("image_url", "video_url", "audio_url"):
                 out.append(p[kind]["url"])
+        return out
+
+    def audio_clips(self) -> list[tuple[int, Any]]:
+        """Each ``audio_url`` part's WAV decoded as vLLM's ``AudioMediaIO`` reads it (rate, float32
+        samples), by an independent reader (scipy), in order."""
+        from scipy.io import wavfile
+
+        out = []
+        for p in self.content:
+            if p.get("type") == "audio_url":
+                url = p["audio_url"]["url"]
+                head, _, data = url.partition(",")
+                assert head == "data:audio/wav;base64", head
+                out.append(wavfile.read(io.BytesIO(base64.b64decode(data, validate=True))))
         return out
 
     @property

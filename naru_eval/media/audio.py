@@ -1,0 +1,367 @@
+"""``sample_audio``: the one audio sampler, the soundtrack beside the frames.
+
+The audio stream a player plays (:func:`audio_stream`) is decoded with PyAV from its start, in
+one sequential pass, downmixed to mono (the mean of its channels, as ``librosa.load`` does for
+qwen-omni-utils) and resampled once to 16 kHz by FFmpeg's resampler, in one filter graph. Every
+output sample is placed by its timestamp on the frames' time axis: time 0 is the first frame of
+the video stream's frame index (:mod:`naru_eval.media.index`), the origin of every frame
+timestamp the frame sampler returns. So an audio stream that starts late (an MP4 whose audio
+track begins 0.46 s in, a broadcast recording) keeps its true place, with silence before it;
+samples before the first frame are not part of any window; a gap in the audio's timestamps stays
+a gap.
+
+What is kept are the requested *windows* (seconds on that axis, rounded to the 10-ms hop of every
+audio front end here), concatenated: the whole video is one window from 0 to its duration; a plan
+that does not fit the context takes windows around the sampled frames
+(:mod:`naru_eval.media.audio_plan`). Only the windows' samples are held (a 4-hour track at 16 kHz
+float32 is 922 MB; a decoded 48 kHz stereo one would be 5.5 GB), and a window's samples are the
+same whatever other windows are asked: the pass always starts at the track's first packet.
+Where the track does not reach (before a late start, after an early end, a gap), a window holds
+zeros, and :attr:`SampledAudio.covered_s` says how much of it the track covered.
+
+A file without an audio stream is a :class:`~naru_eval.media.video.VideoError` naming it
+(:func:`probe_audio` finds it before any model runs: ``naru-eval validate-data --audio``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from naru_eval.media.video import VideoError, check_file, video_stream
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: what every audio path here feeds its model: 16 kHz mono (Whisper, Parakeet)
+SAMPLE_RATE = 16_000
+#: window bounds are whole multiples of this (the 10-ms hop of the Whisper and Parakeet front
+#: ends at 16 kHz), so a window's feature frames and tokens follow from its length exactly
+HOP_S = 0.01
+#: how the samples are made (part of every cache key): mean downmix, FFmpeg swr resampling
+CONVERSION = "mono-mean/swr/f32"
+
+
+class AudioInfo(NamedTuple):
+    """What :func:`probe_audio` reads of a file's audio: the stream a player plays, where it starts
+    on the frames' time axis (container timestamps: the video stream's start is the origin),
+    and how long the container says it is."""
+
+    path: str
+    stream_index: int
+    codec: str
+    sample_rate: int
+    channels: int
+    start_s: float
+    duration_s: float
+    audio_streams: int
+
+
+class SampledAudio(NamedTuple):
+    """The soundtrack of one video, as the windows asked for.
+
+        ``samples`` are float32 mono at ``rate``: window ``w`` is ``samples[offsets[w]:offsets[w+1]]``
+        and starts at ``windows[w][0]`` seconds on the frames' time axis. ``covered_s[w]``: seconds of
+        window ``w`` the track has samples for (the rest is zeros). ``track_start_s`` /
+        ``track_end_s``: where the decoded track begins and where it ends (or where decoding stopped,
+    a second past the last window) on that axis.
+    """
+
+    samples: np.ndarray  # float32, all windows concatenated
+    rate: int
+    windows: tuple[tuple[float, float], ...]
+    offsets: tuple[int, ...]
+    covered_s: tuple[float, ...]
+    stream_index: int
+    track_start_s: float
+    track_end_s: float
+    path: str
+
+    @property
+    def seconds(self) -> float:
+        """Seconds of audio given (zeros where the track does not reach included)."""
+        return len(self.samples) / self.rate
+
+    def window(self, w: int) -> np.ndarray:
+        return self.samples[self.offsets[w] : self.offsets[w + 1]]
+
+
+def snap(t: float) -> float:
+    """``t`` seconds on the 10-ms grid every window bound lies on."""
+    return round(round(t / HOP_S) * HOP_S, 6)
+
+
+def normalise_windows(windows: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """Windows on the 10-ms grid, sorted, overlapping or touching ones merged, empty ones dropped;
+    a negative start or an end before its start is an error."""
+    out: list[tuple[float, float]] = []
+    for s, e in sorted((snap(float(a)), snap(float(b))) for a, b in windows):
+        if s < 0 or e < s:
+            raise ValueError(f"audio window ({s}, {e}): windows lie within [0, duration) and end after they start")
+        if e == s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return tuple(out)
+
+
+def _ranked(stream: Any) -> tuple[int, int, int]:
+    """FFmpeg's ``av_find_best_stream`` order for audio: not for the hearing or visually impaired
+    (nor a commentary), then the default disposition, then the highest bit rate; the first on a tie."""
+    from av.stream import Disposition
+
+    disp = stream.disposition
+    other = Disposition.hearing_impaired | Disposition.visual_impaired | Disposition.comment
+    score = (0 if disp & other else 1) + (1 if disp & Disposition.default else 0)
+    ctx = stream.codec_context
+    return score, int(getattr(ctx, "bit_rate", 0) or 0), -int(stream.index)
+
+
+def audio_stream(p: Path, container: Any, index: int | None = None) -> Any:
+    """The audio stream a player plays (``index``: that container stream instead); a file without
+    one is a :class:`VideoError` naming it."""
+    streams = list(container.streams.audio)
+    if index is not None:
+        chosen = [s for s in streams if s.index == index]
+        if not chosen:
+            have = [s.index for s in streams] or "none"
+            raise VideoError(p, f"no audio stream #{index} (audio streams: {have})")
+        return chosen[0]
+    if not streams:
+        raise VideoError(p, "no audio stream: audio was requested, and this file is silent (video only)")
+    best = max(streams, key=_ranked)
+    if best.codec_context is None or not best.rate:
+        raise VideoError(p, f"audio stream #{best.index} cannot be decoded: its codec parameters are unreadable")
+    return best
+
+
+def _seconds(value: Any, time_base: Any) -> float | None:
+    return float(value * time_base) if value is not None and time_base is not None else None
+
+
+def probe_audio(path: str | os.PathLike[str], stream: int | None = None) -> AudioInfo:
+    """Open ``path``, choose its audio stream and decode its first audio frame (a silent file or an
+    undecodable track is a :class:`VideoError` naming the file)."""
+    import av
+
+    p = Path(path)
+    check_file(p)
+    try:
+        with av.open(str(p)) as container:
+            a = audio_stream(p, container, stream)
+            v = video_stream(p, container)
+            v_start = _seconds(v.start_time, v.time_base) or 0.0
+            a_start = _seconds(a.start_time, a.time_base)
+            duration = _seconds(a.duration, a.time_base)
+            if duration is None and container.duration is not None:
+                duration = container.duration / 1_000_000 - ((a_start or 0.0) - (container.start_time or 0) / 1_000_000)
+            first_time: float | None = None
+            decoded = False
+            for packet in container.demux(a):
+                for frame in packet.decode():
+                    decoded, first_time = True, getattr(frame, "time", None)
+                    break
+                if decoded:
+                    break
+            if not decoded:
+                raise VideoError(p, f"audio stream #{a.index}: no decodable audio frame")
+            start = first_time if first_time is not None else (a_start or 0.0)
+            info = AudioInfo(
+                str(p),
+                int(a.index),
+                str(a.codec_context.name),
+                int(a.rate),
+                int(a.channels),
+                float(start - v_start),
+                float(duration or 0.0),
+                len(container.streams.audio),
+            )
+    except VideoError:
+        raise
+    except Exception as e:  # PyAV raises several error types for corrupt files
+        raise VideoError(p, f"audio cannot be opened or decoded ({type(e).__name__}: {e})") from None
+    return info
+
+
+def _graph(stream: Any, first: Any, rate: int) -> Any:
+    """abuffer -> mean of the channels -> swr to ``rate`` -> float32 mono: one filter graph."""
+    from av.filter import Graph
+
+    graph = Graph()
+    src = graph.add(
+        "abuffer",
+        sample_rate=str(first.sample_rate),
+        sample_fmt=first.format.name,
+        channel_layout=first.layout.name,
+        time_base=str(first.time_base),
+    )
+    n = len(first.layout.channels)
+    gains = "+".join(f"{1.0 / n!r}*c{i}" for i in range(n))
+    pan = graph.add("pan", f"mono|c0={gains}")
+    resample = graph.add("aresample", str(rate))
+    fmt = graph.add("aformat", sample_fmts="flt", channel_layouts="mono", sample_rates=str(rate))
+    sink = graph.add("abuffersink")
+    src.link_to(pan)
+    pan.link_to(resample)
+    resample.link_to(fmt)
+    fmt.link_to(sink)
+    graph.configure()
+    return graph
+
+
+class _Placer:
+    """Copies resampled chunks into the windows' buffer by their timestamps."""
+
+    def __init__(self, windows: tuple[tuple[float, float], ...], rate: int, origin_s: float) -> None:
+        import numpy as np
+
+        self.rate = rate
+        self.origin_s = origin_s
+        self.bounds = [(round(s * rate), round(e * rate)) for s, e in windows]
+        self.starts = [s for s, _ in self.bounds]
+        sizes = [e - s for s, e in self.bounds]
+        self.offsets = [0, *np.cumsum(sizes).tolist()]
+        self.out = np.zeros(self.offsets[-1], np.float32)
+        self.covered = [0] * len(windows)
+        self.next_at: int | None = None  # where a chunk without a timestamp goes
+        self.first: int | None = None
+        self.last: int | None = None
+        #: with the sink's time base 1/rate, a timestamp is a sample number: ``pts - shift``
+        self.shift: int | None = None
+        self.time_base: Any = None
+
+    def place(self, frame: Any) -> None:
+        import bisect
+
+        import numpy as np
+
+        x = np.frombuffer(frame.planes[0], dtype=np.float32, count=frame.samples)
+        if frame.pts is not None and frame.time_base is not None:
+            if frame.time_base != self.time_base:
+                self.time_base = frame.time_base
+                exact = frame.time_base.numerator == 1 and frame.time_base.denominator == self.rate
+                self.shift = round(self.origin_s * self.rate) if exact else None
+            if self.shift is not None:
+                at = int(frame.pts) - self.shift
+            else:
+                at = round((float(frame.pts * frame.time_base) - self.origin_s) * self.rate)
+        elif self.next_at is not None:
+            at = self.next_at
+        else:
+            at = round(-self.origin_s * self.rate)
+        end = at + len(x)
+        self.next_at = end
+        self.first = at if self.first is None else min(self.first, at)
+        self.last = end if self.last is None else max(self.last, end)
+        w = max(0, bisect.bisect_right(self.starts, at) - 1)
+        while w < len(self.bounds) and self.bounds[w][0] < end:
+            s, e = self.bounds[w]
+            lo, hi = max(s, at), min(e, end)
+            if lo < hi:
+                self.out[self.offsets[w] + lo - s : self.offsets[w] + hi - s] = x[lo - at : hi - at]
+                self.covered[w] += hi - lo
+            w += 1
+
+    @property
+    def done(self) -> bool:
+        """Past the last window (nothing later can land in one)."""
+        return bool(self.bounds) and self.next_at is not None and self.next_at >= self.bounds[-1][1] + self.rate
+
+
+def sample_audio(
+    path: str | os.PathLike[str],
+    windows: Sequence[tuple[float, float]],
+    rate: int = SAMPLE_RATE,
+    stream: int | None = None,
+    index_dir: str | os.PathLike[str] | None = None,
+) -> SampledAudio:
+    """The samples of ``windows`` (seconds on the frames' time axis) of ``path``'s soundtrack.
+
+    ``stream``: a container stream index instead of the one a player plays. ``index_dir``: where
+    the frame index is kept (as for the frame sampler; it gives the time origin).
+    """
+    import av
+
+    from naru_eval.media.index import frame_index
+
+    p = Path(path)
+    check_file(p)
+    wins = normalise_windows(windows)
+    try:
+        # the frames' time origin; built (or read) before this pass, which starts at the first packet
+        index = frame_index(p, cache_dir=index_dir)
+        origin_s = float(int(index.pts[0]) * index.time_base)
+        with av.open(str(p)) as container:
+            a = audio_stream(p, container, stream)
+            chosen = int(a.index)  # read while the container is open
+            placer = _Placer(wins, rate, origin_s)
+            graph = None
+            for packet in container.demux(a):
+                for frame in packet.decode():
+                    if graph is None:
+                        graph = _graph(a, frame, rate)
+                    graph.push(frame)
+                    _drain(graph, placer)
+                if placer.done:
+                    break
+            if graph is None:
+                raise VideoError(p, f"audio stream #{chosen}: no decodable audio frame")
+            if not placer.done:
+                graph.push(None)
+                _drain(graph, placer)
+    except VideoError:
+        raise
+    except Exception as e:  # PyAV raises several error types for corrupt files
+        raise VideoError(p, f"audio decoding failed ({type(e).__name__}: {e})") from None
+    return SampledAudio(
+        samples=placer.out,
+        rate=rate,
+        windows=wins,
+        offsets=tuple(int(o) for o in placer.offsets),
+        covered_s=tuple(c / rate for c in placer.covered),
+        stream_index=chosen,
+        track_start_s=(placer.first or 0) / rate,
+        track_end_s=(placer.last or 0) / rate,
+        path=str(p),
+    )
+
+
+def _drain(graph: Any, placer: _Placer) -> None:
+    import av
+
+    while True:
+        try:
+            out = graph.pull()
+        except (EOFError, av.error.BlockingIOError):
+            return
+        placer.place(out)
+
+
+def wav_bytes(samples: np.ndarray, rate: int = SAMPLE_RATE) -> bytes:
+    """``samples`` (float32 mono) as a WAV file of 32-bit IEEE floats: the samples themselves, bit
+    for bit, for a server that reads WAV (vLLM's ``AudioMediaIO`` reads it with soundfile at its
+    native rate, so 16 kHz is not resampled again)."""
+    import struct
+
+    import numpy as np
+
+    data = np.ascontiguousarray(samples, dtype="<f4").tobytes()
+    fmt = struct.pack("<HHIIHHH", 3, 1, rate, rate * 4, 4, 32, 0)  # WAVE_FORMAT_IEEE_FLOAT, mono
+    fact = struct.pack("<I", len(data) // 4)
+    body = (
+        b"WAVE"
+        + b"fmt "
+        + struct.pack("<I", len(fmt))
+        + fmt
+        + b"fact"
+        + struct.pack("<I", len(fact))
+        + fact
+        + b"data"
+        + struct.pack("<I", len(data))
+        + data
+    )
+    return b"RIFF" + struct.pack("<I", len(body)) + body

@@ -1,0 +1,234 @@
+"""Decode each (video, audio windows) once: an in-process LRU bounded in bytes, plus an optional
+on-disk cache (``<NARU_FRAME_CACHE>/audio/``, or ``disk_dir``).
+
+Entries are keyed by the file's *content* fingerprint (:func:`content_fingerprint`: its size and
+the SHA-256 of three 1-MiB pieces, start, middle and end), not its path or mtime, so the same video
+under another data directory or copied to another node is the same entry, and by every parameter
+of :func:`naru_eval.media.audio.sample_audio` (windows on the 10-ms grid, rate, stream) and how
+the samples are made (:data:`naru_eval.media.audio.CONVERSION`). Disk entries are written
+atomically and say what they are: one whose stored key, windows or length disagree with what it
+is asked for is a miss, never an answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypedDict
+
+from naru_eval.media.audio import CONVERSION, SAMPLE_RATE, SampledAudio, normalise_windows, sample_audio
+from naru_eval.settings import settings
+
+#: part of every key: a change to what an entry holds makes older entries misses
+AUDIO_CACHE_FORMAT = 1
+#: bytes read from each of three places of the file for its fingerprint
+PIECE = 1 << 20
+
+
+class AudioParams(TypedDict):
+    """Every parameter of ``sample_audio`` (and the cache's key)."""
+
+    windows: list[tuple[float, float]]
+    rate: int
+    stream: int | None
+
+
+def audio_params(
+    windows: Sequence[tuple[float, float]], rate: int = SAMPLE_RATE, stream: int | None = None
+) -> AudioParams:
+    """The parameters as the cache keys them: windows normalised (10-ms grid, sorted, merged)."""
+    return {"windows": [(s, e) for s, e in normalise_windows(windows)], "rate": int(rate), "stream": stream}
+
+
+_FINGERPRINTS: dict[tuple[str, int, int], str] = {}
+_FP_LOCK = threading.Lock()
+
+
+def content_fingerprint(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of the file's size and of 1 MiB at its start, middle and end (remembered per path,
+    size and mtime in this process, so a video's questions read it once)."""
+    p = Path(path).resolve()
+    st = p.stat()
+    memo = (str(p), st.st_size, st.st_mtime_ns)
+    with _FP_LOCK:
+        if memo in _FINGERPRINTS:
+            return _FINGERPRINTS[memo]
+    h = hashlib.sha256(str(st.st_size).encode())
+    with p.open("rb") as f:
+        for at in (0, max(0, st.st_size // 2 - PIECE // 2), max(0, st.st_size - PIECE)):
+            f.seek(at)
+            h.update(f.read(PIECE))
+    digest = h.hexdigest()
+    with _FP_LOCK:
+        _FINGERPRINTS[memo] = digest
+    return digest
+
+
+def audio_cache_key(path: str | os.PathLike[str], params: AudioParams) -> str:
+    """Hash of the file's content fingerprint, the parameters and how samples are made."""
+    ident = {
+        "content": content_fingerprint(path),
+        "format": AUDIO_CACHE_FORMAT,
+        "conversion": CONVERSION,
+        **params,
+    }
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class AudioCacheStats:
+    memory_hits: int = 0
+    disk_hits: int = 0
+    decodes: int = 0
+    #: seconds ``get`` waited for audio not yet in memory (decoding it, or another thread's decode
+    #: of it): in the model's thread, what the model waited for audio
+    wait_s: float = 0.0
+
+
+class AudioCache:
+    """``get(path, windows)`` returns what ``sample_audio`` returns, decoding once."""
+
+    def __init__(self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None) -> None:
+        self.max_bytes = max_bytes
+        env_dir = settings().frame_cache
+        self.disk_dir = Path(disk_dir) if disk_dir else (Path(env_dir) / "audio" if env_dir else None)
+        self._items: OrderedDict[str, SampledAudio] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self.stats = AudioCacheStats()
+
+    def key(self, path: str | os.PathLike[str], params: AudioParams) -> str:
+        return audio_cache_key(path, params)
+
+    def get(
+        self,
+        path: str | os.PathLike[str],
+        windows: Sequence[tuple[float, float]],
+        rate: int = SAMPLE_RATE,
+        stream: int | None = None,
+    ) -> SampledAudio:
+        import time
+
+        params = audio_params(windows, rate, stream)
+        key = self.key(path, params)
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                self.stats.memory_hits += 1
+                return self._items[key]
+        start = time.perf_counter()
+        try:
+            return self._fetch(key, params, path)
+        finally:
+            self.stats.wait_s += time.perf_counter() - start
+
+    def _fetch(self, key: str, params: AudioParams, path: str | os.PathLike[str]) -> SampledAudio:
+        """From memory, disk or one decode (one per key, however many threads ask)."""
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._items:
+                    return self._items[key]
+            sampled = self._load_disk(key, params, str(path))
+            if sampled is not None:
+                self.stats.disk_hits += 1
+            else:
+                sampled = sample_audio(path, params["windows"], rate=params["rate"], stream=params["stream"])
+                self.stats.decodes += 1
+                self._save_disk(key, sampled)
+            self._remember(key, sampled)
+            return sampled
+
+    def _remember(self, key: str, sampled: SampledAudio) -> None:
+        size = sampled.samples.nbytes
+        with self._lock:
+            if size > self.max_bytes:
+                return
+            self._items[key] = sampled
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.samples.nbytes
+
+    def _disk_path(self, key: str) -> Path | None:
+        return self.disk_dir / key[:2] / f"{key}.npz" if self.disk_dir else None
+
+    def _load_disk(self, key: str, params: AudioParams, path: str) -> SampledAudio | None:
+        import numpy as np
+
+        file = self._disk_path(key)
+        if file is None or not file.exists():
+            return None
+        try:
+            with np.load(file, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                samples = z["samples"]
+            windows = tuple((float(s), float(e)) for s, e in meta["windows"])
+            offsets = tuple(int(o) for o in meta["offsets"])
+            expected = [(s, e) for s, e in params["windows"]]
+            if (
+                meta["key"] != key
+                or [tuple(w) for w in windows] != [tuple(w) for w in expected]
+                or samples.dtype != np.float32
+                or len(samples) != offsets[-1]
+                or int(meta["rate"]) != params["rate"]
+            ):
+                return None
+            return SampledAudio(
+                samples=samples,
+                rate=int(meta["rate"]),
+                windows=windows,
+                offsets=offsets,
+                covered_s=tuple(float(c) for c in meta["covered_s"]),
+                stream_index=int(meta["stream_index"]),
+                track_start_s=float(meta["track_start_s"]),
+                track_end_s=float(meta["track_end_s"]),
+                path=path,
+            )
+        except Exception:  # a damaged entry is a miss, never an error
+            return None
+
+    def _save_disk(self, key: str, s: SampledAudio) -> None:
+        import numpy as np
+
+        file = self._disk_path(key)
+        if file is None:
+            return
+        meta = {
+            "key": key,
+            "rate": s.rate,
+            "windows": [list(w) for w in s.windows],
+            "offsets": list(s.offsets),
+            "covered_s": list(s.covered_s),
+            "stream_index": s.stream_index,
+            "track_start_s": s.track_start_s,
+            "track_end_s": s.track_end_s,
+        }
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = file.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
+            np.savez(tmp, samples=s.samples, meta=np.array(json.dumps(meta)))
+            os.replace(tmp, file)
+        except OSError:
+            pass  # a read-only cache directory costs a decode next time, nothing else
+
+
+_DEFAULT: AudioCache | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_audio_cache() -> AudioCache:
+    """The process-wide audio cache, built on first use (not at import)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = AudioCache()
+        return _DEFAULT
