@@ -9,8 +9,10 @@
    only characters are reported.
 2. ASR wall on this machine: ``--minutes`` of synthetic speech (``tests/helpers/speech.py``,
    half the time spoken, in 4-20-s stretches; music and silence between) through ``transcribe_video``
-   with a tiny random Whisper (``tests/helpers/tiny_whisper.py``): the soundtrack's decode, the
-   real Silero VAD (its real model: this part is real-size) and the tiny Whisper, timed apart.
+   with a tiny random Whisper (``tests/helpers/tiny_whisper.py``): the soundtrack (the one audio
+   sampler's full track), the real Silero VAD (its real model: this part is real-size) and the
+   tiny Whisper, timed apart; and the peak of NumPy's memory (``tracemalloc``) while the track is
+   sampled and its VAD run, as a multiple of the track's own bytes.
 
 Run from the repository root: ``PYTHONPATH=. .venv/bin/python scripts/bench_transcripts.py``
 (``--out transcripts.json`` writes the numbers).
@@ -69,12 +71,13 @@ def tokens_per_hour() -> dict[str, Any]:
 
 def asr_wall(minutes: float, batch_size: int) -> dict[str, Any]:
     import random
+    import tracemalloc
 
-    from naru_eval.asr.audio import SAMPLE_RATE, decode_audio
-    from naru_eval.asr.run import transcribe_video
+    from naru_eval.asr.run import soundtrack_of, transcribe_video
     from naru_eval.asr.vad import plan_windows
     from naru_eval.asr.whisper import WhisperEngine
     from naru_eval.media.asr_cache import AsrSettings
+    from naru_eval.media.audio import SAMPLE_RATE
     from tests.helpers.speech import soundtrack, write_av
     from tests.helpers.tiny_whisper import build_tiny_whisper
 
@@ -95,11 +98,16 @@ def asr_wall(minutes: float, batch_size: int) -> dict[str, Any]:
         video = write_av(work / "speech.mp4", seconds, soundtrack(seconds, speech, music), fps=1)
         model = build_tiny_whisper(work / "tiny-whisper")
         asr = AsrSettings(model=str(model), max_new_tokens=32)
+        tracemalloc.start()
         t0 = time.perf_counter()
-        audio = decode_audio(video)
+        audio = soundtrack_of(video)
         t1 = time.perf_counter()
+        decode_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
         plan = plan_windows(audio, asr)
         t2 = time.perf_counter()
+        vad_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
         engine = WhisperEngine(asr, "cpu")
         t3 = time.perf_counter()
         r = transcribe_video(
@@ -113,6 +121,9 @@ def asr_wall(minutes: float, batch_size: int) -> dict[str, Any]:
         "spoken_s": round(spoken, 1),
         "windows": len(plan),
         "decode_s": round(t1 - t0, 2),
+        "track_mb": round(audio.nbytes / 1e6, 1),
+        "decode_peak_x_track": round(decode_peak / audio.nbytes, 2),
+        "vad_peak_x_track": round(vad_peak / audio.nbytes, 2),
         "vad_s": round(t2 - t1, 2),
         "vad_x_real_time": round(audio_s / (t2 - t1), 1),
         "whisper_load_s": round(t3 - t2, 2),

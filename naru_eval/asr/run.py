@@ -1,7 +1,8 @@
 """``naru-eval transcribe``'s work: each video's soundtrack to a cached transcript, resumably.
 
 Per video (:func:`transcribe_video`): a finished cache entry is read, nothing else (no audio
-decode, no model load). Otherwise the soundtrack is decoded (:mod:`naru_eval.asr.audio`), cut
+decode, no model load). Otherwise the whole soundtrack is taken from the one audio sampler
+(:func:`naru_eval.media.audio.sample_track`: the samples an omni model hears of the full track), cut
 into voice-activity windows (:mod:`naru_eval.asr.vad`) and transcribed a batch of windows at a
 time (:mod:`naru_eval.asr.whisper`). The window plan is the checkpoint's first line, and each
 finished batch is appended to it (flushed and fsynced) the moment it is done, so a run killed
@@ -9,6 +10,12 @@ halfway loses at most the batch in flight: the next run reads the plan back (no 
 transcribes only the windows not yet in it. The finished transcript is written atomically, then
 the checkpoint removed. Over many videos (:func:`transcribe_all`) the next video's soundtrack and
 VAD are done in a thread while Whisper transcribes the current one.
+
+The track is held whole (4 bytes a sample: 922 MB for a 4-hour video), not streamed in windows:
+the sampler's every pass starts at the track's first packet (windows taken one call at a time
+would decode a 4-hour track once per window), and the VAD scores the whole track as one batch of
+rows in lockstep (its speed). Nothing copies it (the VAD gathers each step's frames from it), so
+a run holds at most two tracks: the one Whisper works on and the next one being prepared.
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from naru_eval.asr.audio import SAMPLE_RATE, decode_audio
 from naru_eval.asr.vad import Window, clip, plan_windows
 from naru_eval.media.asr_cache import AsrEntry, AsrSettings, entry
+from naru_eval.media.audio import SAMPLE_RATE
 from naru_eval.media.transcript import Cue, Transcript, TranscriptError
 
 if TYPE_CHECKING:
@@ -107,7 +114,7 @@ def prepare_video(video: str | os.PathLike[str], asr: AsrSettings, root: Path | 
     e = entry(video, asr, root)
     if e.done:
         return Prepared(str(video), e, None, [], {}, False, time.monotonic() - t0)
-    audio = decode_audio(video)
+    audio = soundtrack_of(video)
     plan, done = read_checkpoint(e)
     resumed = plan is not None
     if plan is None:
@@ -151,7 +158,7 @@ def finish_video(
         bar.update(len(batch))
     bar.close()
     transcript = Transcript.of((c for i in range(len(plan)) for c in done.get(i, [])), asr.label)
-    e.settings_file.write_text(json.dumps(_settings_json(asr), indent=1), encoding="utf-8")
+    e.settings_file.write_text(json.dumps(asr.record(), indent=1), encoding="utf-8")
     transcript.write(e.transcript)
     e.checkpoint.unlink(missing_ok=True)
     status: Literal["transcribed", "resumed"] = "resumed" if p.resumed else "transcribed"
@@ -197,7 +204,14 @@ def transcribe_all(
                 yield e
 
 
-def _settings_json(asr: AsrSettings) -> dict[str, object]:
-    from dataclasses import asdict
+def soundtrack_of(video: str | os.PathLike[str]) -> np.ndarray:
+    """The video's whole soundtrack, 16-kHz mono float32 on the frames' clock, from the one audio
+    sampler; a file without audio, or one that does not decode, is a :class:`TranscriptError`
+    naming it (``transcribe`` reports it with the others and goes on)."""
+    from naru_eval.media.audio import sample_track
+    from naru_eval.media.video import VideoError
 
-    return asdict(asr)
+    try:
+        return sample_track(video).samples
+    except VideoError as err:
+        raise TranscriptError(err.path, err.reason) from None

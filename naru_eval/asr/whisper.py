@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from naru_eval.asr.audio import SAMPLE_RATE
+from naru_eval.media.audio import SAMPLE_RATE
 
 if TYPE_CHECKING:
     import numpy as np

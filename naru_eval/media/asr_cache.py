@@ -5,8 +5,10 @@ the finished transcript (:class:`naru_eval.media.transcript.Transcript` JSON),
 ``<key>.settings.json`` beside it the :class:`AsrSettings` it was made with, and
 ``<key>.partial.jsonl`` the chunk-level checkpoint of a run in progress (one line per finished
 window; a killed run continues from it). ``key`` hashes the settings that change the text
-(model, revision, language, dtype, voice-activity and window settings), not the batch size or
-the device. The video is named by its content (:func:`naru_eval.media.transcript.content_fingerprint`),
+(model, revision, language, dtype, voice-activity and window settings) and how the samples
+Whisper hears are made (the one audio sampler's rate and :data:`~naru_eval.media.audio.CONVERSION`),
+not the batch size or the device; an entry whose recorded settings no longer hash to its name
+(made from other samples, or under an older key) is not found. The video is named by its content (:func:`naru_eval.media.transcript.content_fingerprint`),
 so a renamed or copied file keeps its transcript. ``root`` is ``NARU_TRANSCRIPT_CACHE``, else
 ``NARU_CACHE_DIR/transcripts``, else ``~/.cache/naru-eval/transcripts``.
 
@@ -23,6 +25,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal
 
+from naru_eval.media.audio import CONVERSION, SAMPLE_RATE
 from naru_eval.media.transcript import TRANSCRIPT_FORMAT, TranscriptError, content_fingerprint
 from naru_eval.settings import settings
 
@@ -36,6 +39,10 @@ DEFAULT_ASR_MODEL = "kotoba-tech/kotoba-whisper-v2.0"
 WHISPER_LARGE_V3 = "openai/whisper-large-v3"
 
 VadKind = Literal["silero", "none"]
+
+#: how the samples Whisper hears are made (part of every key): the one audio sampler's
+#: (:func:`naru_eval.media.audio.sample_track`) rate and conversion
+SAMPLES = {"rate": SAMPLE_RATE, "conversion": CONVERSION}
 
 
 @dataclass(frozen=True)
@@ -67,9 +74,13 @@ class AsrSettings:
         if not 0.0 < self.vad_threshold < 1.0:
             raise ValueError(f"vad_threshold={self.vad_threshold}: must be in (0, 1)")
 
+    def record(self) -> dict[str, object]:
+        """What ``<key>.settings.json`` holds: the settings and how the samples were made."""
+        return {**asdict(self), "samples": SAMPLES}
+
     def key(self) -> str:
-        """16 hex digits of the settings (and the transcript format)."""
-        blob = json.dumps({"format": TRANSCRIPT_FORMAT, **asdict(self)}, sort_keys=True).encode()
+        """16 hex digits of the settings, how the samples are made and the transcript format."""
+        blob = json.dumps({"format": TRANSCRIPT_FORMAT, **self.record()}, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     @property
@@ -123,9 +134,11 @@ def entry(video: str | os.PathLike[str], asr: AsrSettings, root: Path | None = N
 
 def find(video: str | os.PathLike[str], model: str | None = None, root: Path | None = None) -> Path | None:
     """The finished ASR transcript of ``video`` by ``model`` (default :data:`DEFAULT_ASR_MODEL`),
-    whatever its other settings; None when there is none. Two finished entries for the same model
-    (other settings) is an error: which one a run used must be named (``naru-eval transcribe``
-    with the same settings, or remove one)."""
+    whatever its other settings; None when there is none. An entry whose recorded settings do not
+    hash to its name was made from other samples (or under an older key) and is not this
+    version's: it is passed over. Two finished entries for the same model (other settings) is an
+    error: which one a run used must be named (``naru-eval transcribe`` with the same settings,
+    or remove one)."""
     want = model or DEFAULT_ASR_MODEL
     base = (root or cache_root()) / "asr" / content_fingerprint(video)
     if not base.is_dir():
@@ -136,8 +149,9 @@ def find(video: str | os.PathLike[str], model: str | None = None, root: Path | N
             made = AsrSettings.from_json(meta.read_text(encoding="utf-8"))
         except (OSError, ValueError, TypeError) as e:
             raise TranscriptError(meta, f"unreadable ASR settings ({e})") from None
-        done = meta.with_name(meta.name.removesuffix(".settings.json") + ".json")
-        if made.model == want and done.is_file():
+        stem = meta.name.removesuffix(".settings.json")
+        done = meta.with_name(stem + ".json")
+        if made.model == want and made.key() == stem and done.is_file():
             found.append(done)
     if len(found) > 1:
         names = ", ".join(p.name for p in found)

@@ -330,6 +330,29 @@ def sample_audio(
     )
 
 
+def sample_track(
+    path: str | os.PathLike[str],
+    rate: int = SAMPLE_RATE,
+    stream: int | None = None,
+    index_dir: str | os.PathLike[str] | None = None,
+) -> SampledAudio:
+    """The whole soundtrack: one window from 0 to the video's duration as the frame sampler reports
+    it (:func:`~naru_eval.media.index.index_duration`), the full-track plan's window, so a full
+    track is the same samples for every reader of it (the omni families, ``naru-eval transcribe``).
+    It holds the track and nothing else: 4 bytes a sample, 922 MB for 4 hours at 16 kHz."""
+    from naru_eval.media.index import frame_index, index_duration
+
+    p = Path(path)
+    check_file(p)
+    try:
+        duration = index_duration(p, frame_index(p, cache_dir=index_dir))
+    except VideoError:
+        raise
+    except Exception as e:  # PyAV raises several error types for corrupt files
+        raise VideoError(p, f"cannot be indexed ({type(e).__name__}: {e})") from None
+    return sample_audio(p, [(0.0, duration)], rate=rate, stream=stream, index_dir=index_dir)
+
+
 def _drain(graph: Any, placer: _Placer) -> None:
     import av
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from naru_eval.media.video import (
     VideoError,
+    check_truncation,
     claimed_duration,
     file_identity,
     seek_start,
@@ -525,3 +526,14 @@ def frame_index(
         index = _build_index(p, container, video_stream(p, container), tables)
     _remember_index(key, ident, index, cache_dir)
     return index
+
+
+def index_duration(p: Path, index: FrameIndex) -> float:
+    """The video's duration as the frame sampler reports it (``VideoInfo.duration_s``): the
+    container's claim once the last indexed frame shows the file is not truncated
+    (:func:`~naru_eval.media.video.check_truncation`), else the frames' own span."""
+    total = len(index.pts)
+    end_s = (int(index.pts[-1]) - int(index.pts[0])) * index.time_base
+    frame_s = end_s / max(1, total - 1) if total > 1 else 0.0
+    check_truncation(p, index.claimed_s, end_s, total, frame_s)
+    return index.claimed_s if index.claimed_s > 0 else end_s + frame_s

@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from naru_eval.media.decode import Decoder, choose_threads
-from naru_eval.media.index import FrameIndex, frame_index
+from naru_eval.media.index import FrameIndex, frame_index, index_duration
 from naru_eval.media.pixels import RESIZES
 from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, uniform_indices
 from naru_eval.media.video import (
     VideoError,
     VideoInfo,
     check_file,
-    check_truncation,
     frame_rate,
     real_video_streams,
     seeks_by_bytes,
@@ -128,9 +127,7 @@ def _sample(
             tb = index.time_base
             first_pts = int(index.pts[0])
             end_s = (int(index.pts[-1]) - first_pts) * tb
-            frame_s = end_s / max(1, total - 1) if total > 1 else 0.0
-            check_truncation(p, index.claimed_s, end_s, total, frame_s)
-            duration = index.claimed_s if index.claimed_s > 0 else end_s + frame_s
+            duration = index_duration(p, index)
             if asked is not None:
                 n = asked
             else:

@@ -1,14 +1,16 @@
-"""naru_eval.asr.audio and .vad: the soundtrack on the frames' clock; speech found, music and
-silence not; windows of at most 30 s."""
+"""naru_eval.asr.vad, and the soundtrack ASR takes from the one audio sampler (what the sampler
+itself guarantees, placement on the frames' clock included, is tests/media/test_audio.py's):
+speech found, music and silence not; windows of at most 30 s."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from naru_eval.asr.audio import SAMPLE_RATE, decode_audio
+from naru_eval.asr.run import soundtrack_of
 from naru_eval.asr.vad import clip, plan_windows, speech_probs, windows
 from naru_eval.media.asr_cache import AsrSettings
+from naru_eval.media.audio import SAMPLE_RATE, sample_audio
 from naru_eval.media.transcript import TranscriptError
 from tests.helpers.speech import soundtrack, write_av
 
@@ -23,21 +25,25 @@ def video(tmp_path_factory):
     return write_av(tmp_path_factory.mktemp("av") / "speech.mp4", 60.0, audio, audio_start_s=0.5)
 
 
-def test_audio_is_placed_on_the_frames_clock(video):
-    x = decode_audio(video)
+def test_the_soundtrack_is_the_samplers_full_track(video):
+    """ASR hears what an omni model given the full track hears: the same samples, 0 to the video's
+    duration; the audio stream starting 0.5 s late is silence before it."""
+    x = soundtrack_of(video)
+    assert x.dtype == np.float32 and len(x) == 60 * SAMPLE_RATE
+    assert np.array_equal(x, sample_audio(video, [(0.0, 60.0)]).samples)
     loud = np.nonzero(np.abs(x) > 0.05)[0] / SAMPLE_RATE
     assert loud[0] == pytest.approx(2.5, abs=0.05)  # speech at 2 s of audio that starts at 0.5 s
 
 
-def test_no_audio_stream_is_named(tmp_path):
+def test_no_audio_stream_is_a_transcript_error_naming_the_file(tmp_path):
     silent = write_av(tmp_path / "silent.mp4", 2.0, None)
     with pytest.raises(TranscriptError, match="no audio stream") as e:
-        decode_audio(silent)
+        soundtrack_of(silent)
     assert str(silent) in str(e.value)
 
 
 def test_vad_finds_the_speech_and_not_the_music_or_silence(video):
-    x = decode_audio(video)
+    x = soundtrack_of(video)
     ws = plan_windows(x, AsrSettings())
     speech = [seg for w in ws for seg in w.speech]
     assert speech, "no speech found"

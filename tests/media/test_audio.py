@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from naru_eval.media.audio import SAMPLE_RATE, normalise_windows, probe_audio, sample_audio
+from naru_eval.media.audio import SAMPLE_RATE, normalise_windows, probe_audio, sample_audio, sample_track
 from naru_eval.media.audio_cache import AudioCache, audio_cache_key, audio_params, content_fingerprint
 from naru_eval.media.sampler import sample_frames
 from naru_eval.media.video import VideoError
@@ -93,6 +93,17 @@ def test_windows_are_slices_of_the_whole(files):
         assert np.array_equal(w.window(k), whole.samples[round(a * SAMPLE_RATE) : round(b * SAMPLE_RATE)])
     assert w.covered_s[0] == pytest.approx(0.7 - 0.458, abs=0.002)  # the track starts inside it
     assert w.covered_s[1:] == pytest.approx((1.5, 1.0))
+
+
+def test_the_whole_track_ends_where_the_frame_sampler_says_the_video_does(files):
+    """``sample_track`` is the full-track window, 0 to the duration ``sample_frames`` reports
+    (the video's, whatever the audio track claims)."""
+    path = files["late_mp4"]
+    duration = sample_frames(path, num_frames=2, max_pixels=None).info.duration_s
+    whole = sample_track(path)
+    assert whole.windows == ((0.0, duration),) and duration == pytest.approx(SPEC.seconds, abs=0.01)
+    assert len(whole.samples) == round(duration * SAMPLE_RATE)
+    assert np.array_equal(whole.samples, sample_audio(path, [(0.0, duration)]).samples)
 
 
 def test_window_bounds_are_normalised():
