@@ -8,7 +8,7 @@ window; a killed run continues from it). ``key`` hashes the settings that change
 (model, revision, language, dtype, voice-activity and window settings) and how the samples
 Whisper hears are made (the one audio sampler's rate and :data:`~naru_eval.media.audio.CONVERSION`),
 not the batch size or the device; an entry whose recorded settings no longer hash to its name
-(made from other samples, or under an older key) is not found. The video is named by its content (:func:`naru_eval.media.transcript.content_fingerprint`),
+(made from other samples, or under an older key) is not found. The video is named by its content (:func:`naru_eval.media.fingerprint.content_fingerprint`),
 so a renamed or copied file keeps its transcript. ``root`` is ``NARU_TRANSCRIPT_CACHE``, else
 ``NARU_CACHE_DIR/transcripts``, else ``~/.cache/naru-eval/transcripts``.
 
@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Literal
 
 from naru_eval.media.audio import CONVERSION, SAMPLE_RATE
-from naru_eval.media.transcript import TRANSCRIPT_FORMAT, TranscriptError, content_fingerprint
+from naru_eval.media.fingerprint import content_fingerprint
+from naru_eval.media.transcript import TRANSCRIPT_FORMAT, TranscriptError
 from naru_eval.settings import settings
 
 #: The default ASR model: kotoba-whisper-v2.0 (a Japanese distillation of whisper-large-v3). The

@@ -1,8 +1,8 @@
 """Decode each (video, audio windows) once: an in-process LRU bounded in bytes, plus an optional
 on-disk cache (``<NARU_FRAME_CACHE>/audio/``, or ``disk_dir``).
 
-Entries are keyed by the file's *content* fingerprint (:func:`content_fingerprint`: its size and
-the SHA-256 of three 1-MiB pieces, start, middle and end), not its path or mtime, so the same video
+Entries are keyed by the file's *content* fingerprint
+(:func:`naru_eval.media.fingerprint.content_fingerprint`), not its path or mtime, so the same video
 under another data directory or copied to another node is the same entry, and by every parameter
 of :func:`naru_eval.media.audio.sample_audio` (windows on the 10-ms grid, rate, stream) and how
 the samples are made (:data:`naru_eval.media.audio.CONVERSION`). Disk entries are written
@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import TypedDict
 
 from naru_eval.media.audio import CONVERSION, SAMPLE_RATE, SampledAudio, normalise_windows, sample_audio
+from naru_eval.media.fingerprint import content_fingerprint
 from naru_eval.settings import settings
 
 #: part of every key: a change to what an entry holds makes older entries misses
 AUDIO_CACHE_FORMAT = 1
-#: bytes read from each of three places of the file for its fingerprint
-PIECE = 1 << 20
 
 
 class AudioParams(TypedDict):
@@ -44,30 +43,6 @@ def audio_params(
 ) -> AudioParams:
     """The parameters as the cache keys them: windows normalised (10-ms grid, sorted, merged)."""
     return {"windows": [(s, e) for s, e in normalise_windows(windows)], "rate": int(rate), "stream": stream}
-
-
-_FINGERPRINTS: dict[tuple[str, int, int], str] = {}
-_FP_LOCK = threading.Lock()
-
-
-def content_fingerprint(path: str | os.PathLike[str]) -> str:
-    """SHA-256 of the file's size and of 1 MiB at its start, middle and end (remembered per path,
-    size and mtime in this process, so a video's questions read it once)."""
-    p = Path(path).resolve()
-    st = p.stat()
-    memo = (str(p), st.st_size, st.st_mtime_ns)
-    with _FP_LOCK:
-        if memo in _FINGERPRINTS:
-            return _FINGERPRINTS[memo]
-    h = hashlib.sha256(str(st.st_size).encode())
-    with p.open("rb") as f:
-        for at in (0, max(0, st.st_size // 2 - PIECE // 2), max(0, st.st_size - PIECE)):
-            f.seek(at)
-            h.update(f.read(PIECE))
-    digest = h.hexdigest()
-    with _FP_LOCK:
-        _FINGERPRINTS[memo] = digest
-    return digest
 
 
 def audio_cache_key(path: str | os.PathLike[str], params: AudioParams) -> str:

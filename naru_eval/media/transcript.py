@@ -137,24 +137,3 @@ def video_start_s(container: Any) -> float:
 
 
 #: bytes hashed from the start and the end of a video, and the size of each sampled block between
-_EDGE = 1 << 20
-_BLOCK = 1 << 16
-_BLOCKS = 16
-
-
-def content_fingerprint(path: str | os.PathLike[str]) -> str:
-    """A fingerprint of a video's content, not its name or mtime (a copied or renamed file keeps
-    it): the size, the first and last MiB and 16 evenly spaced 64-KiB blocks, hashed (SHA-256,
-    16 hex digits). Reading 3 MiB keeps it instant on a 10-GB file; two encodes of a video differ
-    in every block, so a collision needs a forged file."""
-    p = Path(path)
-    size = p.stat().st_size
-    h = hashlib.sha256(str(size).encode())
-    with p.open("rb") as f:
-        h.update(f.read(_EDGE))
-        for i in range(_BLOCKS):
-            f.seek(int(size * (i + 1) / (_BLOCKS + 1)))
-            h.update(f.read(_BLOCK))
-        f.seek(max(0, size - _EDGE))
-        h.update(f.read(_EDGE))
-    return h.hexdigest()[:16]

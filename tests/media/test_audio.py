@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from naru_eval.media.audio import SAMPLE_RATE, normalise_windows, probe_audio, sample_audio, sample_track
-from naru_eval.media.audio_cache import AudioCache, audio_cache_key, audio_params, content_fingerprint
+from naru_eval.media.audio_cache import AudioCache, audio_cache_key, audio_params
+from naru_eval.media.fingerprint import content_fingerprint
 from naru_eval.media.sampler import sample_frames
 from naru_eval.media.video import VideoError
 from tests.helpers.soundtrack import BEEP_AMPLITUDE, Soundtrack, onsets, silent, write

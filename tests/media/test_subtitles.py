@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from naru_eval.media.fingerprint import content_fingerprint
 from naru_eval.media.subtitles import find_subtitle_file, read_embedded, read_subtitle_file
-from naru_eval.media.transcript import Cue, Transcript, TranscriptError, content_fingerprint
+from naru_eval.media.transcript import Cue, Transcript, TranscriptError
 from tests.helpers.speech import mux_subtitles, write_av
 
 # overlaps (cues 1 and 2), a gap (2 -> 3), markup, a two-line cue, a 4-hour timestamp
