@@ -177,7 +177,7 @@ class OpenAICompat(AudioMixin, NaruModel):
         audio parts after them (``video=false``: the audio alone)."""
         delivery = DELIVERY[self.video_mode]
         frames = FramesInput(self.sampling, delivery, decoded=delivery != "server-sampled")
-        if not self.args.video and not self.args.audio:
+        if not self.args.video and not self.args.audio and self.transcripts is None:
             raise ValueError(f"{self.model_id}: video=false and audio=false leave the model nothing of the video")
         return InputPlan(frames=frames if self.args.video else None, audio=self.audio_input())
 
