@@ -141,6 +141,8 @@ class NaruModel(lmms):
     args: RunArgs
     #: the run's sampling: the args', else the family's default (one frozen value to the sampler)
     sampling: Sampling
+    #: the run's transcripts (``transcript=``; None: none), naru_eval.adapters.transcript
+    transcripts: TranscriptFeed | None
     #: the run's input plan: what a request with media gives the model (``naru_eval.core.inputs``)
     inputs: InputPlan
 
