@@ -219,6 +219,7 @@ class VideoField(BaseModel):
 #: the question with its options, and the answer
 TRANSCRIPT_RESERVE_TOKENS = 2048
 
+
 class TranscriptFields(VideoField):
     """The transcript's args, taken by every adapter that gives a model a video (the HF families,
     the OpenAI-compatible server, Gemini): where the transcript comes from, its layout, the
@@ -266,7 +267,9 @@ class TranscriptFields(VideoField):
     @model_validator(mode="after")
     def _transcript_args(self) -> TranscriptFields:
         if self.transcript.strip() == "none":
-            given = [n for n in ("transcript_source", "asr_model") if getattr(self, n) != type(self).model_fields[n].default]
+            given = [
+                n for n in ("transcript_source", "asr_model") if getattr(self, n) != type(self).model_fields[n].default
+            ]
             if given:
                 raise ValueError(f"{', '.join(given)} need transcript= (asr, embedded or a directory)")
         elif self.asr_model is not None and self.transcript.strip() != "asr":

@@ -171,7 +171,9 @@ class NaruModel(lmms):
         if self.transcripts is not None:
             plan = replace(plan, transcript=self.transcripts.spec)
         if self.family.inputs and not plan.kinds:
-            raise UserError(f"{self.model_id}: video=false with nothing else (audio, transcript) leaves the model nothing")
+            raise UserError(
+                f"{self.model_id}: video=false with nothing else (audio, transcript) leaves the model nothing"
+            )
         self.inputs = plan
         self.check_transcript_layout()
         # every adapter that gives a video takes its transcript as text
@@ -240,6 +242,7 @@ class NaruModel(lmms):
     def can_interleave_transcript(self) -> bool:
         """Whether this run's frames can take transcript lines between them."""
         return self.interleaves_transcript
+
     def provenance(self) -> dict[str, str | None]:
         """What the model is given (``naru_eval.core.provenance``): written into every sample
         payload of the run. The input mode comes from the input plan; the HF families add

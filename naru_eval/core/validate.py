@@ -21,7 +21,6 @@ from naru_eval.core.data import (
 )
 from naru_eval.core.transcripts import TranscriptSource, transcript_or_problem
 from naru_eval.media.audio import AudioInfo, probe_audio
-from naru_eval.media.transcript import TranscriptError
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
 

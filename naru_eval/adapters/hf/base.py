@@ -59,13 +59,15 @@ if TYPE_CHECKING:
     from naru_eval.media.sampler import SampledFrames
 
 
-def chunk_of(sampled: SampledFrames, r: range) -> SampledFrames:
-    """The frames ``r`` of ``sampled`` (an interleaved transcript's chunk of the video)."""
+def chunk_of(sampled: SampledFrames, r: range, group: int = 1) -> SampledFrames:
+    """The frames ``r`` of ``sampled`` (an interleaved transcript's chunk of the video). A last
+    chunk shorter than a ``group`` (a temporal patch) repeats its last frame to fill it, as the
+    processor pads the whole video's last patch (some refuse a video shorter than a patch)."""
+    take = list(r) + [r.stop - 1] * max(0, group - len(r))
     return sampled._replace(
-        frames=sampled.frames[r.start : r.stop],
-        indices=sampled.indices[r.start : r.stop],
-        timestamps=sampled.timestamps[r.start : r.stop],
+        frames=sampled.frames[take], indices=sampled.indices[take], timestamps=sampled.timestamps[take]
     )
+
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
 DEFAULT_MAX_NEW_TOKENS = 16
@@ -381,7 +383,8 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         """The processor's inputs for the text and the video (``processor``: a copy of the
         adapter's, when called from the processor-ahead thread)."""
         chunks = self.chunks(sampled)
-        parts = [sampled] if chunks is None else [chunk_of(sampled, r) for r in chunks]
+        g = self.interleave_group()
+        parts = [sampled] if chunks is None else [chunk_of(sampled, r, g) for r in chunks]
         out = (processor or self.processor)(
             text=[text],
             videos=[self.video_input(p) for p in parts],
@@ -396,7 +399,7 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
 
             n = len(sampled.frames)
             spg = out["second_per_grid_ts"]
-            fixed = [float(v) * len(r) / n for v, r in zip(spg, chunks, strict=True)]
+            fixed = [float(v) * len(p.indices) / n for v, p in zip(spg, parts, strict=True)]
             out["second_per_grid_ts"] = torch.tensor(fixed, dtype=spg.dtype) if hasattr(spg, "dtype") else fixed
         return out
 
