@@ -510,7 +510,7 @@ class Gemini(NaruModel):
         duration = request.duration_s or probe_video(request.video, check_end=False).duration_s
         est = self.estimate(duration, "")
         budget = self.input_limit - est.video_tokens - est.audio_tokens - self.args.transcript_reserve_tokens
-        view = self.transcripts.render(request, None, text_tokens, lambda n: 0, budget)
+        view = self.render_transcript(request, None, text_tokens, lambda n: 0, budget)
         return f"{view.block}\n{request.prompt}" if view is not None and view.block else request.prompt
 
     def _batch_answer(self, request: NaruRequest, response: Any, job: str) -> Answer:

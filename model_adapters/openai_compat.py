@@ -402,7 +402,7 @@ class OpenAICompat(AudioMixin, NaruModel):
                     budget = int(ctx) - self.args.transcript_reserve_tokens
             elif not self.gives_frames:
                 budget = int(ctx) - self.args.transcript_reserve_tokens
-        return self.transcripts.render(request, times, self.count_tokens, frame_tokens, budget)
+        return self.render_transcript(request, times, self.count_tokens, frame_tokens, budget)
 
     @staticmethod
     def max_tokens(gen_kwargs: Mapping[str, Any]) -> int:

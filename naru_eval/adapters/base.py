@@ -55,7 +55,7 @@ from naru_eval.settings import UserError, exit_on_user_error, settings
 from naru_eval.store.responses import ResponseStore, run_key
 
 if TYPE_CHECKING:
-    from naru_eval.adapters.transcript import TranscriptFeed
+    from naru_eval.adapters.transcript import Rendered, TranscriptFeed
     from naru_eval.media.frame_cache import SamplingParams
     from naru_eval.media.sampler import SampledFrames
 
@@ -227,6 +227,16 @@ class NaruModel(lmms):
             return None
         spec = transcript_input(self.args)
         return TranscriptFeed(spec, self.model_id) if spec is not None else None
+
+    def render_transcript(self, request: NaruRequest, *args: Any, **kwargs: Any) -> Rendered | None:
+        """:meth:`TranscriptFeed.render` for ``request`` (None without a transcript); frames that
+        alone overflow the context fail the request for good."""
+        if self.transcripts is None:
+            return None
+        try:
+            return self.transcripts.render(request, *args, **kwargs)
+        except ValueError as e:
+            raise RequestFailed(f"transcript: {e}") from None
 
     def check_transcript_layout(self) -> None:
         """``interleaved`` with frames on an adapter that cannot interleave: refused, not faked."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from naru_eval.core import provenance
 from naru_eval.core.transcripts import (
@@ -44,8 +44,18 @@ from naru_eval.settings import UserError
 
 if TYPE_CHECKING:
     from naru_eval.adapters.args import TranscriptFields
-    from naru_eval.adapters.base import NaruRequest
     from naru_eval.media.transcript import Transcript
+
+
+class NaruRequest(Protocol):
+    """What the feed reads of a request (``naru_eval.adapters.base.NaruRequest``)."""
+
+    @property
+    def doc(self) -> Mapping[str, Any]: ...
+    @property
+    def video(self) -> str | None: ...
+    @property
+    def question_id(self) -> str: ...
 
 
 class TranscriptMissing(UserError):
@@ -186,12 +196,8 @@ class TranscriptFeed:
         if budget_tokens is None:
             kept, tokens, cut = tuple(sorted(t.cues)), None, None
         else:
-            try:
-                plan = plan_transcript(t.cues, count_tokens, n, frame_tokens, int(budget_tokens))
-            except ValueError as e:  # the frames alone do not fit: the frame budget's problem
-                from naru_eval.adapters.base import RequestFailed
-
-                raise RequestFailed(f"transcript: {e}") from None
+            # the frames alone over the budget raise ValueError (the frame budget's problem)
+            plan = plan_transcript(t.cues, count_tokens, n, frame_tokens, int(budget_tokens))
             kept, tokens, cut = plan.cues, plan.transcript_tokens, plan.cut
         interleave = self.spec.layout == "interleaved" and n > 0
         pieces = tuple(interleave_plan(kept, times, group)) if interleave else ()

@@ -62,6 +62,8 @@ def test_qwen2_5_vl_with_subtitles_end_to_end(tmp_path):
         grid = inputs["video_grid_thw"]
         cues = read_subtitle_file(subs / f"{r.doc['video_id']}.srt").cues
         assert len(cues) >= 3
-        slots = check_interleaved(text, cues, list(sampled.timestamps), 2, "<|video_pad|>", int(grid[0][1] * grid[0][2]) // 4)
+        slots = check_interleaved(
+            text, cues, list(sampled.timestamps), 2, "<|video_pad|>", int(grid[0][1] * grid[0][2]) // 4
+        )
         assert len(set(slots)) > 1  # the lines are spread between the frames, not lumped together
         assert text.index(r.prompt) > text.rindex("<|video_pad|>")

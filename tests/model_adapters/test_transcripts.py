@@ -89,7 +89,9 @@ def test_hf_block_before_the_question_and_transcript_only(tiny_checkpoint, index
     r = req(indexed_video)
     a.transcripts.check([r])
     text = a.chat_text(r)
-    assert text.index("<|video_pad|>") < text.index(BLOCK_HEADER) < text.index("[5.9–6.0] おわり") < text.index(r.prompt)
+    assert (
+        text.index("<|video_pad|>") < text.index(BLOCK_HEADER) < text.index("[5.9–6.0] おわり") < text.index(r.prompt)
+    )
     only = loaded("naru_qwen2_5_vl", ckpt, transcript=str(subs), video="false")
     assert only.inputs.mode == "transcript"
     only.transcripts.check([r])
@@ -113,7 +115,8 @@ def test_budget_cuts_cues_and_says_so(tiny_checkpoint, indexed_video, subs):
 def test_missing_transcripts_stop_the_run_naming_every_video(tiny_checkpoint, indexed_video, subs):
     a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"), transcript=str(subs))
     reqs = [req(indexed_video)] + [
-        request(indexed_video, qid=f"x{i}")._replace(doc={"question_id": f"x{i}", "video_id": f"w{i}"}) for i in range(2)
+        request(indexed_video, qid=f"x{i}")._replace(doc={"question_id": f"x{i}", "video_id": f"w{i}"})
+        for i in range(2)
     ]
     with pytest.raises(UserError) as e:
         a.transcripts.check(reqs)

@@ -315,7 +315,7 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
             times = [float(t) for t in sampled.timestamps]
             frame_tokens = lambda n: self.transcript_frame_tokens(sampled, n)  # noqa: E731
         budget = self.context_tokens() - self.transcript_reserve()
-        view = self.transcripts.render(request, times, count, frame_tokens, budget, group=self.interleave_group())
+        view = self.render_transcript(request, times, count, frame_tokens, budget, group=self.interleave_group())
         if view is not None and sampled is not None:
             self._views[sampled.info.path] = view
         return view
