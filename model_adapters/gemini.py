@@ -158,9 +158,15 @@ class Gemini(NaruModel):
         atexit.register(self.caches.close, at_exit=True)
 
     # -- configuration ------------------------------------------------------------------------
+    interleave_refusal = "Gemini samples the uploaded file itself, so there are no frame times to put lines between"
+
     def input_plan(self) -> InputPlan:
         """The native video: its frames sampled by Gemini at ``fps`` (nothing decoded here) and,
         unless ``audio=false``, its audio track."""
+        if not self.args.video:
+            from naru_eval.settings import UserError
+
+            raise UserError(f"{self.model_id}: video=false is not available (the video is uploaded whole)")
         frames = FramesInput(self.sampling, delivery="video", decoded=False)
         return InputPlan(frames=frames, audio=AudioInput() if self.args.audio else None)
 
@@ -372,7 +378,7 @@ class Gemini(NaruModel):
         _ = self.client  # no key: one clear error now
         _ = self.registry
         a = self.args
-        asked = [Asked((r.task, r.question_id), r.video, r.prompt, r.duration_s) for r in requests]
+        asked = [Asked((r.task, r.question_id), r.video, self.transcript_prompt(r), r.duration_s) for r in requests]
         planned = preflight(asked, self.plan, self.prep_spec, a.max_file_gb, a.storage_limit_gb)
         run.estimates, run.durations, run.preflight = planned.estimates, planned.durations, planned.report
         if planned.longest is not None:  # None: text only, nothing to upload, calibrate or cache
@@ -461,7 +467,7 @@ class Gemini(NaruModel):
         if uploaded is not None and request.video is not None and self.caches.active:
             cache = self.caches.name_for(request.video, lambda: self._video_part(config, uploaded))
         video = (uploaded.uri, uploaded.mime_type) if uploaded and cache is None else None
-        contents = request_.contents(config, video, request.prompt)
+        contents = request_.contents(config, video, self.transcript_prompt(request))
         generation = request_.generation_config(config, cached_content=cache)
 
         def generate() -> Any:
@@ -489,7 +495,23 @@ class Gemini(NaruModel):
         uploaded = self._uploaded_for(request)
         config = self.request_config()
         video = (uploaded.uri, uploaded.mime_type) if uploaded else None
-        return request_.contents(config, video, request.prompt), request_.generation_config(config)
+        return request_.contents(config, video, self.transcript_prompt(request)), request_.generation_config(config)
+
+    def transcript_prompt(self, request: NaruRequest) -> str:
+        """The question, after the video's block transcript (``transcript=``): a text part after
+        the (cached) video, the same bytes for every question of the video. Its tokens are
+        estimated (``providers.gemini.tokens.text_tokens``, an over-estimate) and fitted into
+        the model's input limit beside the video's estimated tokens."""
+        if self.transcripts is None or request.video is None:
+            return request.prompt
+        from naru_eval.media.video import probe_video
+        from naru_eval.providers.gemini.tokens import text_tokens
+
+        duration = request.duration_s or probe_video(request.video, check_end=False).duration_s
+        est = self.estimate(duration, "")
+        budget = self.input_limit - est.video_tokens - est.audio_tokens - self.args.transcript_reserve_tokens
+        view = self.render_transcript(request, None, text_tokens, lambda n: 0, budget)
+        return f"{view.block}\n{request.prompt}" if view is not None and view.block else request.prompt
 
     def _batch_answer(self, request: NaruRequest, response: Any, job: str) -> Answer:
         """The answer in one batch result, priced at the batch price; RequestFailed otherwise."""

@@ -49,6 +49,7 @@ from naru_eval.adapters.audio import AudioMixin
 from naru_eval.adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
 from naru_eval.adapters.family import Family, Official
 from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
+from naru_eval.adapters.transcript import Rendered, chars_estimate
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.lazy import Lazy
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
@@ -159,6 +160,8 @@ class OpenAICompat(AudioMixin, NaruModel):
         #: video -> set once its first question of this call is answered (prefix_first)
         self._first_done: dict[str, threading.Event] = {}
         self._first_lock = threading.Lock()
+        #: the served model's tokenizer (None: not looked for yet; False: none, the estimate)
+        self._tokenizer: Any = None
         #: video -> its soundtrack's parts (audio=true), encoded once
         self._audio_parts: dict[str, list[AudioUrlPart]] = {}
         self._audio_lock = threading.Lock()
@@ -177,7 +180,7 @@ class OpenAICompat(AudioMixin, NaruModel):
         audio parts after them (``video=false``: the audio alone)."""
         delivery = DELIVERY[self.video_mode]
         frames = FramesInput(self.sampling, delivery, decoded=delivery != "server-sampled")
-        if not self.args.video and not self.args.audio:
+        if not self.args.video and not self.args.audio and self.transcripts is None:
             raise ValueError(f"{self.model_id}: video=false and audio=false leave the model nothing of the video")
         return InputPlan(frames=frames if self.args.video else None, audio=self.audio_input())
 
@@ -338,10 +341,68 @@ class OpenAICompat(AudioMixin, NaruModel):
         return {"media_io_kwargs": media_io}
 
     def messages(self, request: NaruRequest) -> list[UserMessage]:
-        """Video parts first, then the soundtrack's (audio=true), then the question: one video's
-        questions share a prompt prefix."""
-        media = [*self.video_parts(request), *self.audio_url_parts(request)]
+        """Video parts first, then the soundtrack's (audio=true), then the transcript (block), then
+        the question: one video's questions share a prompt prefix. An interleaved transcript
+        (``video_mode=frames``) puts its lines as text parts between the frames' image parts."""
+        frames = self.video_parts(request)
+        view = self.transcript_view(request)
+        if view is not None and view.interleaved:
+            woven: list[Any] = []
+            for piece in view.pieces:
+                if isinstance(piece, str):
+                    woven.append({"type": "text", "text": piece + "\n"})
+                else:
+                    woven.extend(frames[piece.start : piece.stop])
+            frames = woven
+        media: list[Any] = [*frames, *self.audio_url_parts(request)]
+        if view is not None and view.block:
+            media.append({"type": "text", "text": view.block + "\n"})
         return [{"role": "user", "content": [*media, {"type": "text", "text": request.prompt}]}]
+
+    # -- the transcript (naru_eval.adapters.transcript) -------------------------------------------
+    interleave_refusal = (
+        "video_mode=video and video_url send the video as one part (the server cannot take text inside it); "
+        "video_mode=frames can interleave"
+    )
+
+    def can_interleave_transcript(self) -> bool:
+        return self.video_mode == "frames"
+
+    def count_tokens(self, text: str) -> int:
+        """The served model's tokenizer where one is at hand (transformers, local files only),
+        else one token per character (``naru_eval.adapters.transcript.chars_estimate``)."""
+        if self._tokenizer is None:
+            try:
+                from transformers import AutoTokenizer
+
+                self._tokenizer = AutoTokenizer.from_pretrained(self.model, local_files_only=True)
+            except Exception:  # noqa: BLE001 - no local tokenizer: the documented estimate
+                self._tokenizer = False
+        if self._tokenizer is False:
+            return chars_estimate(text)
+        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def transcript_view(self, request: NaruRequest) -> Rendered | None:
+        """The video's transcript as given, fitted into the served context (``max_model_len=``,
+        else GET /models') beside the frames' tokens where both are known; else nothing is cut
+        and the record's ``cut`` stays empty (the server refuses an overlong request)."""
+        if self.transcripts is None or request.video is None:
+            return None
+        sampled = self.frames(request) if self.needs_frames else None
+        times = [float(t) for t in sampled.timestamps] if sampled is not None else None
+        ctx = self.args.max_model_len or self.served_max_model_len
+        budget: int | None = None
+        frame_tokens: Callable[[int], int] = lambda n: 0  # noqa: E731
+        if ctx:
+            if sampled is not None:
+                h, w = sampled.frames.shape[1:3]
+                mode = self.video_mode if self.video_mode != "video_url" else "video"
+                if media_tokens(self.model, mode, 1, h, w) is not None:
+                    frame_tokens = lambda n: int(media_tokens(self.model, mode, n, h, w) or 0)  # noqa: E731
+                    budget = int(ctx) - self.args.transcript_reserve_tokens
+            elif not self.gives_frames:
+                budget = int(ctx) - self.args.transcript_reserve_tokens
+        return self.render_transcript(request, times, self.count_tokens, frame_tokens, budget)
 
     @staticmethod
     def max_tokens(gen_kwargs: Mapping[str, Any]) -> int:

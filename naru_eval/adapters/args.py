@@ -25,7 +25,7 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.provenance import variant_string
@@ -205,7 +205,79 @@ class SamplingArgs(RunArgs):
         )
 
 
-class HFArgs(SamplingArgs):
+class VideoField(BaseModel):
+    """``video``: whether the frames are given (off: the soundtrack or the transcript alone)."""
+
+    video: Flag = Field(
+        True,
+        description="give the model the frames (video=false: the audio or the transcript alone)",
+        json_schema_extra=ANSWERS,
+    )
+
+
+#: the tokens a transcript plan keeps free beside the frames and the transcript: the system turn,
+#: the question with its options, and the answer
+TRANSCRIPT_RESERVE_TOKENS = 2048
+
+
+class TranscriptFields(VideoField):
+    """The transcript's args, taken by every adapter that gives a model a video (the HF families,
+    the OpenAI-compatible server, Gemini): where the transcript comes from, its layout, the
+    control, and whose ASR. ``transcript=none`` (the default) gives exactly the input of a run
+    before transcripts existed: no variant, the same run key (``naru_eval.adapters.transcript``)."""
+
+    transcript: str = Field(
+        "none",
+        description="none, asr, embedded, embedded:N or a directory of <video_id>.srt/.vtt/.ass files",
+        json_schema_extra=ANSWERS,
+    )
+    transcript_layout: Literal["interleaved", "block"] = Field(
+        "interleaved",
+        description="interleaved: each line between the frames by its time; block: all before the question",
+        json_schema_extra=ANSWERS,
+    )
+    transcript_source: Literal["own", "other"] = Field(
+        "own",
+        description="own: the video's transcript; other: another video's (the control, a fixed derangement)",
+        json_schema_extra=ANSWERS,
+    )
+    asr_model: str | None = Field(
+        None,
+        description="with transcript=asr: whose cached ASR (else the default ASR model)",
+        json_schema_extra=ANSWERS,
+    )
+    transcript_reserve_tokens: int = Field(
+        TRANSCRIPT_RESERVE_TOKENS,
+        ge=0,
+        description="tokens the transcript's budget leaves for the prompt and the answer",
+        json_schema_extra=ANSWERS,
+    )
+
+    @field_validator("transcript")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        from naru_eval.core.transcripts import TranscriptSource
+
+        try:  # a bad value is this arg's error, before anything runs
+            TranscriptSource.parse(v)
+        except ValueError as e:
+            raise ValueError(str(e).removeprefix(f"transcript={v.strip()!r}: ")) from None
+        return v.strip()
+
+    @model_validator(mode="after")
+    def _transcript_args(self) -> TranscriptFields:
+        if self.transcript.strip() == "none":
+            given = [
+                n for n in ("transcript_source", "asr_model") if getattr(self, n) != type(self).model_fields[n].default
+            ]
+            if given:
+                raise ValueError(f"{', '.join(given)} need transcript= (asr, embedded or a directory)")
+        elif self.asr_model is not None and self.transcript.strip() != "asr":
+            raise ValueError("asr_model is for transcript=asr")
+        return self
+
+
+class HFArgs(TranscriptFields, SamplingArgs):
     """Args of the transformers families (``naru_eval.adapters.hf.base.HFVideoModel``)."""
 
     key_env: ClassVar[tuple[str, ...]] = ("HF_TOKEN",)
@@ -243,17 +315,12 @@ class HFArgs(SamplingArgs):
 AUDIO_RESERVE_TOKENS = 2048
 
 
-class AudioFields(BaseModel):
+class AudioFields(VideoField):
     """The soundtrack's args, shared by the omni families (:class:`AudioArgs`) and the
     OpenAI-compatible adapter: ``audio``, the frames (``video``), the ablation's control
     (``audio_source``) and the plan's knobs."""
 
     audio: Flag = Field(True, description="give the model the video's soundtrack", json_schema_extra=ANSWERS)
-    video: Flag = Field(
-        True,
-        description="give the model the frames (video=false with audio=true: audio only)",
-        json_schema_extra=ANSWERS,
-    )
     audio_source: Literal["own", "other"] = Field(
         "own",
         description="own: the video's soundtrack; other: another video's, of about its length (the control)",

@@ -140,7 +140,7 @@ class AudioMixin:
     def input_plan(self) -> InputPlan:
         """The frames unless ``video=false``, the soundtrack when ``audio=true`` (one of the two)."""
         a = self.audio_args
-        if not a.video and not a.audio:
+        if not a.video and not a.audio and getattr(self, "transcripts", None) is None:
             raise ValueError(f"{self.model_id}: video=false and audio=false leave the model nothing of the video")
         frames = FramesInput(self.sampling, delivery="video") if a.video else None  # type: ignore[attr-defined]
         return InputPlan(frames=frames, audio=self.audio_input())

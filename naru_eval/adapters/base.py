@@ -35,7 +35,7 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple
 
@@ -51,10 +51,11 @@ from naru_eval.core import provenance
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.doc import NaruDoc
 from naru_eval.core.inputs import TEXT, FramesInput, InputPlan
-from naru_eval.settings import exit_on_user_error, settings
+from naru_eval.settings import UserError, exit_on_user_error, settings
 from naru_eval.store.responses import ResponseStore, run_key
 
 if TYPE_CHECKING:
+    from naru_eval.adapters.transcript import Rendered, TranscriptFeed
     from naru_eval.media.frame_cache import SamplingParams
     from naru_eval.media.sampler import SampledFrames
 
@@ -140,6 +141,8 @@ class NaruModel(lmms):
     args: RunArgs
     #: the run's sampling: the args', else the family's default (one frozen value to the sampler)
     sampling: Sampling
+    #: the run's transcripts (``transcript=``; None: none), naru_eval.adapters.transcript
+    transcripts: TranscriptFeed | None
     #: the run's input plan: what a request with media gives the model (``naru_eval.core.inputs``)
     inputs: InputPlan
 
@@ -163,8 +166,18 @@ class NaruModel(lmms):
         #: stops the run when the first answered requests all fail with one client error
         #: (a wrong key, model name or setting) instead of storing a failure per question
         self.breaker = ConfigErrorBreaker(self.model_id)
-        self.inputs = self.input_plan()
-        undeclared = sorted(set(self.inputs.kinds) - set(self.family.inputs))
+        self.transcripts = self.transcript_feed()
+        plan = self.input_plan()
+        if self.transcripts is not None:
+            plan = replace(plan, transcript=self.transcripts.spec)
+        if self.family.inputs and not plan.kinds:
+            raise UserError(
+                f"{self.model_id}: video=false with nothing else (audio, transcript) leaves the model nothing"
+            )
+        self.inputs = plan
+        self.check_transcript_layout()
+        # every adapter that gives a video takes its transcript as text
+        undeclared = sorted(set(self.inputs.kinds) - set(self.family.inputs) - {"transcript"})
         if undeclared:
             raise TypeError(f"{self.model_id}: its input plan gives {undeclared}, which its family does not declare")
 
@@ -187,11 +200,58 @@ class NaruModel(lmms):
 
     def input_plan(self) -> InputPlan:
         """What a request with media gives the model: the video's frames, sampled by naru-eval's
-        sampler and given as one video (a family that delivers them otherwise, or takes more
-        inputs, overrides this)."""
-        if "frames" not in self.family.inputs:
+        sampler and given as one video, unless ``video=false`` (a family that delivers them
+        otherwise, or takes more inputs, overrides this; the transcript part is the base's)."""
+        if "frames" not in self.family.inputs or not self.gives_video_arg:
             return TEXT
         return InputPlan(frames=FramesInput(self.sampling, delivery="video"))
+
+    @property
+    def gives_video_arg(self) -> bool:
+        """The ``video=`` arg (true where the adapter has none)."""
+        return bool(getattr(self.args, "video", True))
+
+    # -- the transcript (naru_eval.adapters.transcript) -----------------------------------------
+    #: whether this adapter can put transcript lines between its frames (``transcript_layout=
+    #: interleaved``); one that cannot refuses it, and takes ``block``
+    interleaves_transcript: ClassVar[bool] = False
+    #: why not, for the refusal (docs/transcripts.md lists each adapter's layouts)
+    interleave_refusal: ClassVar[str] = "its frames reach the model as one piece it cannot put text inside"
+
+    def transcript_feed(self) -> TranscriptFeed | None:
+        """The run's transcripts (None with ``transcript=none`` or an adapter that takes none)."""
+        from naru_eval.adapters.args import TranscriptFields
+        from naru_eval.adapters.transcript import TranscriptFeed, transcript_input
+
+        if not isinstance(self.args, TranscriptFields):
+            return None
+        spec = transcript_input(self.args)
+        return TranscriptFeed(spec, self.model_id) if spec is not None else None
+
+    def render_transcript(self, request: NaruRequest, *args: Any, **kwargs: Any) -> Rendered | None:
+        """:meth:`TranscriptFeed.render` for ``request`` (None without a transcript); frames that
+        alone overflow the context fail the request for good."""
+        if self.transcripts is None:
+            return None
+        try:
+            return self.transcripts.render(request, *args, **kwargs)
+        except ValueError as e:
+            raise RequestFailed(f"transcript: {e}") from None
+
+    def check_transcript_layout(self) -> None:
+        """``interleaved`` with frames on an adapter that cannot interleave: refused, not faked."""
+        spec = self.inputs.transcript
+        if spec is None or spec.layout != "interleaved" or self.inputs.frames is None:
+            return
+        if not self.can_interleave_transcript():
+            raise UserError(
+                f"{self.model_id}: transcript_layout=interleaved is not available here: {self.interleave_refusal}; "
+                "give transcript_layout=block (docs/transcripts.md lists each adapter's layouts)"
+            )
+
+    def can_interleave_transcript(self) -> bool:
+        """Whether this run's frames can take transcript lines between them."""
+        return self.interleaves_transcript
 
     def provenance(self) -> dict[str, str | None]:
         """What the model is given (``naru_eval.core.provenance``): written into every sample
@@ -229,6 +289,9 @@ class NaruModel(lmms):
             from naru_eval.media.pixels import CONVERSION
 
             desc["pixels"] = CONVERSION
+        if self.transcripts is not None:  # absent with transcript=none: run keys as before
+            desc["transcript"] = self.transcripts.describe()
+            desc["video"] = self.inputs.frames is not None
         return desc
 
     # -- the sampling, as views of the one value ----------------------------------------------
@@ -347,13 +410,18 @@ class NaruModel(lmms):
         stays its own request.
         """
         desc = {**self.describe(), "gen_kwargs": request.gen_kwargs}
-        asked = {"prompt": request.prompt, "media": [Path(v).name for v in request.videos]}
+        asked: dict[str, Any] = {"prompt": request.prompt, "media": [Path(v).name for v in request.videos]}
+        if self.transcripts is not None and request.videos:
+            asked["transcript"] = self.transcripts.fingerprint(request)
         digest = hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
         return run_key(desc), f"{request.question_id}:{digest}"
 
     def generate_until(self, requests: list[Instance]) -> list[str]:
         provenance.record(**self.provenance())
         reqs = self.to_naru_requests(requests)
+        if self.transcripts is not None:  # every video's transcript, before anything is computed
+            with exit_on_user_error(self.model_id):
+                self.transcripts.check(reqs)
         keys = [self.request_key(r) for r in reqs]
         log = AnswerLog(self.store)
         plan = RequestPlan.of(keys, log.stored)
@@ -381,6 +449,8 @@ class NaruModel(lmms):
             except RequestFailed as e:
                 held.failed(i, e)  # raises ConfigurationError when the run must stop
                 return
+            if self.transcripts is not None and isinstance(ans, Answer) and ans.usage is not None:
+                ans = ans._replace(usage={**ans.usage, **self.transcripts.usage(reqs[i])})
             self.breaker.succeeded()
             log.answered(i, keys[i], ans)
             held.flush()

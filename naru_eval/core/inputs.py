@@ -8,12 +8,15 @@ frozen value holding what its sampler needs:
 - ``frames``: :class:`FramesInput`, the frame sampling (:class:`naru_eval.core.budgets.Sampling`,
   the one sampler ``naru_eval.media.sampler`` and its cache key ``naru_eval.media.frame_cache``)
   and how the frames reach the model: one video, separate images, or a file the server samples;
-- ``audio``: :class:`AudioInput`, the video's audio track (today only as a provider takes it
-  natively with the uploaded video: Gemini).
+- ``audio``: :class:`AudioInput`, the video's audio track (as a provider takes it natively with
+  the uploaded video, Gemini, or as the omni families' audio samples);
+- ``transcript``: :class:`naru_eval.core.transcripts.TranscriptInput`, the video's transcript as
+  text (its source, layout and control).
 
 The run's input mode (``naru_eval.core.provenance``, recorded in every sample payload) is
 derived from the plan, :attr:`InputPlan.mode`: each field's part in field order, joined by
-``+`` (``video``, ``images``, ``server-sampled``, ``video+audio``), ``text`` when there is
+``+`` (``video``, ``images``, ``server-sampled``, ``video+audio``, ``video+transcript``,
+``transcript``, ``video+audio+transcript``), ``text`` when there is
 nothing but the prompt. A new input (a transcript, audio samples for an omni model) is a new
 field here with its own part, its own sampler in ``media/`` and its own cache key; the mode, its
 validation and the provenance follow from the field (docs/extending.md, "Add an input").
@@ -25,6 +28,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar, Literal, get_args, get_type_hints
 
 from naru_eval.core.budgets import Sampling
+from naru_eval.core.transcripts import TranscriptInput
 
 #: how the frames reach the model: one video input (our frames, in order, with their timing),
 #: separate images, or a file the server samples itself
@@ -97,6 +101,7 @@ class InputPlan:
 
     frames: FramesInput | None = None
     audio: AudioInput | None = None
+    transcript: TranscriptInput | None = None
 
     @property
     def mode(self) -> str:
@@ -110,7 +115,8 @@ class InputPlan:
 
     @property
     def kinds(self) -> tuple[str, ...]:
-        """The names of the inputs given (``frames``, ``audio``): what a family declares it takes."""
+        """The names of the inputs given (``frames``, ``audio``, ``transcript``): what a family
+        declares it takes."""
         return tuple(f.name for f in fields(self) if getattr(self, f.name) is not None)
 
 
@@ -121,7 +127,7 @@ TEXT = InputPlan()
 INPUT_KINDS: tuple[str, ...] = tuple(f.name for f in fields(InputPlan))
 
 
-def _part_types() -> list[type[InputPart]]:
+def _part_types() -> list[type[InputPart] | type[TranscriptInput]]:
     """The class of each field of :class:`InputPlan`, in field order (read off its annotations)."""
     hints = get_type_hints(InputPlan)
     return [next(t for t in get_args(hints[f.name]) if t is not type(None)) for f in fields(InputPlan)]

@@ -42,6 +42,9 @@ class Provenance:
     #: audio plan's record, ``full|windows <window>: <seconds> s, <tokens> tokens, <coverage>% of
     #: the video`` (:func:`audio_summary`); None without audio
     audio: str | None = None
+    #: the transcript this question's video was given (``transcript=``): its source, fingerprint,
+    #: layout, the cues kept and what the budget cut (``naru_eval.adapters.transcript.summary``)
+    transcript: str | None = None
 
 
 #: the provenance fields a sample payload carries

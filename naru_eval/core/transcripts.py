@@ -108,6 +108,27 @@ def load_transcript(
     return Transcript.read(found) if found is not None else None
 
 
+def transcript_or_problem(
+    source: TranscriptSource, video_id: str, video_path: str | os.PathLike[str] | None, asr_model: str | None = None
+) -> Transcript | str:
+    """The transcript of one video, or why it has none (no file, no ASR entry, a parse error):
+    the one check of ``naru-eval validate-data --transcript`` and of a run's preflight."""
+    from naru_eval.media import asr_cache
+
+    try:
+        t = load_transcript(source, video_id, video_path, lambda v: asr_cache.find(v, asr_model))
+    except (TranscriptError, ValueError) as e:
+        return str(e)
+    if t is not None:
+        return t
+    where = {
+        "dir": f"no {video_id}.{{srt,vtt,ass,ssa}} in {source.directory}",
+        "asr": f"no ASR transcript of {asr_model or asr_cache.DEFAULT_ASR_MODEL} in {asr_cache.cache_root()} "
+        "(run `naru-eval transcribe`)",
+    }.get(source.kind, "no transcript")
+    return f"lacks a transcript: {where}"
+
+
 @dataclass(frozen=True)
 class TranscriptInput:
     """The transcript part of a request's inputs: where the transcripts come from, how they are

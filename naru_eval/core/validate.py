@@ -19,9 +19,8 @@ from naru_eval.core.data import (
     load_dataset_from_env,
     load_local,
 )
-from naru_eval.core.transcripts import TranscriptSource, load_transcript
+from naru_eval.core.transcripts import TranscriptSource, transcript_or_problem
 from naru_eval.media.audio import AudioInfo, probe_audio
-from naru_eval.media.transcript import TranscriptError
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
 
@@ -150,8 +149,6 @@ def check_transcripts(
 ) -> tuple[dict[str, int], list[str]]:
     """Each distinct video's transcript from ``source``: (video id -> cue count, one problem per
     video that lacks one or whose transcript does not parse)."""
-    from naru_eval.media import asr_cache
-
     videos: dict[str, tuple[Path | None, list[str]]] = {}
     for q in dataset.questions:
         path, qids = videos.setdefault(q.video_id, (dataset.video_file(q), []))
@@ -159,18 +156,8 @@ def check_transcripts(
 
     def one(item: tuple[str, tuple[Path | None, list[str]]]) -> tuple[str, int | str]:
         vid, (path, _) = item
-        try:
-            t = load_transcript(source, vid, path, lambda v: asr_cache.find(v, asr_model))
-        except (TranscriptError, ValueError) as e:
-            return vid, str(e)
-        if t is None:
-            where = {
-                "dir": f"no {vid}.{{srt,vtt,ass,ssa}} in {source.directory}",
-                "asr": f"no ASR transcript of {asr_model or asr_cache.DEFAULT_ASR_MODEL} in {asr_cache.cache_root()} "
-                "(run `naru-eval transcribe`)",
-            }.get(source.kind, "no transcript")
-            return vid, f"lacks a transcript: {where}"
-        return vid, len(t.cues)
+        t = transcript_or_problem(source, vid, path, asr_model)
+        return vid, t if isinstance(t, str) else len(t.cues)
 
     counts: dict[str, int] = {}
     problems: list[str] = []

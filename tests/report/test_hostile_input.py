@@ -531,3 +531,19 @@ def test_an_unreadable_results_file_is_named_once_and_skipped(tmp_path):
     assert lb.data["entries"] == [] and lb.data["unverified"] == []
     (w,) = lb.warnings
     assert "20260101_000000_results.json: unreadable results file" in w and w.endswith("; skipped")
+
+
+@pytest.mark.parametrize("mode_b", ["video+transcript", "transcript", "video+audio+transcript"])
+def test_frames_against_frames_and_transcript_is_paired_per_category(tmp_path, capsys, mode_b):
+    """The transcript modes are input modes like any other: a leaderboard column, and ``compare
+    --across-inputs`` pairs frames only against them per question and per category."""
+    qs = questions({c: 2 for c in CATEGORIES})
+    a = write_run(tmp_path / "a", qs, "fp0000", input_mode="video")
+    b = write_run(tmp_path / "b", qs, "fp0000", input_mode=mode_b, flip=3)
+    (e,) = build_leaderboard([tmp_path / "b"], reps=10).data["entries"]
+    assert e["input_mode"] == mode_b
+    args = ["compare", str(a), str(b), "--reps", "10", "--permutations", "10"]
+    assert main(args) == 2 and "--across-inputs" in capsys.readouterr().err
+    assert main([*args, "--across-inputs", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["tasks"]["naru_mcq"]
+    assert doc["input_modes"] == {"a": "video", "b": mode_b} and doc["paired_questions"] == len(qs)

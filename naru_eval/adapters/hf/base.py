@@ -55,7 +55,19 @@ from naru_eval.adapters.hf.prefix import PrefillStats, Prefix, ProcessorAhead, S
 from naru_eval.settings import parse_flag
 
 if TYPE_CHECKING:
+    from naru_eval.adapters.transcript import Rendered
     from naru_eval.media.sampler import SampledFrames
+
+
+def chunk_of(sampled: SampledFrames, r: range, group: int = 1) -> SampledFrames:
+    """The frames ``r`` of ``sampled`` (an interleaved transcript's chunk of the video). A last
+    chunk shorter than a ``group`` (a temporal patch) repeats its last frame to fill it, as the
+    processor pads the whole video's last patch (some refuse a video shorter than a patch)."""
+    take = list(r) + [r.stop - 1] * max(0, group - len(r))
+    return sampled._replace(
+        frames=sampled.frames[take], indices=sampled.indices[take], timestamps=sampled.timestamps[take]
+    )
+
 
 #: max_new_tokens when neither the model args nor the task's generation_kwargs give one
 DEFAULT_MAX_NEW_TOKENS = 16
@@ -179,6 +191,8 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         self.processor_waits: list[float] = []
         #: with decode_workers: run the processor for the next video ahead, in a thread
         self.processor_ahead = True
+        #: video -> its transcript as given (run_processor splits an interleaved video by it)
+        self._views: dict[str, Rendered] = {}
         self._ahead: ProcessorAhead | None = None
 
     @property
@@ -241,11 +255,12 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         return [{"type": "video"}]
 
     def messages(self, request: NaruRequest, with_video: bool = True) -> list[ChatMessage]:
-        """The chat: the media first (unless text-only), then the prompt text (and a system turn)."""
+        """The chat: the media and the transcript first (unless text-only), then the prompt text
+        (and a system turn)."""
         msgs: list[ChatMessage] = []
         if self.system_prompt:
             msgs.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
-        content: list[ChatMediaPart | TextPart] = [*self.chat_media(request)] if with_video else []
+        content: list[ChatMediaPart | TextPart] = self.media_and_transcript(request) if with_video else []
         content.append({"type": "text", "text": request.prompt})
         msgs.append({"role": "user", "content": content})
         return msgs
@@ -260,6 +275,77 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
                 **self.template_kwargs,
             )
         )
+
+    # -- the transcript (naru_eval.adapters.transcript) -----------------------------------------
+    def media_and_transcript(self, request: NaruRequest) -> list[ChatMediaPart | TextPart]:
+        """The chat's parts before the prompt: the media (:meth:`chat_media`), with the transcript
+        either between the video's chunks (``interleaved``: a video item per chunk, a text part
+        of cue lines between them) or after the media (``block``); the media alone without one."""
+        plan = self.plan_of(request)
+        media: list[ChatMediaPart | TextPart] = []
+        if plan.frames is not None or plan.audio is not None:
+            media = [*self.chat_media(request)]
+        view = self.transcript_view(request) if plan.transcript is not None else None
+        if view is None:
+            return media
+        if view.interleaved:
+            out: list[ChatMediaPart | TextPart] = []
+            for piece in view.pieces:
+                if isinstance(piece, str):
+                    out.append({"type": "text", "text": piece + "\n"})
+                else:
+                    out.extend(self.chat_media(request))  # one video item per chunk
+            return out
+        return [*media, {"type": "text", "text": view.block + "\n"}] if view.block else media
+
+    def transcript_view(self, request: NaruRequest) -> Rendered | None:
+        """The request's video's transcript as it is given (the same for all its questions),
+        fitted beside the frames in the model's context with its own tokenizer."""
+        if self.transcripts is None or request.video is None:
+            return None
+        sampled = self.sampled(request)
+        tok = self.processor.tokenizer
+
+        def count(text: str) -> int:
+            return len(tok(text, add_special_tokens=False)["input_ids"])
+
+        if sampled is None:
+            times, frame_tokens = None, (lambda n: 0)
+        else:
+            times = [float(t) for t in sampled.timestamps]
+            frame_tokens = lambda n: self.transcript_frame_tokens(sampled, n)  # noqa: E731
+        budget = self.context_tokens() - self.transcript_reserve()
+        view = self.render_transcript(request, times, count, frame_tokens, budget, group=self.interleave_group())
+        if view is not None and sampled is not None:
+            self._views[sampled.info.path] = view
+        return view
+
+    def context_tokens(self) -> int:
+        """The language model's context (its config's ``max_position_embeddings``)."""
+        config = self.model.config
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        return int(text.max_position_embeddings)
+
+    def transcript_reserve(self) -> int:
+        """Tokens the transcript's plan leaves for the prompt and the answer (and the reasoning)."""
+        return int(getattr(self.args, "transcript_reserve_tokens", 0)) + int(self.reasoning_max_new_tokens or 0)
+
+    def transcript_frame_tokens(self, sampled: SampledFrames, n: int) -> int:
+        """What ``n`` of the video's frames cost in the context: the family's declared tokens per
+        frame (``Family.budget``); a family that knows better from the frames' size overrides it."""
+        per = self.family.budget.tokens_per_frame if self.family.budget is not None else 0
+        return int(per) * int(n)
+
+    def interleave_group(self) -> int:
+        """How many frames one video token covers (text cannot go inside): 1."""
+        return 1
+
+    def chunks(self, sampled: SampledFrames) -> list[range] | None:
+        """The video's chunks when its transcript is interleaved (None: one video)."""
+        view = self._views.get(sampled.info.path) if self.transcripts is not None else None
+        if view is None or not view.interleaved:
+            return None
+        return [p for p in view.pieces if isinstance(p, range)]
 
     def video_input(self, sampled: SampledFrames) -> Any:
         """The frames as the processor takes them: the sampler's uint8 N x H x W x 3 array."""
@@ -296,18 +382,32 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
     def run_processor(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
         """The processor's inputs for the text and the video (``processor``: a copy of the
         adapter's, when called from the processor-ahead thread)."""
-        return (processor or self.processor)(
+        chunks = self.chunks(sampled)
+        g = self.interleave_group()
+        parts = [sampled] if chunks is None else [chunk_of(sampled, r, g) for r in chunks]
+        out = (processor or self.processor)(
             text=[text],
-            videos=[self.video_input(sampled)],
-            video_metadata=[self.video_metadata(sampled)],
+            videos=[self.video_input(p) for p in parts],
+            video_metadata=[self.video_metadata(p) for p in parts],
             return_tensors="pt",
             **self.processor_kwargs(),
         )
+        if chunks is not None and out.get("second_per_grid_ts") is not None:
+            # a chunk's metadata gives its own share of the frames; its temporal spacing is the
+            # whole video's (the frames-only run's second_per_grid_ts)
+            import torch
+
+            n = len(sampled.frames)
+            spg = out["second_per_grid_ts"]
+            fixed = [float(v) * len(p.indices) / n for v, p in zip(spg, parts, strict=True)]
+            out["second_per_grid_ts"] = torch.tensor(fixed, dtype=spg.dtype) if hasattr(spg, "dtype") else fixed
+        return out
 
     def build_inputs(self, request: NaruRequest, sampled: SampledFrames | None) -> Any:
         """The processor's inputs for the whole prompt (the per-question path)."""
-        text = self.chat_text(request, with_video=sampled is not None)
-        if sampled is None:  # blind tasks: the question alone
+        given = sampled is not None or (request.video is not None and self.plan_of(request).transcript is not None)
+        text = self.chat_text(request, with_video=given)
+        if sampled is None:  # blind tasks: the question alone; transcript only: it and the question
             return self.processor(text=[text], return_tensors="pt")
         return self.run_processor(text, sampled)
 

@@ -131,5 +131,24 @@ class QwenVideoModel(HFVideoModel):
             inputs.get("second_per_grid_ts"),
         )
 
+    #: the transcript goes between the video's temporal patches: the video is given as one
+    #: chunk per stretch between cues, each with its own frames' numbers (so Qwen3-VL's
+    #: ``<t seconds>`` are the frames-only run's) and Qwen2.5-VL's spacing per temporal patch
+    interleaves_transcript = True
+
+    def interleave_group(self) -> int:
+        """A temporal patch (2 frames) is one video token: text goes between patches."""
+        return int(getattr(self.processor.video_processor, "temporal_patch_size", 2))
+
+    def transcript_frame_tokens(self, sampled: Any, n: int) -> int:
+        """Qwen's merged patches: (h/28) x (w/28) per temporal patch of 2 frames at the frames' size."""
+        import math
+
+        h, w = (int(x) for x in sampled.frames.shape[1:3])
+        merge = int(getattr(self.model.config.vision_config, "spatial_merge_size", 2))
+        factor = self.patch_size * merge
+        per = max(1, round(h / factor)) * max(1, round(w / factor))
+        return per * math.ceil(int(n) / self.interleave_group())
+
     def family_processor_kwargs(self) -> ProcessorKwargs:
         return {"do_resize": False} if self.fps is not None else {}  # the frames have qwen-vl-utils' size

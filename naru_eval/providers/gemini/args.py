@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from naru_eval.adapters.args import ANSWERS, IN_SAMPLING, Flag, RunArgs
+from naru_eval.adapters.args import ANSWERS, IN_SAMPLING, Flag, RunArgs, TranscriptFields
 from naru_eval.api.retry import RetryArgs
 from naru_eval.api.urls import check_endpoint
 from naru_eval.core.budgets import Sampling
@@ -32,7 +32,7 @@ def check_base_url(url: str) -> str:
     return check_endpoint(url, key_env=KEY_ENV, query=False)
 
 
-class GeminiArgs(RetryArgs, RunArgs):
+class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
     """The Gemini adapter's ``--model_args`` (docs/gemini.md has the protocol behind each)."""
 
     key_env: ClassVar[tuple[str, ...]] = KEY_ENV

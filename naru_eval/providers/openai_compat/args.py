@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, SamplingArgs
+from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, SamplingArgs, TranscriptFields
 from naru_eval.api.retry import RetryArgs
 from naru_eval.api.urls import check_endpoint
 from naru_eval.providers.openai_compat.served import is_qwen_video_family
@@ -36,7 +36,7 @@ def check_server_url(url: str) -> str:
     return check_endpoint(url, key_env=KEY_ENV)
 
 
-class OpenAICompatArgs(RetryArgs, SamplingArgs, AudioFields):
+class OpenAICompatArgs(RetryArgs, TranscriptFields, SamplingArgs, AudioFields):
     """The OpenAI-compatible adapter's ``--model_args``; docs/openai_compat.md explains each."""
 
     audio: Flag = Field(

@@ -1,0 +1,155 @@
+"""Transcripts reach every adapter kind: the HF families (interleaved between the frames by time,
+or a block), the OpenAI-compatible server (through the loopback stub) and Gemini (its stub); the
+default ``transcript=none`` leaves the run key and the input mode as they were; a missing
+transcript stops the run before anything is computed, naming every video."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from naru_eval.adapters.args import ModelArgsError
+from naru_eval.core import provenance
+from naru_eval.core.transcripts import BLOCK_HEADER
+from naru_eval.media.subtitles import read_subtitle_file
+from naru_eval.settings import UserError
+from tests.helpers.families import make, request
+from tests.helpers.transcripts import check_interleaved
+
+SRT = (
+    "1\n00:00:00,100 --> 00:00:00,500\nはじめ\n\n"
+    "2\n00:00:02,000 --> 00:00:02,500\nまんなか\n\n"
+    "3\n00:00:03,050 --> 00:00:03,900\nつぎ\n\n"
+    "4\n00:00:05,900 --> 00:00:06,000\nおわり\n"
+)
+
+
+@pytest.fixture
+def subs(tmp_path) -> Path:
+    d = tmp_path / "subs"
+    d.mkdir()
+    (d / "v1.srt").write_text(SRT, encoding="utf-8")
+    return d
+
+
+def req(video, qid="q1", prompt=None):
+    r = request(video, qid=qid)._replace(doc={"question_id": qid, "video_id": "v1"})
+    return r._replace(prompt=prompt) if prompt else r
+
+
+def loaded(model_id, ckpt, **args):
+    a = make(model_id, ckpt, **args)
+    a.ensure_loaded()
+    return a
+
+
+@pytest.mark.parametrize("model_id", ["naru_qwen2_5_vl", "naru_qwen3_vl"])
+def test_hf_interleaved_every_cue_between_its_frames(model_id, tiny_checkpoint, indexed_video, subs):
+    ckpt = tiny_checkpoint(model_id)
+    a = loaded(model_id, ckpt, transcript=str(subs))
+    b = loaded(model_id, ckpt)
+    r = req(indexed_video)
+    a.transcripts.check([r])
+    sampled = a.sampled(r)
+    got = a.build_inputs(r, sampled)
+    want = b.build_inputs(r, b.sampled(r))
+    text = a.processor.tokenizer.decode(got["input_ids"][0])
+    grid = got["video_grid_thw"]
+    per_group = int(grid[0][1] * grid[0][2]) // 4
+    cues = read_subtitle_file(subs / "v1.srt").cues
+    slots = check_interleaved(text, cues, list(sampled.timestamps), 2, "<|video_pad|>", per_group)
+    assert slots == [0, 1, 2, 3]  # before the first frame, after patch 0, after patch 1 (3.0 s), after the last
+    # the frames themselves are the frames-only run's: the same pixels, patches and video tokens
+    assert got["pixel_values_videos"].equal(want["pixel_values_videos"])
+    assert int(grid[:, 0].sum()) == int(want["video_grid_thw"][0][0])
+    pad = a.processor.tokenizer.convert_tokens_to_ids("<|video_pad|>")
+    assert int((got["input_ids"] == pad).sum()) == int((want["input_ids"] == pad).sum())
+    if model_id == "naru_qwen3_vl":  # the timestamps written before each patch are the frames-only run's
+        stamps = re.findall(r"<[\d.]+ seconds>", text)
+        assert stamps == re.findall(r"<[\d.]+ seconds>", b.processor.tokenizer.decode(want["input_ids"][0]))
+    else:  # Qwen2.5-VL: each chunk keeps the whole video's seconds per temporal patch
+        assert got["second_per_grid_ts"].tolist() == [float(want["second_per_grid_ts"][0])] * len(grid)
+    # the prefix is byte-identical across the video's questions (the shared prefix hits)
+    other = req(indexed_video, "q2", "[C.1] Who speaks first?\nA. x\nB. y\nAnswer with the option's letter.")
+    split1, split2 = a.split_prompt(r), a.split_prompt(other)
+    assert split1 is not None and split2 is not None and split1[0] == split2[0]
+    assert "おわり" in split1[0]
+    ans = a.respond(r)
+    assert ans.usage["shared_prefix_tokens"] > 0
+    assert a.transcripts.usage(r)["transcript"]["cues"] == 4
+    assert a.inputs.mode == "video+transcript"
+    assert provenance.current("v1")["transcript"].startswith("file:v1.srt ")
+
+
+def test_hf_block_before_the_question_and_transcript_only(tiny_checkpoint, indexed_video, subs):
+    ckpt = tiny_checkpoint("naru_qwen2_5_vl")
+    a = loaded("naru_qwen2_5_vl", ckpt, transcript=str(subs), transcript_layout="block")
+    r = req(indexed_video)
+    a.transcripts.check([r])
+    text = a.chat_text(r)
+    assert (
+        text.index("<|video_pad|>") < text.index(BLOCK_HEADER) < text.index("[5.9–6.0] おわり") < text.index(r.prompt)
+    )
+    only = loaded("naru_qwen2_5_vl", ckpt, transcript=str(subs), video="false")
+    assert only.inputs.mode == "transcript"
+    only.transcripts.check([r])
+    inputs = only.build_inputs(r, only.sampled(r))
+    decoded = only.processor.tokenizer.decode(inputs["input_ids"][0])
+    assert "<|video_pad|>" not in decoded and "[0.1–0.5] はじめ" in decoded and r.prompt in decoded
+    assert only.respond(r).text is not None
+
+
+def test_budget_cuts_cues_and_says_so(tiny_checkpoint, indexed_video, subs):
+    a = loaded("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"), transcript=str(subs))
+    a.context_tokens = lambda: 2048 + 12 * 3 + 20  # the frames and a cue or two
+    r = req(indexed_video)
+    a.transcripts.check([r])
+    view = a.transcript_view(r)
+    record = view.record
+    assert 0 < record["cues"] < 4 and record["cut"].startswith("cut to fit")
+    assert record["cut"] in provenance.current("v1")["transcript"]
+
+
+def test_missing_transcripts_stop_the_run_naming_every_video(tiny_checkpoint, indexed_video, subs):
+    a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"), transcript=str(subs))
+    reqs = [req(indexed_video)] + [
+        request(indexed_video, qid=f"x{i}")._replace(doc={"question_id": f"x{i}", "video_id": f"w{i}"})
+        for i in range(2)
+    ]
+    with pytest.raises(UserError) as e:
+        a.transcripts.check(reqs)
+    assert "2 of the run's 3 videos" in str(e.value) and "'w0'" in str(e.value) and "'w1'" in str(e.value)
+
+
+def test_args_are_checked_before_anything(tiny_checkpoint, subs, tmp_path):
+    ckpt = tiny_checkpoint("naru_qwen2_5_vl")
+    with pytest.raises(ModelArgsError, match="transcript='/no/such'"):
+        make("naru_qwen2_5_vl", ckpt, transcript="/no/such")
+    with pytest.raises(ModelArgsError, match="transcript_layout='zigzag'"):
+        make("naru_qwen2_5_vl", ckpt, transcript=str(subs), transcript_layout="zigzag")
+    with pytest.raises(ModelArgsError, match="transcript_source need transcript="):
+        make("naru_qwen2_5_vl", ckpt, transcript_source="other")
+    with pytest.raises(UserError, match="video=false with nothing else"):
+        make("naru_qwen2_5_vl", ckpt, video="false")
+
+
+def test_a_family_that_cannot_interleave_refuses_it(tiny_checkpoint, subs, monkeypatch):
+    from tests.helpers.families import processors_without_checkpoint
+
+    processors_without_checkpoint(monkeypatch)
+    with pytest.raises(UserError, match="transcript_layout=interleaved is not available"):
+        make("naru_internvl3_5", tiny_checkpoint("naru_internvl3_5"), transcript=str(subs))
+    ok = make("naru_internvl3_5", tiny_checkpoint("naru_internvl3_5"), transcript=str(subs), transcript_layout="block")
+    assert ok.inputs.mode == "video+transcript"
+
+
+def test_none_leaves_the_run_key_and_a_transcript_changes_it(tiny_checkpoint, subs):
+    ckpt = tiny_checkpoint("naru_qwen2_5_vl")
+    plain, given = make("naru_qwen2_5_vl", ckpt), make("naru_qwen2_5_vl", ckpt, transcript=str(subs))
+    assert "transcript" not in plain.describe() and plain.args.variant() == "" and plain.inputs.mode == "video"
+    assert given.describe()["transcript"]["layout"] == "interleaved"
+    assert given.args.variant().startswith("transcript=")
+    control = make("naru_qwen2_5_vl", ckpt, transcript=str(subs), transcript_source="other")
+    assert control.describe()["transcript"]["control"] is True
