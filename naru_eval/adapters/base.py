@@ -426,6 +426,9 @@ class NaruModel(lmms):
         log = AnswerLog(self.store)
         plan = RequestPlan.of(keys, log.stored)
         self.reused += plan.reused
+        store = self.store
+        if self.transcripts is not None and store is not None and plan.reused_answers:
+            self.transcripts.recall([(reqs[i], store.get(*keys[i])) for i in plan.reused_answers])
         log.register_runs({k[0] for k in keys}, self.describe())
         if self.reused:
             logger.info(f"naru: {self.reused} answer(s) reused from {log.where}")

@@ -221,6 +221,18 @@ class TranscriptFeed:
             provenance.record_video(str(vid), transcript=summary(record))
         return rendered
 
+    def recall(self, reused: Sequence[tuple[NaruRequest, Any]]) -> None:
+        """What the answers reused from the response store were given, for their payloads'
+        ``transcript`` (an answer reused is not asked again, so its record comes from the store).
+        ``reused``: each reused request with its stored response."""
+        done: set[str] = set()
+        for request, hit in reused:
+            vid = str(request.doc.get("video_id") or "")
+            record = (getattr(hit, "usage", None) or {}).get("transcript")
+            if vid and vid not in done and getattr(hit, "status", None) == "ok" and isinstance(record, Mapping):
+                provenance.record_video(vid, transcript=summary(record))
+                done.add(vid)
+
     def usage(self, request: NaruRequest) -> dict[str, Any]:
         """What ``request``'s answer was given of the transcript (its usage's ``transcript``)."""
         with self._lock:

@@ -90,6 +90,21 @@ def test_openai_frames_interleaved_between_the_image_parts(tmp_path, docs, subs)
     assert "3/3 cues" in provenance.current(asked[0]["video_id"])["transcript"]
 
 
+def test_answers_reused_from_the_store_still_say_what_transcript_they_were_given(tmp_path, docs, subs):
+    asked = one_video(docs, 2)
+    vid = asked[0]["video_id"]
+    with OpenAIStub(models=("stub",)) as stub:
+        first = openai_model(stub, tmp_path, asked, num_frames=4, video_mode="frames", transcript=str(subs))
+        first.generate_until(lmms_instances(asked, TASK, SPLIT))
+        given = provenance.current(vid)["transcript"]
+        provenance.clear()  # a new process resuming the run
+        again = openai_model(stub, tmp_path, asked, num_frames=4, video_mode="frames", transcript=str(subs))
+        again.generate_until(lmms_instances(asked, TASK, SPLIT))
+        assert len(stub.chat_requests()) == 2  # nothing asked again
+    assert again.reused == 2
+    assert provenance.current(vid)["transcript"] == given
+
+
 def test_openai_video_mode_refuses_interleaved_and_takes_block(tmp_path, docs, subs):
     with pytest.raises(UserError, match="transcript_layout=interleaved is not available"):
         OpenAICompat(model="Qwen/Qwen2.5-VL-7B-Instruct", base_url="http://127.0.0.1:1/v1", transcript=str(subs))
