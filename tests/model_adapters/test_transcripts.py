@@ -135,14 +135,69 @@ def test_args_are_checked_before_anything(tiny_checkpoint, subs, tmp_path):
         make("naru_qwen2_5_vl", ckpt, video="false")
 
 
-def test_a_family_that_cannot_interleave_refuses_it(tiny_checkpoint, subs, monkeypatch):
-    from tests.helpers.families import processors_without_checkpoint
+def test_internvl_interleaved_every_cue_between_its_frame_lines(tiny_checkpoint, indexed_video, subs):
+    ckpt = tiny_checkpoint("naru_internvl3_5")
+    a = loaded("naru_internvl3_5", ckpt, transcript=str(subs))
+    b = loaded("naru_internvl3_5", ckpt)
+    r = req(indexed_video)
+    a.transcripts.check([r])
+    sampled = a.sampled(r)
+    got = a.build_inputs(r, sampled)
+    want = b.build_inputs(r, b.sampled(r))
+    tok = a.processor.tokenizer
+    text, plain = tok.decode(got["input_ids"][0]), tok.decode(want["input_ids"][0])
+    cues = read_subtitle_file(subs / "v1.srt").cues
+    per_frame = a.processor.image_seq_length
+    slots = check_interleaved(text, cues, list(sampled.timestamps), 1, "<IMG_CONTEXT>", per_frame)
+    times = [float(t) for t in sampled.timestamps]
+    # each cue after the last frame at or before its start (none before the first frame or after the last dropped)
+    assert slots == [sum(t <= c.start for t in times) for c in sorted(cues)]
+    assert slots[0] == 0 and slots[-1] == len(times)
+    for line in ("[0.1–0.5] はじめ", "[5.9–6.0] おわり"):
+        assert f"\n{line}\n" in text  # a line of its own
+    # the frames are the frames-only run's: the same pixels, count, image tokens and labels
+    assert got["pixel_values"].equal(want["pixel_values"])
+    assert got["pixel_values"].shape[0] == len(sampled.frames)
+    ctx = a.processor.image_token_id
+    assert int((got["input_ids"] == ctx).sum()) == int((want["input_ids"] == ctx).sum())
+    labels = re.findall(r"Frame\d+: ", text)
+    assert labels == re.findall(r"Frame\d+: ", plain) == [f"Frame{i + 1}: " for i in range(len(sampled.frames))]
+    # without its cue lines the prompt is the frames-only run's
+    bare = re.sub(r"\[\d+\.\d–\d+\.\d\] [^\n]*\n", "", text)
+    assert bare == plain
+    # the frames' budget is the processor's own expansion, counted with its tokenizer
+    n = len(sampled.frames)
+    assert a.transcript_frame_tokens(sampled, n) == int((want["input_ids"] != -1).sum()) - len(
+        tok(b.chat_text(r).replace("<video>", ""), add_special_tokens=False)["input_ids"]
+    )
+    # the prefix is byte-identical across the video's questions (the shared prefix hits)
+    other = req(indexed_video, "q2", "[C.1] Who speaks first?\nA. x\nB. y\nAnswer with the option's letter.")
+    split1, split2 = a.split_prompt(r), a.split_prompt(other)
+    assert split1 is not None and split2 is not None and split1[0] == split2[0]
+    first = a.run_processor(split1[0], sampled)
+    second = a.run_processor(split2[0], a.sampled(other))
+    assert first["input_ids"].equal(second["input_ids"]) and "おわり" in tok.decode(first["input_ids"][0])
+    ans = a.respond(r)
+    assert ans.usage["shared_prefix_tokens"] > 0
+    assert a.transcripts.usage(r)["transcript"]["layout"] == "interleaved"
+    assert a.transcripts.usage(r)["transcript"]["cues"] == 4
 
-    processors_without_checkpoint(monkeypatch)
+
+def test_internvl_block_after_the_frames(tiny_checkpoint, indexed_video, subs):
+    ckpt = tiny_checkpoint("naru_internvl3_5")
+    a = loaded("naru_internvl3_5", ckpt, transcript=str(subs), transcript_layout="block")
+    r = req(indexed_video)
+    a.transcripts.check([r])
+    text = a.processor.tokenizer.decode(a.build_inputs(r, a.sampled(r))["input_ids"][0])
+    assert text.rindex("</img>") < text.index(BLOCK_HEADER) < text.index("[5.9–6.0] おわり") < text.index(r.prompt)
+
+
+def test_a_family_that_cannot_interleave_refuses_it(tiny_checkpoint, subs):
+    ckpt = tiny_checkpoint("naru_qwen2_5_omni")
     with pytest.raises(UserError, match="transcript_layout=interleaved is not available"):
-        make("naru_internvl3_5", tiny_checkpoint("naru_internvl3_5"), transcript=str(subs))
-    ok = make("naru_internvl3_5", tiny_checkpoint("naru_internvl3_5"), transcript=str(subs), transcript_layout="block")
-    assert ok.inputs.mode == "video+transcript"
+        make("naru_qwen2_5_omni", ckpt, transcript=str(subs))
+    ok = make("naru_qwen2_5_omni", ckpt, transcript=str(subs), transcript_layout="block")
+    assert ok.inputs.mode.endswith("+transcript")
 
 
 def test_none_leaves_the_run_key_and_a_transcript_changes_it(tiny_checkpoint, subs):

@@ -340,12 +340,15 @@ class HFVideoModel(SharedPrefixMixin, HFCheckpointModel):
         """How many frames one video token covers (text cannot go inside): 1."""
         return 1
 
+    def interleaved_view(self, sampled: SampledFrames) -> Rendered | None:
+        """The video's transcript as given, when it goes between the frames (None otherwise)."""
+        view = self._views.get(sampled.info.path) if self.transcripts is not None else None
+        return view if view is not None and view.interleaved else None
+
     def chunks(self, sampled: SampledFrames) -> list[range] | None:
         """The video's chunks when its transcript is interleaved (None: one video)."""
-        view = self._views.get(sampled.info.path) if self.transcripts is not None else None
-        if view is None or not view.interleaved:
-            return None
-        return [p for p in view.pieces if isinstance(p, range)]
+        view = self.interleaved_view(sampled)
+        return None if view is None else [p for p in view.pieces if isinstance(p, range)]
 
     def video_input(self, sampled: SampledFrames) -> Any:
         """The frames as the processor takes them: the sampler's uint8 N x H x W x 3 array."""
