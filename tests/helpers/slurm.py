@@ -6,7 +6,7 @@ files), ``slurmctld`` and ``slurmd`` (``-D``, in the foreground), every path in 
 folder and the ports free ones, so nothing of the machine's own configuration is read or
 changed. :meth:`SlurmCluster.stop` cancels the cluster's jobs first, waits for them to leave,
 then stops exactly the processes it started, by their PIDs (SIGTERM, then SIGKILL), and nothing
-else. Facts: /work/shared/notes/slurm-one-node.md (about 1.4 s to idle, 3.5 s to stop).
+else. Facts: ../shared/notes/slurm-one-node.md (beside the repository); its timings: docs/performance.md.
 
     reason = unavailable()            # None, or why the cluster cannot run here (a skip reason)
     with SlurmCluster.start(tmp) as cluster:
