@@ -16,13 +16,13 @@ import hashlib
 import json
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
 from naru_eval.media.audio import CONVERSION, SAMPLE_RATE, SampledAudio, normalise_windows, sample_audio
+from naru_eval.media.entries import MemoryLRU, NpzFolder
 from naru_eval.media.fingerprint import content_fingerprint
 from naru_eval.settings import settings
 
@@ -70,11 +70,10 @@ class AudioCache:
     """``get(path, windows)`` returns what ``sample_audio`` returns, decoding once."""
 
     def __init__(self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None) -> None:
-        self.max_bytes = max_bytes
         env_dir = settings().frame_cache
         self.disk_dir = Path(disk_dir) if disk_dir else (Path(env_dir) / "audio" if env_dir else None)
-        self._items: OrderedDict[str, SampledAudio] = OrderedDict()
-        self._bytes = 0
+        self._memory: MemoryLRU[SampledAudio] = MemoryLRU(max_bytes, lambda a: a.samples.nbytes)
+        self._disk = NpzFolder(self.disk_dir)
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self.stats = AudioCacheStats()
@@ -93,11 +92,10 @@ class AudioCache:
 
         params = audio_params(windows, rate, stream)
         key = self.key(path, params)
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.stats.memory_hits += 1
-                return self._items[key]
+        held = self._memory.get(key)
+        if held is not None:
+            self.stats.memory_hits += 1
+            return held
         start = time.perf_counter()
         try:
             return self._fetch(key, params, path)
@@ -109,9 +107,9 @@ class AudioCache:
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:
-            with self._lock:
-                if key in self._items:
-                    return self._items[key]
+            held = self._memory.get(key)
+            if held is not None:
+                return held
             sampled = self._load_disk(key, params, str(path))
             if sampled is not None:
                 self.stats.disk_hits += 1
@@ -119,28 +117,14 @@ class AudioCache:
                 sampled = sample_audio(path, params["windows"], rate=params["rate"], stream=params["stream"])
                 self.stats.decodes += 1
                 self._save_disk(key, sampled)
-            self._remember(key, sampled)
+            self._memory.put(key, sampled)
             return sampled
-
-    def _remember(self, key: str, sampled: SampledAudio) -> None:
-        size = sampled.samples.nbytes
-        with self._lock:
-            if size > self.max_bytes:
-                return
-            self._items[key] = sampled
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.samples.nbytes
-
-    def _disk_path(self, key: str) -> Path | None:
-        return self.disk_dir / key[:2] / f"{key}.npz" if self.disk_dir else None
 
     def _load_disk(self, key: str, params: AudioParams, path: str) -> SampledAudio | None:
         import numpy as np
 
-        file = self._disk_path(key)
-        if file is None or not file.exists():
+        file = self._disk.path(key)
+        if file is None or not file.is_file():
             return None
         try:
             with np.load(file, allow_pickle=False) as z:
@@ -174,9 +158,6 @@ class AudioCache:
     def _save_disk(self, key: str, s: SampledAudio) -> None:
         import numpy as np
 
-        file = self._disk_path(key)
-        if file is None:
-            return
         meta = {
             "key": key,
             "rate": s.rate,
@@ -187,13 +168,7 @@ class AudioCache:
             "track_start_s": s.track_start_s,
             "track_end_s": s.track_end_s,
         }
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = file.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
-            np.savez(tmp, samples=s.samples, meta=np.array(json.dumps(meta)))
-            os.replace(tmp, file)
-        except OSError:
-            pass  # a read-only cache directory costs a decode next time, nothing else
+        self._disk.save(key, samples=s.samples, meta=np.array(json.dumps(meta)))
 
 
 _DEFAULT: AudioCache | None = None

@@ -11,20 +11,18 @@ them (``<dir>/index/``, same identity key).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from naru_eval.media.index import unwritable
+from naru_eval.media.entries import MemoryLRU, NpzFolder
 from naru_eval.media.pixels import CONVERSION
 from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, uniform_indices
 from naru_eval.media.sampler import SampledFrames, sample_frames
@@ -121,17 +119,15 @@ class FrameCache:
     """``get(path, num_frames=…)`` returns the same frames as ``sample_frames``, decoding once."""
 
     def __init__(self, max_bytes: int = 2 << 30, disk_dir: str | os.PathLike[str] | None = None) -> None:
-        self.max_bytes = max_bytes
         env_dir = settings().frame_cache
         self.disk_dir = Path(disk_dir) if disk_dir else (Path(env_dir) if env_dir else None)
-        self._items: OrderedDict[str, SampledFrames] = OrderedDict()
-        self._bytes = 0
+        self._memory: MemoryLRU[SampledFrames] = MemoryLRU(max_bytes, lambda s: s.frames.nbytes)
+        self._disk = NpzFolder(self.disk_dir)
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         #: key -> frames being decoded ahead, and who to tell when get() takes them
         self._pending: dict[str, tuple[Future[SampledFrames], Callable[[str], None]]] = {}
         self.stats = FrameCacheStats()
-        self._unwritable = False  # the disk directory refused a write: entries are not kept there
 
     def expect(self, key: str, future: Future[SampledFrames], taken: Callable[[str], None]) -> None:
         """Register frames a prefetcher is decoding: the next ``get`` of ``key`` takes them
@@ -146,11 +142,7 @@ class FrameCache:
 
     def has(self, key: str) -> bool:
         """Whether ``key`` is in memory or on disk (a prefetcher skips those)."""
-        with self._lock:
-            if key in self._items:
-                return True
-        path = self._disk_path(key)
-        return path is not None and path.exists()
+        return key in self._memory or self._disk.has(key)
 
     def get(
         self,
@@ -169,11 +161,11 @@ class FrameCache:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         # One decode per key even when several threads ask for the same video at once.
         with key_lock:
+            held = self._memory.get(key)
+            if held is not None:
+                self.stats.memory_hits += 1
+                return held
             with self._lock:
-                if key in self._items:
-                    self._items.move_to_end(key)
-                    self.stats.memory_hits += 1
-                    return self._items[key]
                 pending = self._pending.pop(key, None)
             start = time.perf_counter()
             try:
@@ -188,7 +180,7 @@ class FrameCache:
                     self._save_disk(key, ident, sampled)
             finally:
                 self.stats.wait_s += time.perf_counter() - start
-            self._remember(key, sampled)
+            self._memory.put(key, sampled)
             return sampled
 
     def _take(
@@ -211,26 +203,12 @@ class FrameCache:
         self._save_disk(key, ident, sampled)
         return sampled
 
-    def _remember(self, key: str, sampled: SampledFrames) -> None:
-        size = sampled.frames.nbytes
-        with self._lock:
-            if size > self.max_bytes:
-                return
-            self._items[key] = sampled
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.frames.nbytes
-
-    def _disk_path(self, key: str) -> Path | None:
-        return self.disk_dir / key[:2] / f"{key}.npz" if self.disk_dir else None
-
     def _load_disk(self, key: str, ident: str, params: SamplingParams) -> SampledFrames | None:
         """The entry under ``key``, if it is what the key claims (file, parameters, conversion)
         and its frames are what those parameters give; else a miss."""
         import numpy as np
 
-        path = self._disk_path(key)
+        path = self._disk.path(key)
         if path is None or not path.is_file():
             return None
         try:
@@ -248,30 +226,17 @@ class FrameCache:
         return sampled if consistent(params, sampled) else None
 
     def _save_disk(self, key: str, ident: str, s: SampledFrames) -> None:
-        """Write the entry atomically; a directory that cannot be written is skipped (one warning)."""
+        """Write the entry (atomically; a folder that cannot be written is skipped, one warning)."""
         import numpy as np
 
-        path = self._disk_path(key)
-        if path is None or self._unwritable:
-            return
-        tmp = path.with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}.npz")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(
-                tmp,
-                frames=s.frames,
-                indices=s.indices,
-                timestamps=s.timestamps,
-                info=np.array(json.dumps(s.info._asdict())),
-                identity=np.array(ident),
-            )
-            os.replace(tmp, path)
-        except OSError as e:
-            self._unwritable = True
-            assert self.disk_dir is not None
-            unwritable(self.disk_dir, e)
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+        self._disk.save(
+            key,
+            frames=s.frames,
+            indices=s.indices,
+            timestamps=s.timestamps,
+            info=np.array(json.dumps(s.info._asdict())),
+            identity=np.array(ident),
+        )
 
 
 _DEFAULT: FrameCache | None = None

@@ -178,8 +178,8 @@ def test_a_disk_entry_that_is_not_what_it_claims_is_a_miss(files, tmp_path):
     cache = AudioCache(disk_dir=tmp_path / "audio")
     cache.get(path, [(1.0, 2.0)])
     key = cache.key(path, audio_params([(1.0, 2.0)]))
-    entry = cache._disk_path(key)
-    other = cache._disk_path(cache.key(path, audio_params([(2.0, 3.0)])))
+    entry = cache._disk.path(key)
+    other = cache._disk.path(cache.key(path, audio_params([(2.0, 3.0)])))
     other.parent.mkdir(parents=True, exist_ok=True)
     other.write_bytes(entry.read_bytes())  # an entry under the wrong name
     fresh = AudioCache(disk_dir=tmp_path / "audio")
