@@ -59,6 +59,14 @@ def check_videos(dataset: Dataset, workers: int = 8) -> tuple[dict[str, VideoInf
     return infos, problems
 
 
+def _path_problem(who: list[tuple[str, str]], problem: str) -> str:
+    """One problem of one video file, naming its video id(s) and a question that uses it
+    (``who``: each (video_id, question_id) on that path)."""
+    vids = sorted({v for v, _ in who})
+    others = f" (and {len(vids) - 1} other id(s))" if len(vids) > 1 else ""
+    return f"video {vids[0]!r}{others} ({len(who)} question(s), e.g. {who[0][1]!r}): {problem}"
+
+
 def _probe_paths(dataset: Dataset, workers: int) -> tuple[dict[str, VideoInfo], dict[str, VideoInfo], list[str]]:
     paths: dict[str, Path | None] = {}
     users: dict[str, list[tuple[str, str]]] = {}  # path key -> (video_id, question_id)
@@ -101,11 +109,7 @@ def _probe_paths(dataset: Dataset, workers: int) -> tuple[dict[str, VideoInfo], 
                 for vid, _ in who:
                     by_video.setdefault(vid, result)
             else:
-                vids = sorted({v for v, _ in who})
-                problems.append(
-                    f"video {vids[0]!r}{f' (and {len(vids) - 1} other id(s))' if len(vids) > 1 else ''} "
-                    f"({len(who)} question(s), e.g. {who[0][1]!r}): {result}"
-                )
+                problems.append(_path_problem(who, result))
     return by_video, by_path, problems
 
 
@@ -136,11 +140,7 @@ def check_audio(
                 for vid, _ in who:
                     tracks.setdefault(vid, result)
             else:
-                vids = sorted({v for v, _ in who})
-                problems.append(
-                    f"video {vids[0]!r}{f' (and {len(vids) - 1} other id(s))' if len(vids) > 1 else ''} "
-                    f"({len(who)} question(s), e.g. {who[0][1]!r}): {result}"
-                )
+                problems.append(_path_problem(who, result))
     return tracks, problems
 
 
