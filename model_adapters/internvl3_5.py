@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 from naru_eval.adapters.args import HFArgs
 from naru_eval.adapters.base import NaruRequest
-from naru_eval.adapters.chat import TextPart
-from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.hf.base import ChatMediaPart, HFVideoModel
+from naru_eval.adapters.family import PROCESSOR, Family, Official
+from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.builder import ChatPart, InputBuilder
 from naru_eval.adapters.hf.positions import SEQUENTIAL
 from naru_eval.core.budgets import FrameBudget, Sampling
 
 if TYPE_CHECKING:
-    from naru_eval.media.frame_cache import SamplingParams
     from naru_eval.media.sampler import SampledFrames
+    from naru_eval.media.video import VideoInfo
 
 
 def with_cues(processor: Any, pieces: tuple[str | range, ...]) -> Any:
@@ -58,6 +58,48 @@ def with_cues(processor: Any, pieces: tuple[str | range, ...]) -> Any:
     return out
 
 
+class InternVLInputs(InputBuilder):
+    """The frames at the processor's tile; an interleaved transcript between its ``FrameN:`` lines."""
+
+    resize = "uint8"  # the video processor's arithmetic: torchvision v2 on uint8
+    #: the transcript goes between the frames' lines (one frame each), inside the one video item
+    interleaves_transcript = True
+
+    def media_and_transcript(self, request: NaruRequest) -> list[ChatPart]:
+        """The one video item; an interleaved transcript goes inside its expansion
+        (:meth:`processor_inputs`), a block after it."""
+        plan = self.adapter.plan_of(request)
+        view = self.transcript_view(request) if plan.transcript is not None else None
+        if view is not None and view.interleaved:
+            return [*self.media(request)]
+        return super().media_and_transcript(request)
+
+    def chunks(self, sampled: SampledFrames) -> list[range] | None:
+        """Always one video: the processor takes no videos of unequal length."""
+        return None
+
+    def processor_inputs(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
+        """The frames-only run's processor call; with an interleaved transcript its expansion of
+        the video has the cue lines between the frames' lines (:func:`with_cues`)."""
+        view = self.interleaved_view(sampled)
+        if view is not None:
+            processor = with_cues(processor or self.processor, view.pieces)
+        return super().processor_inputs(text, sampled, processor)
+
+    def frame_tokens(self, sampled: SampledFrames, n: int) -> int:
+        """What ``n`` frames cost as the processor writes them: its own ``FrameN: <img>…</img>``
+        lines (the image tokens, the labels, the newlines), counted with its tokenizer."""
+        proc = self.processor
+        lines = proc.replace_video_token({"pixel_values_videos": [sampled.frames[:n]]}, 0)
+        return len(proc.tokenizer(lines, add_special_tokens=False)["input_ids"])
+
+    def processor_size(self, info: VideoInfo) -> tuple[int, int]:
+        """The video processor's own size (one tile per frame: 448x448 for the published
+        checkpoints), resized with its arithmetic (``resize="uint8"``), so it leaves them as they are."""
+        size = self.checkpoint.ensure_processor().video_processor.size
+        return int(size["height"]), int(size["width"])
+
+
 class InternVL3_5(HFVideoModel):
     """InternVL3.5 (the ``-HF`` checkpoints, e.g. ``OpenGVLab/InternVL3_5-8B-HF``)."""
 
@@ -78,50 +120,6 @@ class InternVL3_5(HFVideoModel):
         ),
         checkpoints={"internvl": "InternVLForConditionalGeneration"},
         positions=SEQUENTIAL,
+        frames=PROCESSOR,
     )
-
-    #: the transcript goes between the frames' lines (one frame each), inside the one video item
-    interleaves_transcript = True
-
-    def media_and_transcript(self, request: NaruRequest) -> list[ChatMediaPart | TextPart]:
-        """The one video item; an interleaved transcript goes inside its expansion
-        (:meth:`run_processor`), a block after it."""
-        plan = self.plan_of(request)
-        view = self.transcript_view(request) if plan.transcript is not None else None
-        if view is not None and view.interleaved:
-            return [*self.chat_media(request)]
-        return super().media_and_transcript(request)
-
-    def chunks(self, sampled: SampledFrames) -> list[range] | None:
-        """Always one video: the processor takes no videos of unequal length."""
-        return None
-
-    def run_processor(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
-        """The frames-only run's processor call; with an interleaved transcript its expansion of
-        the video has the cue lines between the frames' lines (:func:`with_cues`)."""
-        view = self.interleaved_view(sampled)
-        if view is not None:
-            processor = with_cues(processor or self.processor, view.pieces)
-        return super().run_processor(text, sampled, processor)
-
-    def transcript_frame_tokens(self, sampled: SampledFrames, n: int) -> int:
-        """What ``n`` frames cost as the processor writes them: its own ``FrameN: <img>…</img>``
-        lines (the image tokens, the labels, the newlines), counted with its tokenizer."""
-        proc = self.processor
-        lines = proc.replace_video_token({"pixel_values_videos": [sampled.frames[:n]]}, 0)
-        return len(proc.tokenizer(lines, add_special_tokens=False)["input_ids"])
-
-    def frame_params(self, video: str) -> SamplingParams:
-        """The frames at the video processor's own size (one tile per frame: 448x448 for the
-        published checkpoints), resized with its arithmetic, so it leaves them as they are."""
-        from naru_eval.media.frame_cache import sampling_params
-
-        size = self.ensure_processor().video_processor.size
-        s = self.sampling
-        return sampling_params(
-            num_frames=s.frames,
-            fps=s.fps,
-            max_frames=s.max_frames,
-            size=(int(size["height"]), int(size["width"])),
-            resize="uint8",
-        )
+    Inputs = InternVLInputs

@@ -34,9 +34,12 @@ from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, Flag
 from naru_eval.adapters.audio import AudioMixin, AudioOffArgs
-from naru_eval.adapters.base import Answer, NaruRequest
-from naru_eval.adapters.family import Family, Official
+from naru_eval.adapters.base import Answer, NaruModel, NaruRequest
+from naru_eval.adapters.family import CAP, Family, Official
 from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.builder import InputBuilder, cut_at_stops
+from naru_eval.adapters.hf.generator import Generator
+from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import SEQUENTIAL
 from naru_eval.core.budgets import FrameBudget, Sampling
 from naru_eval.media.audio_plan import MINICPM_O
@@ -80,6 +83,122 @@ class MiniCPMArgs(AudioOffArgs):
     trust_remote_code: Flag = Field(True, description="run the checkpoint's own code (MiniCPM-o needs it)")
 
 
+class MiniCPMInputs(InputBuilder):
+    """The frames as PIL images (with audio: the card's omni units), and the remote chat()'s settings."""
+
+    #: the remote chat() builds the prompt and runs generate itself: no cache to share
+    supports_shared_prefix = False
+    args: MiniCPMArgs
+
+    def __init__(self, adapter: NaruModel, checkpoint: Checkpoint) -> None:
+        super().__init__(adapter, checkpoint)
+        assert isinstance(adapter, AudioMixin), f"{type(adapter).__name__}: MiniCPM-o's adapter hears audio"
+        self.omni: AudioMixin = adapter
+
+    def description(self) -> dict[str, Any]:
+        a = self.args
+        return {
+            "max_slice_nums": a.max_slice_nums,
+            "use_image_id": a.use_image_id,
+            "native_decoding": a.native_decoding,
+            **self.omni.audio_description(),
+        }
+
+    def load_kwargs(self) -> dict[str, Any]:
+        """Vision only unless the run hears the soundtrack: the audio encoder and TTS cost memory."""
+        return {"init_vision": True, "init_audio": self.omni.gives_audio, "init_tts": False}
+
+    def video_input(self, sampled: Any) -> list[Any]:
+        """The frames as PIL images (what the remote chat() takes)."""
+        from PIL import Image
+
+        return [Image.fromarray(f) for f in sampled.frames]
+
+    def frame_tokens(self, sampled: Any, n: int) -> int:
+        return FRAME_TOKENS * int(n)
+
+    def chat_content(self, sampled: Any) -> tuple[list[Any], bool]:
+        """The chat's content before the prompt, and whether it is the omni mode's units."""
+        omni = self.omni
+        if sampled is None:  # blind tasks
+            return [], False
+        frames = self.video_input(sampled) if omni.gives_frames else []
+        if not omni.gives_audio:
+            return frames, False
+        audio, plan = omni.soundtrack(sampled, self.frame_tokens(sampled, len(sampled.frames)) if frames else 0)
+        omni._audio_records[sampled.info.path] = omni.audio_usage(audio, plan)
+        if not frames:
+            return [audio.window(k) for k in range(len(audio.windows))], False
+        # one unit per frame: the frame and its part of the window it lies in (a window that holds
+        # several frames, merged or the whole track, is cut halfway between them)
+        times = [float(t) for t in sampled.timestamps]
+        where = [next((k for k, (a, b) in enumerate(audio.windows) if a <= t < b), None) for t in times]
+        out: list[Any] = []
+        for i, (frame, t, w) in enumerate(zip(frames, times, where, strict=True)):
+            out += [UNIT, frame]
+            if w is None:
+                continue
+            a, b = audio.windows[w]
+            lo = (times[i - 1] + t) / 2 if i > 0 and where[i - 1] == w else a
+            hi = (t + times[i + 1]) / 2 if i + 1 < len(times) and where[i + 1] == w else b
+            start = audio.offsets[w] + round((lo - a) * audio.rate)
+            out.append(audio.samples[start : audio.offsets[w] + round((hi - a) * audio.rate)])
+        return out, True
+
+
+class RemoteChat(Generator):
+    """The answer from the checkpoint's own ``chat()`` (its remote code builds the inputs and
+    generates): the frames (or omni units), then the prompt, in one user turn."""
+
+    builder: MiniCPMInputs
+
+    @property
+    def omni_frames(self) -> bool:
+        return self.adapter.inputs.frames is not None
+
+    def chat_kwargs(self, request: NaruRequest) -> ChatKwargs:
+        gen = self.generation_kwargs(request)
+        a = self.builder.args
+        kw: ChatKwargs = {
+            "sampling": gen["do_sample"],
+            "max_new_tokens": gen["max_new_tokens"],
+            "use_image_id": a.use_image_id,
+        }
+        kw["max_slice_nums"] = a.max_slice_nums
+        if gen["do_sample"]:
+            if "temperature" in gen:
+                kw["temperature"] = gen["temperature"]
+            if "top_p" in gen:
+                kw["top_p"] = gen["top_p"]
+            if "top_k" in gen:
+                kw["top_k"] = gen["top_k"]
+        elif not a.native_decoding:
+            kw["num_beams"] = gen.get("num_beams", 1)
+            kw["repetition_penalty"] = 1.0
+        return kw
+
+    def answer(self, request: NaruRequest, sampled: Any) -> Answer:
+        builder = self.builder
+        media, omni = builder.chat_content(sampled)
+        frames = [m for m in media if not isinstance(m, str) and hasattr(m, "size") and hasattr(m, "mode")]
+        content: list[Any] = [*media, request.prompt]
+        msgs = [{"role": "user", "content": content}]
+        system = builder.args.system_prompt
+        if system:
+            msgs.insert(0, {"role": "system", "content": [system]})
+        kw = self.chat_kwargs(request)
+        if omni:
+            kw["omni_input"] = True
+        out = self.checkpoint.model.chat(msgs=msgs, tokenizer=self.checkpoint.processor, **kw)
+        if isinstance(out, tuple):
+            out = out[0]
+        text = getattr(out, "text", out)
+        if not isinstance(text, str):
+            text = str(text)
+        text = cut_at_stops(text.strip(), request.gen_kwargs.get("until"))
+        return Answer(text, {"frames": len(frames) if self.omni_frames else 0})
+
+
 class MiniCPM_O(AudioMixin, HFVideoModel):
     """MiniCPM-o-2.6 (``openbmb/MiniCPM-o-2_6``, remote code)."""
 
@@ -102,130 +221,8 @@ class MiniCPM_O(AudioMixin, HFVideoModel):
         checkpoints={"minicpmo": "AutoModel"},
         positions=SEQUENTIAL,
         inputs=("frames", "audio"),
+        frames=CAP,
     )
+    Inputs = MiniCPMInputs
+    Generate = RemoteChat
     encoder = MINICPM_O
-    #: the remote chat() builds the prompt and runs generate itself: no cache to share
-    supports_shared_prefix = False
-    args: MiniCPMArgs
-
-    def __init__(self, **model_args: Any) -> None:
-        super().__init__(**model_args)
-        self.max_slice_nums = self.args.max_slice_nums
-        self.use_image_id = self.args.use_image_id
-        self.native_decoding = self.args.native_decoding
-        self.tokenizer: Any = None
-
-    def family_description(self) -> dict[str, Any]:
-        return {
-            "max_slice_nums": self.max_slice_nums,
-            "use_image_id": self.use_image_id,
-            "native_decoding": self.native_decoding,
-            **self.audio_description(),
-        }
-
-    def load(self) -> None:
-        from loguru import logger
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-        remote = self._pretrained_kwargs()
-        config = AutoConfig.from_pretrained(self.pretrained, **remote)
-        if config.model_type not in self.model_classes:
-            raise ValueError(
-                f"{self.model_id}: {self.pretrained} is a {config.model_type!r} checkpoint; this adapter loads "
-                f"MiniCPM-o-2.6 ({sorted(self.model_classes)}, trust_remote_code)"
-            )
-        kw: dict[str, Any] = {
-            "dtype": self._torch_dtype(),
-            "device_map": self.device_map,
-            "init_vision": True,
-            "init_audio": self.gives_audio,
-            "init_tts": False,
-        }
-        if self.attn_implementation:
-            kw["attn_implementation"] = self.attn_implementation
-        logger.info(f"{self.model_id}: loading AutoModel (remote code) from {self.pretrained} ({kw})")
-        self.tokenizer = AutoTokenizer.from_pretrained(self.pretrained, **remote)
-        self.model = AutoModel.from_pretrained(self.pretrained, **kw, **remote).eval()
-        self.processor = None  # the remote chat() builds its own processor
-
-    def video_input(self, sampled: Any) -> list[Any]:
-        """The frames as PIL images (what the remote chat() takes)."""
-        from PIL import Image
-
-        return [Image.fromarray(f) for f in sampled.frames]
-
-    def chat_kwargs(self, request: NaruRequest) -> ChatKwargs:
-        gen = self.generation_kwargs(request)
-        kw: ChatKwargs = {
-            "sampling": gen["do_sample"],
-            "max_new_tokens": gen["max_new_tokens"],
-            "use_image_id": self.use_image_id,
-        }
-        kw["max_slice_nums"] = self.max_slice_nums
-        if gen["do_sample"]:
-            if "temperature" in gen:
-                kw["temperature"] = gen["temperature"]
-            if "top_p" in gen:
-                kw["top_p"] = gen["top_p"]
-            if "top_k" in gen:
-                kw["top_k"] = gen["top_k"]
-        elif not self.native_decoding:
-            kw["num_beams"] = gen.get("num_beams", 1)
-            kw["repetition_penalty"] = 1.0
-        return kw
-
-    def sampled(self, request: NaruRequest) -> Any:
-        """The frames (audio only too: their times centre the audio windows); None without a video."""
-        plan = self.plan_of(request)
-        if request.video is None or (plan.frames is None and plan.audio is None):
-            return None
-        return self.frames(request)
-
-    def frame_tokens_of(self, sampled: Any) -> int:
-        return FRAME_TOKENS * len(sampled.frames)
-
-    def media(self, sampled: Any) -> tuple[list[Any], bool]:
-        """The chat's content before the prompt, and whether it is the omni mode's units."""
-        if sampled is None:  # blind tasks
-            return [], False
-        frames = self.video_input(sampled) if self.gives_frames else []
-        if not self.gives_audio:
-            return frames, False
-        audio, plan = self.soundtrack(sampled, self.frame_tokens_of(sampled) if frames else 0)
-        self._audio_records[sampled.info.path] = self.audio_usage(audio, plan)
-        if not frames:
-            return [audio.window(k) for k in range(len(audio.windows))], False
-        # one unit per frame: the frame and its part of the window it lies in (a window that holds
-        # several frames, merged or the whole track, is cut halfway between them)
-        times = [float(t) for t in sampled.timestamps]
-        where = [next((k for k, (a, b) in enumerate(audio.windows) if a <= t < b), None) for t in times]
-        out: list[Any] = []
-        for i, (frame, t, w) in enumerate(zip(frames, times, where, strict=True)):
-            out += [UNIT, frame]
-            if w is None:
-                continue
-            a, b = audio.windows[w]
-            lo = (times[i - 1] + t) / 2 if i > 0 and where[i - 1] == w else a
-            hi = (t + times[i + 1]) / 2 if i + 1 < len(times) and where[i + 1] == w else b
-            start = audio.offsets[w] + round((lo - a) * audio.rate)
-            out.append(audio.samples[start : audio.offsets[w] + round((hi - a) * audio.rate)])
-        return out, True
-
-    def generate(self, request: NaruRequest, sampled: Any) -> Answer:
-        media, omni = self.media(sampled)
-        frames = [m for m in media if not isinstance(m, str) and hasattr(m, "size") and hasattr(m, "mode")]
-        content: list[Any] = [*media, request.prompt]
-        msgs = [{"role": "user", "content": content}]
-        if self.system_prompt:
-            msgs.insert(0, {"role": "system", "content": [self.system_prompt]})
-        kw = self.chat_kwargs(request)
-        if omni:
-            kw["omni_input"] = True
-        out = self.model.chat(msgs=msgs, tokenizer=self.tokenizer, **kw)
-        if isinstance(out, tuple):
-            out = out[0]
-        text = getattr(out, "text", out)
-        if not isinstance(text, str):
-            text = str(text)
-        text = self.cut_at_stops(text.strip(), request.gen_kwargs.get("until"))
-        return Answer(text, {"frames": len(frames) if self.gives_frames else 0})

@@ -12,15 +12,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from naru_eval.adapters.audio import AudioArgs
-from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.hf.qwen_omni import QwenOmniModel
+from naru_eval.adapters.audio import AudioArgs, AudioMixin
+from naru_eval.adapters.family import CAP, Family, Official
+from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.qwen_omni import QwenOmniInputs
 from naru_eval.adapters.hf.tmrope import TMROPE_TRUE_TIME
 from naru_eval.core.budgets import FrameBudget, Sampling
 from naru_eval.media.audio_plan import QWEN2_5_OMNI
 
 
-class Qwen2_5_Omni(QwenOmniModel):
+class Qwen2_5_OmniInputs(QwenOmniInputs):
+    """Its TMRoPE layout and its audio encoder's tokens per clip."""
+
+    layout = "qwen2_5_omni"
+
+    def clip_tokens(self, mel_lengths: Any) -> list[int]:
+        from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import _get_feat_extract_output_lengths
+
+        return [int(n) for n in _get_feat_extract_output_lengths(mel_lengths)]
+
+
+class Qwen2_5_Omni(AudioMixin, HFVideoModel):
     """Qwen2.5-Omni's thinker (e.g. ``Qwen/Qwen2.5-Omni-7B``), with the video's soundtrack by default."""
 
     family = Family(
@@ -50,12 +62,7 @@ class Qwen2_5_Omni(QwenOmniModel):
         },
         positions=TMROPE_TRUE_TIME,
         inputs=("frames", "audio"),
+        frames=CAP,
     )
-    layout = "qwen2_5_omni"
+    Inputs = Qwen2_5_OmniInputs
     encoder = QWEN2_5_OMNI
-    full_checkpoints = ("qwen2_5_omni",)
-
-    def clip_tokens(self, mel_lengths: Any) -> list[int]:
-        from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import _get_feat_extract_output_lengths
-
-        return [int(n) for n in _get_feat_extract_output_lengths(mel_lengths)]

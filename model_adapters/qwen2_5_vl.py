@@ -1,19 +1,27 @@
 """Qwen2.5-VL (``Qwen2_5_VLForConditionalGeneration`` + ``Qwen2_5_VLProcessor``).
 
-The metadata's ``sampled_fps`` (= N / duration) becomes ``second_per_grid_ts``, the spacing of
-its temporal M-RoPE position ids; the video is one block and its time axis counts seconds
-(``tokens_per_second``). The shared Qwen machinery: :mod:`naru_eval.adapters.hf.qwen`.
+Its processor turns the sampled frames' real rate into ``second_per_grid_ts``, the spacing of its
+temporal M-RoPE positions (``tokens_per_second`` positions a second); the video is one block, with
+no timestamps in the text. The shared Qwen machinery: :mod:`naru_eval.adapters.hf.qwen`.
 """
 
 from __future__ import annotations
 
-from naru_eval.adapters.family import Family, Official
+from naru_eval.adapters.family import CAP, Family, Official
+from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.positions import QWEN_REFERENCE
-from naru_eval.adapters.hf.qwen import QwenArgs, QwenVideoModel
+from naru_eval.adapters.hf.qwen import QwenArgs, QwenInputs
 from naru_eval.core.budgets import FrameBudget, Sampling
 
 
-class Qwen2_5_VL(QwenVideoModel):
+class Qwen2_5_VLInputs(QwenInputs):
+    """14-px patches; one block for the whole video (the time axis counts seconds)."""
+
+    patch_size = 14
+    split_video_frames = False
+
+
+class Qwen2_5_VL(HFVideoModel):
     """Qwen2.5-VL (e.g. ``Qwen/Qwen2.5-VL-7B-Instruct``)."""
 
     family = Family(
@@ -34,6 +42,6 @@ class Qwen2_5_VL(QwenVideoModel):
         ),
         checkpoints={"qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration"},
         positions=QWEN_REFERENCE,
+        frames=CAP,  # a frame count: at most 448x448; by rate: qwen-vl-utils' size (QwenInputs.frame_params)
     )
-    patch_size = 14
-    split_video_frames = False  # one block; the time axis counts seconds (tokens_per_second)
+    Inputs = Qwen2_5_VLInputs

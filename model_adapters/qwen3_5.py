@@ -9,14 +9,15 @@ shared Qwen machinery: :mod:`naru_eval.adapters.hf.qwen`.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, Flag
-from naru_eval.adapters.family import Family, Official
+from naru_eval.adapters.base import NaruModel
+from naru_eval.adapters.family import CAP, Family, Official
+from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import QWEN_REFERENCE
-from naru_eval.adapters.hf.qwen import QwenArgs, QwenVideoModel
+from naru_eval.adapters.hf.qwen import QwenArgs, QwenInputs
 from naru_eval.core.budgets import FrameBudget, Sampling
 
 
@@ -30,7 +31,18 @@ class Qwen3_5Args(QwenArgs):
     )
 
 
-class Qwen3_5(QwenVideoModel):
+class Qwen3_5Inputs(QwenInputs):
+    """Qwen3-VL's 16-px patches and timestamps; the chat template's thinking switch."""
+
+    patch_size = 16
+    args: Qwen3_5Args
+
+    def __init__(self, adapter: NaruModel, checkpoint: Checkpoint) -> None:
+        super().__init__(adapter, checkpoint)
+        self.template_kwargs = {"enable_thinking": self.args.enable_thinking}
+
+
+class Qwen3_5(HFVideoModel):
     """Qwen3.5 (e.g. ``Qwen/Qwen3.5-9B``)."""
 
     family = Family(
@@ -53,10 +65,6 @@ class Qwen3_5(QwenVideoModel):
             "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration",
         },
         positions=QWEN_REFERENCE,
+        frames=CAP,  # a frame count: at most 448x448; by rate: qwen-vl-utils' size (QwenInputs.frame_params)
     )
-    patch_size = 16
-    args: Qwen3_5Args
-
-    def __init__(self, **model_args: Any) -> None:
-        super().__init__(**model_args)
-        self.template_kwargs = {"enable_thinking": self.args.enable_thinking}
+    Inputs = Qwen3_5Inputs

@@ -13,15 +13,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from naru_eval.adapters.audio import AudioArgs
-from naru_eval.adapters.family import Family, Official
-from naru_eval.adapters.hf.qwen_omni import QwenOmniModel
+from naru_eval.adapters.audio import AudioArgs, AudioMixin
+from naru_eval.adapters.family import CAP, Family, Official
+from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.qwen_omni import QwenOmniInputs
 from naru_eval.adapters.hf.tmrope import TMROPE_TRUE_TIME
 from naru_eval.core.budgets import FrameBudget, Sampling
 from naru_eval.media.audio_plan import QWEN3_OMNI
 
 
-class Qwen3_Omni(QwenOmniModel):
+class Qwen3_OmniInputs(QwenOmniInputs):
+    """Its TMRoPE layout and its audio encoder's tokens per clip."""
+
+    layout = "qwen3_omni"
+
+    def clip_tokens(self, mel_lengths: Any) -> list[int]:
+        from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import _get_feat_extract_output_lengths
+
+        n_window = int(getattr(self.model.config.audio_config, "n_window", 50))
+        return [int(n) for n in _get_feat_extract_output_lengths(mel_lengths, n_window)]
+
+
+class Qwen3_Omni(AudioMixin, HFVideoModel):
     """Qwen3-Omni's thinker (e.g. ``Qwen/Qwen3-Omni-30B-A3B-Instruct``), with the video's soundtrack by default."""
 
     family = Family(
@@ -51,13 +64,7 @@ class Qwen3_Omni(QwenOmniModel):
         },
         positions=TMROPE_TRUE_TIME,
         inputs=("frames", "audio"),
+        frames=CAP,
     )
-    layout = "qwen3_omni"
+    Inputs = Qwen3_OmniInputs
     encoder = QWEN3_OMNI
-    full_checkpoints = ("qwen3_omni_moe",)
-
-    def clip_tokens(self, mel_lengths: Any) -> list[int]:
-        from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import _get_feat_extract_output_lengths
-
-        n_window = int(getattr(self.model.config.audio_config, "n_window", 50))
-        return [int(n) for n in _get_feat_extract_output_lengths(mel_lengths, n_window)]

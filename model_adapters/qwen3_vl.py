@@ -9,13 +9,20 @@ qwen-vl-utils' (:mod:`naru_eval.adapters.qwen_sampling`). The shared Qwen machin
 
 from __future__ import annotations
 
-from naru_eval.adapters.family import Family, Official
+from naru_eval.adapters.family import CAP, Family, Official
+from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.positions import QWEN_REFERENCE
-from naru_eval.adapters.hf.qwen import QwenArgs, QwenVideoModel
+from naru_eval.adapters.hf.qwen import QwenArgs, QwenInputs
 from naru_eval.core.budgets import FrameBudget, Sampling
 
 
-class Qwen3_VL(QwenVideoModel):
+class Qwen3_VLInputs(QwenInputs):
+    """16-px patches; a ``<t seconds>`` timestamp before each temporal patch."""
+
+    patch_size = 16
+
+
+class Qwen3_VL(HFVideoModel):
     """Qwen3-VL (e.g. ``Qwen/Qwen3-VL-8B-Instruct``)."""
 
     family = Family(
@@ -39,5 +46,6 @@ class Qwen3_VL(QwenVideoModel):
             "qwen3_vl_moe": "Qwen3VLMoeForConditionalGeneration",
         },
         positions=QWEN_REFERENCE,
+        frames=CAP,  # a frame count: at most 448x448; by rate: qwen-vl-utils' size (QwenInputs.frame_params)
     )
-    patch_size = 16
+    Inputs = Qwen3_VLInputs

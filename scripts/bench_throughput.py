@@ -81,7 +81,7 @@ def shared_vs_per_question(ckpt: Path, video: Path, frames: int, questions: int)
         start = time.perf_counter()
         texts[mode] = [a.respond(r).text for r in reqs]
         wall = time.perf_counter() - start
-        st = a.prefill_stats
+        st = a.generator.stats
         out[mode] = {
             "wall_s": round(wall, 3),
             "s_per_question": round(wall / questions, 3),
@@ -122,7 +122,7 @@ def overlap(ckpt: Path, videos: list[Path], frames: int, questions: int, workers
         frame_cache._DEFAULT = frame_cache.FrameCache(disk_dir=None)
         frame_cache._DEFAULT.disk_dir = None  # no on-disk frames: every video is decoded
         a = adapter(ckpt, frames, decode_workers=n)
-        a.processor_ahead = processor_ahead
+        a.generator.processor_ahead = processor_ahead
         a.ensure_loaded()
         frame_waits: dict[str, float] = {}  # video -> seconds the model waited in frames()
         frames_of = a.frames
@@ -150,14 +150,14 @@ def overlap(ckpt: Path, videos: list[Path], frames: int, questions: int, workers
             "decode_plus_model_s": round(decode + wall - st.wait_s, 3),
             "prefetched": st.prefetched,
             "decoded_inline": st.decodes,
-            "processor_ahead": a.prefill_stats["processor_ahead"],
+            "processor_ahead": a.generator.stats["processor_ahead"],
             # what the model waited for, per video: frames, and the processor (inline or not yet done)
             "wait_frames_per_video_s": round(st.wait_s / len(videos), 3),
-            "wait_processor_per_video_s": round(a.prefill_stats["processor_wait_s"] / len(videos), 3),
-            "wait_per_video_s": round((st.wait_s + a.prefill_stats["processor_wait_s"]) / len(videos), 3),
+            "wait_processor_per_video_s": round(a.generator.stats["processor_wait_s"] / len(videos), 3),
+            "wait_per_video_s": round((st.wait_s + a.generator.stats["processor_wait_s"]) / len(videos), 3),
             # per video in answer order (the first is decoded and processed inline on purpose)
             "wait_frames_each_s": [round(frame_waits.get(str(v), 0.0), 3) for v in videos],
-            "wait_processor_each_s": [round(x, 3) for x in a.processor_waits],
+            "wait_processor_each_s": [round(x, 3) for x in a.generator.processor_waits],
         }
     out["identical_answers"] = answers["inline"] == answers["ahead"] == answers["ahead_frames"]
     out["wall_ratio"] = round(out["inline"]["wall_s"] / out["ahead"]["wall_s"], 2)

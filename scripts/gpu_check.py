@@ -273,7 +273,7 @@ def dry_run(name: str, video: Path) -> dict[str, Any]:
     vis_out = getattr(vis, "out_hidden_size", None)
     a = adapter_for(spec, model, proc, num_frames=4, device="cpu")
     r = requests(video, 1)[0]
-    inputs = a.build_inputs(r, a.sampled(r))
+    inputs = a.builder.build_inputs(r, a.sampled(r))
     kind = spec["model_type"]
     token = config.image_token_id if kind in ("internvl", "nemotron_h_omni") else config.video_token_id
     n_video = int((inputs["input_ids"] == token).sum())
@@ -288,7 +288,7 @@ def dry_run(name: str, video: Path) -> dict[str, Any]:
         "params_in_range": lo <= n_params <= hi,
         "vision_out_matches_text": vis_out is None or vis_out == text_hidden,
         "video_tokens_match": n_video == want_video,
-        "split_on_token_boundary": a.split_prompt(r) is not None,
+        "split_on_token_boundary": a.generator.split_prompt(r) is not None,
     }
     return {
         "family": spec["model_id"],
@@ -367,10 +367,10 @@ def gpu_run(name: str, video: Path, questions: int, tiny: bool = False) -> dict[
             "frames": int(len(sampled.frames)),
             "frame_size": list(sampled.frames.shape[1:3]),
             "input_tokens": answers[0].usage["input_tokens"],
-            **a.prefill_stats,
+            **a.generator.stats,
             "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
         }
-        a.release_prefix()
+        a.finish()
     out["positions"] = warm.provenance()["positions"]
     out["max_abs_logit_diff"] = records["shared"].max_abs_diff(records["per_question"])
     out["identical_answers"] = texts["shared"] == texts["per_question"]

@@ -26,7 +26,7 @@ into its adapter and names its audio front end (``encoder``: a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
@@ -69,6 +69,10 @@ class AudioMixin:
     _audio_from: dict[str, str]
     #: video -> its plan (per video, the same for all its questions)
     _audio_plans: dict[str, AudioPlan]
+    #: what the adapter gives: the language model's context, and what the frames cost in it
+    #: (audio only plans as if they were given)
+    context_tokens: Callable[[], int]
+    frame_tokens_of: Callable[[SampledFrames], int]
 
     def __init__(self, **model_args: Any) -> None:
         self._audio_from = {}
@@ -194,12 +198,6 @@ class AudioMixin:
             )
 
     # -- per video ----------------------------------------------------------------------------
-    def context_tokens(self) -> int:
-        """The language model's context (its config's ``max_position_embeddings``)."""
-        config = self.model.config
-        text = config.get_text_config() if hasattr(config, "get_text_config") else config
-        return int(text.max_position_embeddings)
-
     def audio_reserve(self) -> int:
         """Tokens kept free for the prompt and the answer (a reasoning family adds its budget)."""
         return int(self.audio_args.audio_reserve_tokens) + int(getattr(self, "reasoning_max_new_tokens", None) or 0)
@@ -230,10 +228,6 @@ class AudioMixin:
             raise RequestFailed(f"audio: {e}") from None
         self._audio_plans[video] = plan
         return plan
-
-    def frame_tokens_of(self, sampled: SampledFrames) -> int:
-        """The tokens the frames would cost (audio only plans as if they were given)."""
-        raise NotImplementedError
 
     def audio_path(self, video: str) -> str:
         """Whose soundtrack ``video`` gets: its own, or the control's other video."""

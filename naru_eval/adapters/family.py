@@ -21,6 +21,15 @@ if TYPE_CHECKING:
     from naru_eval.adapters.args import RunArgs
 
 
+#: how a transformers family's frames are sized before its processor (``Family.frames``):
+#: ``cap``, at most ``max_pixels`` (default 448x448) of the displayed size, the processor resizing
+#: them again to its own grid; ``processor``, exactly the size the processor itself makes of the
+#: native frames (``InputBuilder.processor_size``), resized from them with its arithmetic, so it
+#: leaves them as they are; ``native``, the frames as the file holds them (the processor resizes)
+CAP, PROCESSOR, NATIVE = "cap", "processor", "native"
+FRAME_SIZES = (CAP, PROCESSOR, NATIVE)
+
+
 @dataclass(frozen=True)
 class Official:
     """A default sampling and where it comes from: the rows of the official NARU leaderboard run
@@ -48,7 +57,10 @@ class Family:
       ``by_checkpoint``: a checkpoint (the last part of its hub id) whose row differs;
     - ``budget``: the context-maximal frame budget with its arithmetic;
     - ``checkpoints``: ``config.model_type`` -> the transformers class that loads it;
-    - ``positions``: the position layout the model is given (``naru_eval.adapters.hf.positions``);
+    - ``positions``: the position layout the model is given (``naru_eval.adapters.hf.positions``;
+      ``MODEL_OWN``: the model computes its own);
+    - ``frames``: how the frames are sized before the processor (:data:`FRAME_SIZES`; every
+      transformers family says which, none inherits a cap silently);
     - ``inputs``: the inputs it takes besides the prompt (fields of
       ``naru_eval.core.inputs.InputPlan``: ``frames``, ``audio``); none: the adapter gives a model
       nothing (replay).
@@ -62,6 +74,7 @@ class Family:
     checkpoints: Mapping[str, str] = field(default_factory=dict)
     positions: str | None = None
     inputs: tuple[str, ...] = ("frames",)
+    frames: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id.startswith("naru_"):
@@ -69,6 +82,8 @@ class Family:
         unknown = sorted(set(self.inputs) - set(INPUT_KINDS))
         if unknown:
             raise ValueError(f"{self.id}: unknown inputs {unknown}; an input plan holds {list(INPUT_KINDS)}")
+        if self.frames is not None and self.frames not in FRAME_SIZES:
+            raise ValueError(f"{self.id}: frames={self.frames!r}; the frame sizes are {list(FRAME_SIZES)}")
 
     def default_for(self, checkpoint: str | None) -> Official | None:
         """The default sampling for ``checkpoint`` (its own row's, where it has one)."""

@@ -53,11 +53,11 @@ def test_a_familys_own_arg_is_a_field_of_its_args_not_of_another_family(model_id
 
 def test_family_args_are_typed_with_the_old_defaults():
     qwen = _adapter("naru_qwen3_5")(pretrained="x", store="false", min_frames="8")
-    assert (qwen.min_frames, qwen.template_kwargs) == (8, {"enable_thinking": False})
-    cpm = _adapter("naru_minicpm_o")(pretrained="x", store="false", use_image_id="yes")
+    assert (qwen.min_frames, qwen.builder.template_kwargs) == (8, {"enable_thinking": False})
+    cpm = _adapter("naru_minicpm_o")(pretrained="x", store="false", use_image_id="yes").args
     assert (cpm.max_slice_nums, cpm.use_image_id, cpm.native_decoding, cpm.trust_remote_code) == (2, True, False, True)
     nem = _adapter("naru_nemotron_omni")(pretrained="x", store="false", video_pruning_rate="0.25")
-    assert (nem.thinking, nem.video_pruning_rate, nem.max_pixels) == (True, 0.25, 512 * 512)
+    assert (nem.builder.thinking, nem.args.video_pruning_rate, nem.max_pixels) == (True, 0.25, 512 * 512)
     with pytest.raises(ValueError, match=r"naru_nemotron_omni: video_pruning_rate='1\.5': must be in \[0, 1\)"):
         _adapter("naru_nemotron_omni")(pretrained="x", video_pruning_rate="1.5")
     with pytest.raises(ValueError, match=r"naru_minicpm_o: max_slice_nums='two'"):

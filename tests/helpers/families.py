@@ -120,13 +120,19 @@ def processors_without_checkpoint(monkeypatch: Any) -> None:
 
     from transformers import InternVLVideoProcessor, NemotronH_Omni_Reasoning_V3VideoProcessor
 
-    for model_id, vp in (
-        ("naru_internvl3_5", InternVLVideoProcessor(size={"height": 448, "width": 448})),
-        ("naru_nemotron_omni", NemotronH_Omni_Reasoning_V3VideoProcessor(video_target_num_patches=1024)),
-    ):
-        monkeypatch.setattr(
-            adapter_class(model_id), "ensure_processor", lambda self, vp=vp: SimpleNamespace(video_processor=vp)
-        )
+    from naru_eval.adapters.hf.loading import Checkpoint
+
+    published = {
+        "naru_internvl3_5": InternVLVideoProcessor(size={"height": 448, "width": 448}),
+        "naru_nemotron_omni": NemotronH_Omni_Reasoning_V3VideoProcessor(video_target_num_patches=1024),
+    }
+    own = Checkpoint.ensure_processor
+
+    def ensure_processor(self: Checkpoint) -> Any:
+        vp = published.get(self.model_id)
+        return own(self) if vp is None else SimpleNamespace(video_processor=vp)
+
+    monkeypatch.setattr(Checkpoint, "ensure_processor", ensure_processor)
 
 
 def expected(video, adapter: Any = None) -> tuple[np.ndarray, list[int]]:

@@ -57,7 +57,7 @@ def test_qwen2_5_vl_with_subtitles_end_to_end(tmp_path):
     tok = a.processor.tokenizer
     for r in reqs:
         sampled = a.sampled(r)
-        inputs = a.build_inputs(r, sampled)
+        inputs = a.builder.build_inputs(r, sampled)
         text = tok.decode(inputs["input_ids"][0])
         grid = inputs["video_grid_thw"]
         cues = read_subtitle_file(subs / f"{r.doc['video_id']}.srt").cues

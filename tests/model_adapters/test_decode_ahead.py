@@ -45,31 +45,31 @@ def test_decode_ahead_equals_inline(model_id, sampling, tiny_checkpoint, docs, f
     ahead = make(model_id, ckpt, **sampling, decode_workers=2, decode_budget_mb=64)
     ahead.ensure_loaded()
     threads: list[str] = []
-    run_processor = ahead.run_processor
+    run_processor = ahead.builder.processor_inputs
 
     def record(*args, **kw):
         threads.append(threading.current_thread().name)
         return run_processor(*args, **kw)
 
-    ahead.run_processor = record
+    ahead.builder.processor_inputs = record
     got = answers(ahead, docs)
     stats = frame_cache.default_cache().stats
     videos = {d["video"] for d in docs}
     assert got == inline and len(got) == len(docs)
     assert stats.prefetched == len(videos) - 1 and stats.decodes == 1  # only the first decoded inline
-    assert ahead.prefill_stats["prefix_prefills"] == len(videos)
-    assert ahead._prefix is None and ahead._ahead is None  # released after the loop
+    assert ahead.generator.stats["prefix_prefills"] == len(videos)
+    assert ahead.generator.prefix is None and ahead.generator.ahead is None  # released after the loop
     # the first video's processor ran in the model's thread, every other one ahead in the processor's
-    assert ahead.prefill_stats["processor_ahead"] == len(videos) - 1
+    assert ahead.generator.stats["processor_ahead"] == len(videos) - 1
     assert threads[0] == threading.current_thread().name and len(threads) == len(videos)
     assert all(t.startswith(f"{model_id}-processor") for t in threads[1:])
 
 
 def test_processor_ahead_off_runs_it_inline(tiny_checkpoint, docs, fresh_cache):
     a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"), num_frames=4, decode_workers=2)
-    a.processor_ahead = False
+    a.generator.processor_ahead = False
     answers(a, docs)
-    assert a.prefill_stats["processor_ahead"] == 0 and a.prefill_stats["prefix_prefills"] == len(
+    assert a.generator.stats["processor_ahead"] == 0 and a.generator.stats["prefix_prefills"] == len(
         {d["video"] for d in docs}
     )
 

@@ -95,10 +95,10 @@ def test_greedy_despite_sampling_generation_config(tiny_checkpoint, indexed_vide
 def test_max_new_tokens_default_and_override(tiny_checkpoint, indexed_video):
     a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"))
     r = request(indexed_video)
-    assert a.generation_kwargs(r._replace(gen_kwargs={}))["max_new_tokens"] == 16
-    assert a.generation_kwargs(r)["max_new_tokens"] == 6
+    assert a.generator.generation_kwargs(r._replace(gen_kwargs={}))["max_new_tokens"] == 16
+    assert a.generator.generation_kwargs(r)["max_new_tokens"] == 6
     b = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"), max_new_tokens=3)
-    assert b.generation_kwargs(r)["max_new_tokens"] == 3
+    assert b.generator.generation_kwargs(r)["max_new_tokens"] == 3
     assert b.request_key(r)[0] != a.request_key(r)[0]  # part of the run key
 
 
@@ -110,7 +110,7 @@ def test_qwen3_5_thinking_off_by_default(tiny_checkpoint, indexed_video):
     (text,) = a.processor.calls[0][1]["text"]
     assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
     on = make("naru_qwen3_5", tiny_checkpoint("naru_qwen3_5"), enable_thinking="true")
-    assert on.template_kwargs == {"enable_thinking": True}
+    assert on.builder.template_kwargs == {"enable_thinking": True}
     assert on.request_key(request(indexed_video))[0] != a.request_key(request(indexed_video))[0]
 
 
@@ -130,11 +130,11 @@ def test_minicpm_o_chat_gets_the_frames_as_pil(tiny_checkpoint, indexed_video):
     assert np.array_equal(np.stack([np.asarray(p) for p in pil]), frames)
     assert [read_frame_index(np.asarray(p)) for p in pil] == want
     assert prompt.endswith("Answer with the option's letter.")
-    assert kw["tokenizer"] is a.tokenizer
+    assert kw["tokenizer"] is a.processor
     assert kw["sampling"] is False and kw["num_beams"] == 1 and kw["repetition_penalty"] == 1.0
     assert kw["use_image_id"] is False and kw["max_slice_nums"] == 2 and kw["max_new_tokens"] == 6
     native = make("naru_minicpm_o", tiny_checkpoint("naru_minicpm_o"), native_decoding="true")
-    assert not {"num_beams", "repetition_penalty"} & set(native.chat_kwargs(request(indexed_video)))
+    assert not {"num_beams", "repetition_penalty"} & set(native.generator.chat_kwargs(request(indexed_video)))
 
 
 @pytest.mark.parametrize("model_id", ALL_FAMILIES)
@@ -283,6 +283,6 @@ def test_nemotron_tiles_of_common_sizes_are_the_processors_fixed_points(monkeypa
     processors_without_checkpoint(monkeypatch)
     a = make("naru_nemotron_omni", "/ckpt/none")
     for h, w in ((1080, 1920), (720, 1280), (480, 640), (480, 854), (1080, 1440), (2160, 3840), (1920, 1080)):
-        tile = a.tile(h, w)
-        assert a.tile(*tile) == tile, (h, w, tile)
-    assert a.tile(1080, 1920) == (384, 672)
+        tile = a.builder.tile(h, w)
+        assert a.builder.tile(*tile) == tile, (h, w, tile)
+    assert a.builder.tile(1080, 1920) == (384, 672)

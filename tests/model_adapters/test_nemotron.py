@@ -14,7 +14,7 @@ import pytest
 
 from model_adapters.nemotron_omni import NATIVE_FRAME_PIXELS, REASONING_MAX_NEW_TOKENS, NemotronOmni
 from naru_eval.adapters.base import NaruRequest
-from naru_eval.adapters.hf.base import HFVideoModel
+from naru_eval.adapters.hf.builder import InputBuilder
 from naru_eval.core.extract import extract_answer
 
 MODEL = "naru_nemotron_omni"
@@ -48,10 +48,10 @@ def test_think_is_split_on_the_token_not_the_text(tiny_checkpoint, indexed_video
     a.ensure_loaded()
     tok = a.processor.tokenizer
     ids = [tok.convert_tokens_to_ids(t) for t in ("A", "</think>", "C")]
-    assert HFVideoModel.decode(a, request(indexed_video), ids) == "AC"
-    assert a.decode(request(indexed_video), ids).endswith("</think>\n\nC")
+    assert InputBuilder.decode(a.builder, request(indexed_video), ids) == "AC"
+    assert a.builder.decode(request(indexed_video), ids).endswith("</think>\n\nC")
     # a completion that re-opens <think> itself is handled the same way
-    assert a.decode(request(indexed_video), [tok.convert_tokens_to_ids("<think>"), *ids]) == a.decode(
+    assert a.builder.decode(request(indexed_video), [tok.convert_tokens_to_ids("<think>"), *ids]) == a.builder.decode(
         request(indexed_video), ids
     )
 
@@ -66,10 +66,12 @@ def test_unfinished_reasoning_is_invalid(tiny_checkpoint, indexed_video):
 
 def test_reasoning_budget_default_and_override(tiny_checkpoint, indexed_video):
     r = request(indexed_video)  # the task asks for 6 tokens: an answer budget
-    assert make("x").generation_kwargs(r)["max_new_tokens"] == REASONING_MAX_NEW_TOKENS
-    assert make("x", max_new_tokens=64).generation_kwargs(r)["max_new_tokens"] == 64
+    assert make("x").generator.generation_kwargs(r)["max_new_tokens"] == REASONING_MAX_NEW_TOKENS
+    assert make("x", max_new_tokens=64).generator.generation_kwargs(r)["max_new_tokens"] == 64
     off = make("x", enable_thinking="false")
-    assert off.generation_kwargs(r)["max_new_tokens"] == 6 and off.template_kwargs == {"enable_thinking": False}
+    assert off.generator.generation_kwargs(r)["max_new_tokens"] == 6 and off.builder.template_kwargs == {
+        "enable_thinking": False
+    }
     assert off.request_key(r)[0] != make("x").request_key(r)[0]
 
 
@@ -77,13 +79,19 @@ def test_thinking_off_prompt_and_plain_answer(tiny_checkpoint, indexed_video):
     a = make(tiny_checkpoint(MODEL), enable_thinking="false")
     a.ensure_loaded()
     text = a.processor.apply_chat_template(
-        a.messages(request(indexed_video)), tokenize=False, add_generation_prompt=True, **a.template_kwargs
+        a.builder.messages(request(indexed_video)),
+        tokenize=False,
+        add_generation_prompt=True,
+        **a.builder.template_kwargs,
     )
     assert text.endswith("<|im_start|>assistant\n<think></think>")
     on = make(tiny_checkpoint(MODEL))
     on.processor = a.processor
     text_on = on.processor.apply_chat_template(
-        on.messages(request(indexed_video)), tokenize=False, add_generation_prompt=True, **on.template_kwargs
+        on.builder.messages(request(indexed_video)),
+        tokenize=False,
+        add_generation_prompt=True,
+        **on.builder.template_kwargs,
     )
     assert text_on.endswith("<|im_start|>assistant\n<think>\n")
 
@@ -156,8 +164,8 @@ def test_frame_labels_are_the_true_times(tiny_checkpoint, fps, early_s):
         text = a.processor.tokenizer.decode(out["input_ids"][0])
         return np.array([float(t) for t in re.findall(r"sampled at ([\d.]+) seconds", text)])
 
-    naive = labels(HFVideoModel.video_metadata(a, sampled))
-    ours = labels(a.video_metadata(sampled))
+    naive = labels(InputBuilder.video_metadata(a.builder, sampled))
+    ours = labels(a.builder.video_metadata(sampled))
     assert len(ours) == len(naive) == 128
     assert np.abs(ours - times).max() <= 0.006  # the ms clock, then the label's two decimals
     # the last frame (at 14,344 s): the naive label early by t x (1 - int(1000 / fps) x fps / 1000)

@@ -84,7 +84,9 @@ def test_an_hf_dtype_it_cannot_load_is_refused_before_the_checkpoint_loads(model
     """``dtype=float8`` used to pass the args and fail only in from_pretrained (after the wait)."""
     with pytest.raises(ValueError, match=rf"{model_id}: dtype='float8'"):
         adapter_class(model_id)(pretrained="/no/such/checkpoint", dtype="float8")
-    assert adapter_class(model_id)(pretrained="/no/such/checkpoint", dtype="bfloat16").dtype_name == "bfloat16"
+    assert (
+        adapter_class(model_id)(pretrained="/no/such/checkpoint", dtype="bfloat16").checkpoint.dtype_name == "bfloat16"
+    )
 
 
 def _no_frames(monkeypatch) -> None:

@@ -66,7 +66,7 @@ def windowed(model_id, ckpt, clip, **args):
 def inputs_of(a, video):
     a.ensure_loaded()
     r = request(video)
-    return r, a.build_inputs(r, a.sampled(r))
+    return r, a.builder.build_inputs(r, a.sampled(r))
 
 
 def beep_frames(features, mask) -> list[int]:
@@ -81,12 +81,12 @@ def beep_frames(features, mask) -> list[int]:
 def test_each_beep_lands_at_its_time_position(model_id, ckpt, videos):
     a = omni(model_id, ckpt)
     _, inp = inputs_of(a, videos["late"])
-    geo = a.geometry()
+    geo = a.builder.geometry()
     rate = geo.position_id_per_seconds
     starts = beep_frames(inp["input_features"], inp["feature_attention_mask"])
     assert [f / 100 for f in starts] == pytest.approx(list(SPEC.beeps), abs=0.02)  # the late start honoured
     ids = inp["input_ids"][0]
-    pos = a.position_ids(inp["input_ids"], inp)[1:, 0].float()
+    pos = a.builder.position_ids(inp["input_ids"], inp)[1:, 0].float()
     audio = ids == geo.audio_token_id
     block = int(pos[0, ids == geo.audio_bos_id][0]) + 1  # the block starts after <|audio_bos|>
     audio_t = pos[0, audio] - block
@@ -102,10 +102,10 @@ def test_each_beep_lands_at_its_time_position(model_id, ckpt, videos):
 def test_frames_are_spaced_by_their_true_interval(model_id, ckpt, videos):
     a = omni(model_id, ckpt)
     r, inp = inputs_of(a, videos["late"])
-    geo = a.geometry()
+    geo = a.builder.geometry()
     sampled = a.sampled(r)
     ids = inp["input_ids"][0]
-    pos = a.position_ids(inp["input_ids"], inp)[1:, 0].float()
+    pos = a.builder.position_ids(inp["input_ids"], inp)[1:, 0].float()
     video = ids == geo.video_token_id
     per = int(video.sum()) // (FRAMES // 2)
     block = int(pos[0, ids == geo.audio_bos_id][0]) + 1  # the block starts after <|audio_bos|>
@@ -122,9 +122,9 @@ def test_token_counts_match_the_plan(model_id, ckpt, videos):
     r, inp = inputs_of(a, videos["late"])
     plan = a.audio_plan(a.sampled(r), 0)
     ids = inp["input_ids"][0]
-    assert int((ids == a.geometry().audio_token_id).sum()) == plan.tokens == a.encoder.clip_tokens(SPEC.seconds)
+    assert int((ids == a.builder.geometry().audio_token_id).sum()) == plan.tokens == a.encoder.clip_tokens(SPEC.seconds)
     t, h, w = (int(x) for x in inp["video_grid_thw"][0])
-    assert int((ids == a.geometry().video_token_id).sum()) == t * h * w // 4
+    assert int((ids == a.builder.geometry().video_token_id).sum()) == t * h * w // 4
     ans = a.respond(r)
     assert ans.usage["audio"]["tokens"] == plan.tokens and ans.usage["audio"]["mode"] == "full"
     assert ans.usage["audio"]["covered_s"] == pytest.approx(SPEC.seconds - 0.458, abs=0.02)
@@ -136,10 +136,10 @@ def test_windows_around_the_frames_when_the_track_does_not_fit(model_id, ckpt, v
     r, inp = inputs_of(a, videos["long"])
     plan = a.audio_plan(a.sampled(r), 0)
     assert not plan.full and plan.window_s is not None and plan.window_s % a.encoder.block_s == 0
-    assert int((inp["input_ids"][0] == a.geometry().audio_token_id).sum()) == plan.tokens
+    assert int((inp["input_ids"][0] == a.builder.geometry().audio_token_id).sum()) == plan.tokens
     assert len(inp["feature_attention_mask"]) == len(plan.windows)  # one clip per window
-    pos = a.position_ids(inp["input_ids"], inp)[1:, 0].float()
-    audio_t = pos[0, inp["input_ids"][0] == a.geometry().audio_token_id]
+    pos = a.builder.position_ids(inp["input_ids"], inp)[1:, 0].float()
+    audio_t = pos[0, inp["input_ids"][0] == a.builder.geometry().audio_token_id]
     assert float(audio_t.min()) > 0 or plan.windows[0][0] == 0  # the first window keeps its own start
     rec = a.respond(r).usage["audio"]
     assert rec["mode"] == "windows" and rec["seconds"] == plan.seconds and rec["coverage"] < 1
@@ -174,7 +174,7 @@ def test_shared_prefix_gives_the_per_question_logits(model_id, ckpt, videos):
     for r in reqs:
         shared.respond(r)
         alone.respond(r)
-    assert shared.prefill_stats["prefix_prefills"] == 1 and alone.prefill_stats["prefix_prefills"] == 3
+    assert shared.generator.stats["prefix_prefills"] == 1 and alone.generator.stats["prefix_prefills"] == 3
     for got, want in zip(s_rec.logits, a_rec.logits, strict=True):
         assert float((got - want).abs().max()) <= 1e-5
 

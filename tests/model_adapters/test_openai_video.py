@@ -284,13 +284,13 @@ def test_rate_sampling_sends_the_frames_the_hf_path_gives_the_model(tmp_path, do
         (req,) = stub.chat_requests()
     request = model.to_naru_requests(instances(asked))[0]
     ours, theirs = model.frames(request), hf.frames(request)
-    plan = hf.video_plan(request.video)
+    plan = hf.builder.video_plan(request.video)
     assert len(ours.frames) == plan.nframes and ours.frames.shape[1:3] == (plan.height, plan.width)
     assert list(ours.indices) == list(theirs.indices) and (ours.frames == theirs.frames).all()
     (video,) = req.video_frames()
     assert len(video) == plan.nframes and video[0].shape[:2] == (plan.height, plan.width)
     assert req.media_io_kwargs["video"]["frames_indices"] == [int(i) for i in theirs.indices]
-    assert model.describe()["qwen_vl_utils_sizing"]["patch_size"] == hf.patch_size
+    assert model.describe()["qwen_vl_utils_sizing"]["patch_size"] == hf.builder.patch_size
 
 
 def test_a_budget_above_the_videos_frames_is_still_a_valid_video(tmp_path, docs, indexed_video):

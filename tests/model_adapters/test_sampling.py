@@ -177,7 +177,7 @@ def test_qwen3_vl_rate_path_wiring(tiny_checkpoint, tmp_path):
     video = write_indexed_video(tmp_path / "v.mp4", n_frames=300, fps=10, gop=10)  # 30 s, 64x64
     a = adapter_class("naru_qwen3_vl")(pretrained=str(tiny_checkpoint("naru_qwen3_vl")), device="cpu", store="false")
     assert a.fps == 0.25 and a.num_frames is None  # the official default
-    plan = a.video_plan(str(video))
+    plan = a.builder.video_plan(str(video))
     assert plan.nframes == 6  # 30 s x 0.25 = 7.5 -> 6
     a.ensure_loaded()
     calls = []

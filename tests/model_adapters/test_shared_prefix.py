@@ -35,13 +35,13 @@ def questions(video):
 def answer_ids(adapter, reqs) -> list[list[int]]:
     """The generated token ids of each request (what decode() receives)."""
     seen: list[list[int]] = []
-    decode = adapter.decode
+    decode = adapter.builder.decode
 
     def record(r, new_ids):
         seen.append(list(new_ids))
         return decode(r, new_ids)
 
-    adapter.decode = record
+    adapter.builder.decode = record
     for r in reqs:
         adapter.respond(r)
     return seen
@@ -69,12 +69,12 @@ def test_shared_prefix_equals_per_question(model_id, tiny_checkpoint, indexed_vi
 
     assert got == want and all(len(g) == 10 for g in got)
     # one vision-encoder + prefix prefill for the video; each question prefilled only its suffix
-    assert shared.prefill_stats["prefix_prefills"] == 1 and alone.prefill_stats["prefix_prefills"] == QUESTIONS
-    assert shared.prefill_stats["prefill_tokens"] < alone.prefill_stats["prefill_tokens"]
+    assert shared.generator.stats["prefix_prefills"] == 1 and alone.generator.stats["prefix_prefills"] == QUESTIONS
+    assert shared.generator.stats["prefill_tokens"] < alone.generator.stats["prefill_tokens"]
     for _, kw, _ in generate_calls.calls:  # no pixels reach generate: the video is in the cache
-        assert not any(k.startswith("pixel_values") for k in kw) and kw["cache"] is not shared._prefix.cache
+        assert not any(k.startswith("pixel_values") for k in kw) and kw["cache"] is not shared.generator.prefix.cache
     if model_type(model_id) == "nemotron_h_omni":  # pruning dropped video tokens inside forward
-        assert shared._prefix.ids.shape[1] < shared._prefix.tokens
+        assert shared.generator.prefix.ids.shape[1] < shared.generator.prefix.tokens
 
 
 @pytest.mark.parametrize("model_id", HF_FAMILIES)
@@ -96,7 +96,7 @@ def test_prefix_prefill_gets_exactly_the_sampled_frames(model_id, tiny_checkpoin
         want = [round(float(t) * 1000) for t in sampled.timestamps]
     assert kw["video_metadata"][0]["frames_indices"] == want
     (text,) = kw["text"]
-    full = a.chat_text(reqs[0])
+    full = a.builder.chat_text(reqs[0])
     assert full.startswith(text) and reqs[0].prompt not in text and full[len(text) :].startswith(reqs[0].prompt)
 
 
@@ -107,9 +107,9 @@ def test_prefix_is_built_once_per_video_and_released(tiny_checkpoint, indexed_vi
     a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"))
     for r in [*questions(indexed_video), *questions(other)]:
         a.respond(r)
-    assert a.prefill_stats["prefix_prefills"] == 2 and a._prefix.key[0] == str(other)
-    a.release_prefix()
-    assert a._prefix is None
+    assert a.generator.stats["prefix_prefills"] == 2 and a.generator.prefix.key[0] == str(other)
+    a.finish()
+    assert a.generator.prefix is None
 
 
 def test_video_after_the_question_falls_back(tiny_checkpoint, indexed_video):
@@ -117,24 +117,24 @@ def test_video_after_the_question_falls_back(tiny_checkpoint, indexed_video):
     a = make("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"))
     a.ensure_loaded()
     r = request(indexed_video)
-    assert a.split_prompt(r) is not None
-    video_last = a.messages
+    assert a.generator.split_prompt(r) is not None
+    video_last = a.builder.messages
 
     def question_first(req, with_video=True):
         msgs = video_last(req, with_video)
         msgs[-1]["content"].reverse()
         return msgs
 
-    a.messages = question_first
-    assert a.split_prompt(r) is None
+    a.builder.messages = question_first
+    assert a.generator.split_prompt(r) is None
     a.respond(r)
-    assert a._prefix is None and a.prefill_stats["prefix_prefills"] == 1  # the per-question path
+    assert a.generator.prefix is None and a.generator.stats["prefix_prefills"] == 1  # the per-question path
 
 
 def test_shared_prefix_off_and_minicpm_never(tiny_checkpoint):
-    assert make("naru_qwen3_vl", "x", shared_prefix="false").shared_prefix is False
-    assert make("naru_qwen3_vl", "x").shared_prefix is True
-    assert make("naru_minicpm_o", "x").shared_prefix is False
+    assert make("naru_qwen3_vl", "x", shared_prefix="false").generator.shared_prefix is False
+    assert make("naru_qwen3_vl", "x").generator.shared_prefix is True
+    assert make("naru_minicpm_o", "x").generator.shared_prefix is False
 
 
 # ------------------------------------------------------------------ long-video geometry
@@ -167,7 +167,7 @@ def test_first_step_logits_equal_at_long_video_geometry(model_id, tiny_checkpoin
     for r in reqs:
         shared.respond(r)
         alone.respond(r)
-    assert shared.prefill_stats["prefix_prefills"] == 1 and alone.prefill_stats["prefix_prefills"] == QUESTIONS
+    assert shared.generator.stats["prefix_prefills"] == 1 and alone.generator.stats["prefix_prefills"] == QUESTIONS
     assert len(s_rec.logits) == len(a_rec.logits) == QUESTIONS
     for got, want in zip(s_rec.logits, a_rec.logits, strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape
@@ -195,7 +195,7 @@ def test_qwen_positions_are_the_reference_in_both_paths(model_id, tiny_checkpoin
     alone.respond(r)
     got, want = prompt_positions(s_rec, True), prompt_positions(a_rec, False)
     assert torch.equal(got, want)
-    ids = alone.build_inputs(r, alone.sampled(r))["input_ids"][0]
+    ids = alone.builder.build_inputs(r, alone.sampled(r))["input_ids"][0]
     video = ids == alone.model.config.video_token_id
     last_video = int(torch.nonzero(video)[-1])
     assert int(want[:, last_video + 1].min()) == int(want[:, video].max()) + 1

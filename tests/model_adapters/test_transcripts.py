@@ -53,8 +53,8 @@ def test_hf_interleaved_every_cue_between_its_frames(model_id, tiny_checkpoint, 
     r = req(indexed_video)
     a.transcripts.check([r])
     sampled = a.sampled(r)
-    got = a.build_inputs(r, sampled)
-    want = b.build_inputs(r, b.sampled(r))
+    got = a.builder.build_inputs(r, sampled)
+    want = b.builder.build_inputs(r, b.sampled(r))
     text = a.processor.tokenizer.decode(got["input_ids"][0])
     grid = got["video_grid_thw"]
     per_group = int(grid[0][1] * grid[0][2]) // 4
@@ -73,7 +73,7 @@ def test_hf_interleaved_every_cue_between_its_frames(model_id, tiny_checkpoint, 
         assert got["second_per_grid_ts"].tolist() == [float(want["second_per_grid_ts"][0])] * len(grid)
     # the prefix is byte-identical across the video's questions (the shared prefix hits)
     other = req(indexed_video, "q2", "[C.1] Who speaks first?\nA. x\nB. y\nAnswer with the option's letter.")
-    split1, split2 = a.split_prompt(r), a.split_prompt(other)
+    split1, split2 = a.generator.split_prompt(r), a.generator.split_prompt(other)
     assert split1 is not None and split2 is not None and split1[0] == split2[0]
     assert "おわり" in split1[0]
     ans = a.respond(r)
@@ -88,14 +88,14 @@ def test_hf_block_before_the_question_and_transcript_only(tiny_checkpoint, index
     a = loaded("naru_qwen2_5_vl", ckpt, transcript=str(subs), transcript_layout="block")
     r = req(indexed_video)
     a.transcripts.check([r])
-    text = a.chat_text(r)
+    text = a.builder.chat_text(r)
     assert (
         text.index("<|video_pad|>") < text.index(BLOCK_HEADER) < text.index("[5.9–6.0] おわり") < text.index(r.prompt)
     )
     only = loaded("naru_qwen2_5_vl", ckpt, transcript=str(subs), video="false")
     assert only.inputs.mode == "transcript"
     only.transcripts.check([r])
-    inputs = only.build_inputs(r, only.sampled(r))
+    inputs = only.builder.build_inputs(r, only.sampled(r))
     decoded = only.processor.tokenizer.decode(inputs["input_ids"][0])
     assert "<|video_pad|>" not in decoded and "[0.1–0.5] はじめ" in decoded and r.prompt in decoded
     assert only.respond(r).text is not None
@@ -103,10 +103,10 @@ def test_hf_block_before_the_question_and_transcript_only(tiny_checkpoint, index
 
 def test_budget_cuts_cues_and_says_so(tiny_checkpoint, indexed_video, subs):
     a = loaded("naru_qwen2_5_vl", tiny_checkpoint("naru_qwen2_5_vl"), transcript=str(subs))
-    a.context_tokens = lambda: 2048 + 12 * 3 + 20  # the frames and a cue or two
+    a.checkpoint.context_tokens = lambda: 2048 + 12 * 3 + 20  # the frames and a cue or two
     r = req(indexed_video)
     a.transcripts.check([r])
-    view = a.transcript_view(r)
+    view = a.builder.transcript_view(r)
     record = view.record
     assert 0 < record["cues"] < 4 and record["cut"].startswith("cut to fit")
     assert record["cut"] in provenance.current("v1")["transcript"]
@@ -142,8 +142,8 @@ def test_internvl_interleaved_every_cue_between_its_frame_lines(tiny_checkpoint,
     r = req(indexed_video)
     a.transcripts.check([r])
     sampled = a.sampled(r)
-    got = a.build_inputs(r, sampled)
-    want = b.build_inputs(r, b.sampled(r))
+    got = a.builder.build_inputs(r, sampled)
+    want = b.builder.build_inputs(r, b.sampled(r))
     tok = a.processor.tokenizer
     text, plain = tok.decode(got["input_ids"][0]), tok.decode(want["input_ids"][0])
     cues = read_subtitle_file(subs / "v1.srt").cues
@@ -167,15 +167,15 @@ def test_internvl_interleaved_every_cue_between_its_frame_lines(tiny_checkpoint,
     assert bare == plain
     # the frames' budget is the processor's own expansion, counted with its tokenizer
     n = len(sampled.frames)
-    assert a.transcript_frame_tokens(sampled, n) == int((want["input_ids"] != -1).sum()) - len(
-        tok(b.chat_text(r).replace("<video>", ""), add_special_tokens=False)["input_ids"]
+    assert a.builder.frame_tokens(sampled, n) == int((want["input_ids"] != -1).sum()) - len(
+        tok(b.builder.chat_text(r).replace("<video>", ""), add_special_tokens=False)["input_ids"]
     )
     # the prefix is byte-identical across the video's questions (the shared prefix hits)
     other = req(indexed_video, "q2", "[C.1] Who speaks first?\nA. x\nB. y\nAnswer with the option's letter.")
-    split1, split2 = a.split_prompt(r), a.split_prompt(other)
+    split1, split2 = a.generator.split_prompt(r), a.generator.split_prompt(other)
     assert split1 is not None and split2 is not None and split1[0] == split2[0]
-    first = a.run_processor(split1[0], sampled)
-    second = a.run_processor(split2[0], a.sampled(other))
+    first = a.builder.processor_inputs(split1[0], sampled)
+    second = a.builder.processor_inputs(split2[0], a.sampled(other))
     assert first["input_ids"].equal(second["input_ids"]) and "おわり" in tok.decode(first["input_ids"][0])
     ans = a.respond(r)
     assert ans.usage["shared_prefix_tokens"] > 0
@@ -188,7 +188,7 @@ def test_internvl_block_after_the_frames(tiny_checkpoint, indexed_video, subs):
     a = loaded("naru_internvl3_5", ckpt, transcript=str(subs), transcript_layout="block")
     r = req(indexed_video)
     a.transcripts.check([r])
-    text = a.processor.tokenizer.decode(a.build_inputs(r, a.sampled(r))["input_ids"][0])
+    text = a.processor.tokenizer.decode(a.builder.build_inputs(r, a.sampled(r))["input_ids"][0])
     assert text.rindex("</img>") < text.index(BLOCK_HEADER) < text.index("[5.9–6.0] おわり") < text.index(r.prompt)
 
 

@@ -35,6 +35,9 @@ from typing import Any, NamedTuple
 QWEN_REFERENCE = "qwen-reference"  # M-RoPE as above, computed by this module in both paths
 SEQUENTIAL = "sequential"  # one position per token, 0..L-1 (InternVL's 1-D RoPE)
 NO_ROPE = "no-rope"  # no positional encoding in the attention layers (NemotronH: order only)
+#: the model computes its positions itself, in both paths (GLM-4.1V's M-RoPE from its token types):
+#: nothing is passed, and the recorded layout says whose they are
+MODEL_OWN = "model-own"
 
 
 class MRopeGeometry(NamedTuple):

@@ -1,5 +1,5 @@
-"""The Qwen video families' shared machinery over :class:`HFVideoModel` (Qwen2.5-VL, Qwen3-VL and
-Qwen3.5 are each a module of ``model_adapters/`` over :class:`QwenVideoModel`).
+"""The Qwen video families' shared input builder (Qwen2.5-VL, Qwen3-VL and Qwen3.5 are each a
+module of ``model_adapters/`` whose builder is a :class:`QwenInputs`).
 
 All three take the sampled frames as one uint8 array with a ``video_metadata`` entry:
 
@@ -28,14 +28,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, HFArgs
-from naru_eval.adapters.base import RequestFailed
-from naru_eval.adapters.hf.base import HFVideoModel, ProcessorKwargs
+from naru_eval.adapters.base import NaruModel, RequestFailed
+from naru_eval.adapters.hf.builder import InputBuilder, ProcessorKwargs
+from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import generation_position_ids, geometry_of
 from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
 from naru_eval.core.budgets import Sampling
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.sampler import SampledFrames
 
 
 class QwenArgs(HFArgs):
@@ -61,37 +63,42 @@ class QwenSizing(TypedDict):
     model_seq_len: int
 
 
-class QwenVideoModel(HFVideoModel):
-    """The Qwen families' shared rate sampling and positions (the module docstring)."""
+class QwenInputs(InputBuilder):
+    """The Qwen families' shared rate sampling and positions (the module docstring); a family
+    sets its ``patch_size``."""
 
     #: qwen-vl-utils' ``image_patch_size`` for this family
     patch_size: ClassVar[int] = 14
     #: a timestamp before each temporal patch splits the video into one-patch blocks (Qwen3-VL, Qwen3.5)
     split_video_frames: ClassVar[bool] = True
-    args: QwenArgs
+    #: the transcript goes between the video's temporal patches: the video is given as one chunk
+    #: per stretch between cues, each with its own frames' numbers (so Qwen3-VL's ``<t seconds>``
+    #: are the frames-only run's) and Qwen2.5-VL's spacing per temporal patch
+    interleaves_transcript = True
 
-    def __init__(self, **model_args: Any) -> None:
-        super().__init__(**model_args)
+    def __init__(self, adapter: NaruModel, checkpoint: Checkpoint) -> None:
+        super().__init__(adapter, checkpoint)
         self._plans: dict[str, QwenVideoPlan] = {}
 
-    def family_description(self) -> dict[str, Any]:
-        if self.fps is None:
+    def description(self) -> dict[str, Any]:
+        s = self.adapter.sampling
+        if s.fps is None:
             return {}
         from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
 
         sizing: QwenSizing = {
             "patch_size": self.patch_size,
-            "min_frames": self.min_frames,
+            "min_frames": s.min_frames,
             "model_seq_len": vp.MODEL_SEQ_LEN,
         }
         return {"qwen_vl_utils_sizing": sizing}
 
     def video_plan(self, video: str) -> QwenVideoPlan:
-        """The qwen-vl-utils plan of ``video`` at this adapter's fps (probed once per video)."""
+        """The qwen-vl-utils plan of ``video`` at this run's fps (probed once per video)."""
         from naru_eval.media.video import probe_video
 
         if video not in self._plans:
-            s = self.sampling
+            s = self.adapter.sampling
             info = probe_video(video, check_end=False)
             try:
                 self._plans[video] = qwen_video_plan(
@@ -110,11 +117,12 @@ class QwenVideoModel(HFVideoModel):
         return self._plans[video]
 
     def frame_params(self, video: str) -> SamplingParams:
-        if self.fps is None:
+        """By rate: qwen-vl-utils' frame count and size, resized by its own arithmetic from the
+        native frames (``media.pixels.reference_resize``); a frame count: the declared cap."""
+        if self.adapter.sampling.fps is None:
             return super().frame_params(video)
         from naru_eval.media.frame_cache import sampling_params
 
-        # qwen-vl-utils' size, by its own resize from the native frames (media.pixels.reference_resize)
         plan = self.video_plan(video)
         return sampling_params(num_frames=plan.nframes, size=(plan.height, plan.width), resize="float")
 
@@ -131,16 +139,11 @@ class QwenVideoModel(HFVideoModel):
             inputs.get("second_per_grid_ts"),
         )
 
-    #: the transcript goes between the video's temporal patches: the video is given as one
-    #: chunk per stretch between cues, each with its own frames' numbers (so Qwen3-VL's
-    #: ``<t seconds>`` are the frames-only run's) and Qwen2.5-VL's spacing per temporal patch
-    interleaves_transcript = True
-
     def interleave_group(self) -> int:
         """A temporal patch (2 frames) is one video token: text goes between patches."""
         return int(getattr(self.processor.video_processor, "temporal_patch_size", 2))
 
-    def transcript_frame_tokens(self, sampled: Any, n: int) -> int:
+    def frame_tokens(self, sampled: SampledFrames, n: int) -> int:
         """Qwen's merged patches: (h/28) x (w/28) per temporal patch of 2 frames at the frames' size."""
         import math
 
@@ -151,4 +154,4 @@ class QwenVideoModel(HFVideoModel):
         return per * math.ceil(int(n) / self.interleave_group())
 
     def family_processor_kwargs(self) -> ProcessorKwargs:
-        return {"do_resize": False} if self.fps is not None else {}  # the frames have qwen-vl-utils' size
+        return {"do_resize": False} if self.adapter.sampling.fps is not None else {}  # qwen-vl-utils' size

@@ -1,5 +1,6 @@
-"""The Qwen-Omni thinkers' shared machinery (Qwen2.5-Omni and Qwen3-Omni are each a module of
-``model_adapters/`` over :class:`QwenOmniModel`): the frames and the soundtrack as one
+"""The Qwen-Omni thinkers' shared input builder (Qwen2.5-Omni and Qwen3-Omni are each a module of
+``model_adapters/`` whose builder is a :class:`QwenOmniInputs`, over an adapter with the
+soundtrack, :class:`naru_eval.adapters.audio.AudioMixin`): the frames and the soundtrack as one
 time-aligned block, TMRoPE positions computed here, text out (no talker, no speech).
 
 Per request:
@@ -19,10 +20,9 @@ Per request:
    positions in the shared-prefix and the per-question path.
 
 A published checkpoint (``Qwen/Qwen2.5-Omni-7B``, ``Qwen/Qwen3-Omni-30B-A3B-Instruct``: thinker,
-talker and vocoder) loads its thinker alone (its ``thinker_config``; transformers' conversion
-mapping strips the weights' ``thinker.`` prefix, and a thinker weight left missing stops the run);
-a thinker-only checkpoint written by ``save_pretrained`` loads as it is. Processor and config must
-agree on ``position_id_per_seconds`` or the run stops with both numbers.
+talker and vocoder) loads its thinker alone (:mod:`naru_eval.adapters.hf.loading`); a thinker-only
+checkpoint written by ``save_pretrained`` loads as it is. Processor and config must agree on
+``position_id_per_seconds`` or the run stops with both numbers, before the first answer.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from naru_eval.adapters.audio import AudioArgs, AudioMixin
-from naru_eval.adapters.base import NaruRequest, RequestFailed
-from naru_eval.adapters.chat import TextPart
-from naru_eval.adapters.hf.base import ChatMediaPart, HFVideoModel
+from naru_eval.adapters.base import NaruModel, NaruRequest, RequestFailed
+from naru_eval.adapters.hf.builder import ChatPart, InputBuilder
+from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.tmrope import (
     Layout,
     OmniGeometry,
@@ -49,79 +49,47 @@ from naru_eval.adapters.hf.tmrope import (
 if TYPE_CHECKING:
     from naru_eval.media.sampler import SampledFrames
 
-#: the processor outputs kept for :meth:`QwenOmniModel.position_ids` and never given to the model
+#: the processor outputs kept for :meth:`QwenOmniInputs.position_ids` and never given to the model
 GRID_T, AUDIO_T = "naru_grid_t", "naru_audio_t"
 
 
-class QwenOmniModel(AudioMixin, HFVideoModel):
-    """A Qwen-Omni thinker (the module docstring); a family sets ``layout``, ``encoder`` and its
-    ``family``."""
+class QwenOmniInputs(InputBuilder):
+    """A Qwen-Omni thinker's inputs (the module docstring); a family sets ``layout`` and
+    :meth:`clip_tokens`."""
 
     layout: ClassVar[Layout]
-    #: ``config.model_type`` of the published full checkpoints, whose thinker alone is loaded
-    full_checkpoints: ClassVar[tuple[str, ...]] = ()
     adapter_keys: ClassVar[tuple[str, ...]] = (GRID_T, AUDIO_T)
+    model_dtype_keys: ClassVar[tuple[str, ...]] = ("input_features",)  # the audio tower's dtype
     args: AudioArgs
 
-    _geometry: OmniGeometry | None = None
+    def __init__(self, adapter: NaruModel, checkpoint: Checkpoint) -> None:
+        super().__init__(adapter, checkpoint)
+        assert isinstance(adapter, AudioMixin), f"{type(adapter).__name__}: a Qwen-Omni adapter hears the soundtrack"
+        self.omni: AudioMixin = adapter
+        self._geometry: OmniGeometry | None = None
 
-    # -- loading ------------------------------------------------------------------------------
-    def load(self) -> None:
-        import transformers
-        from transformers import AutoProcessor
-
-        config = transformers.AutoConfig.from_pretrained(self.pretrained, **self._pretrained_kwargs())
-        if config.model_type not in self.full_checkpoints:
-            super().load()
-        else:
-            cls = self.model_class()
-            kw: dict[str, Any] = {"dtype": self._torch_dtype(), "device_map": self.device_map, **self.load_kwargs()}
-            if self.attn_implementation:
-                kw["attn_implementation"] = self.attn_implementation
-            self.processor = AutoProcessor.from_pretrained(self.pretrained, **self._pretrained_kwargs())
-            model, info = cls.from_pretrained(
-                self.pretrained,
-                config=config.thinker_config,
-                output_loading_info=True,
-                **kw,
-                **self._pretrained_kwargs(),
-            )
-            missing = list(info.get("missing_keys") or [])
-            if missing:
-                raise ValueError(
-                    f"{self.model_id}: {self.pretrained}'s thinker left {len(missing)} weight(s) unloaded "
-                    f"(e.g. {missing[:3]}): not a {cls.__name__} checkpoint"
-                )
-            self.model = model.eval()
-        check_position_rate(self.processor, self.model.config, source=self.pretrained)
+    def loaded(self) -> None:
+        """Processor and config must agree on the time positions' rate (``position_id_per_seconds``)."""
+        check_position_rate(self.processor, self.model.config, source=self.args.pretrained)
 
     def geometry(self) -> OmniGeometry:
+        """The layout's geometry of the loaded thinker."""
         if self._geometry is None:
             self._geometry = geometry_of(self.model.config, self.layout)
         return self._geometry
 
-    def _to_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        batch = super()._to_device(inputs)
-        dtype = getattr(self.model, "dtype", None)
-        if "input_features" in batch and dtype is not None:
-            batch["input_features"] = batch["input_features"].to(dtype=dtype)  # the audio tower's dtype
-        return batch
-
     # -- what the model is given ----------------------------------------------------------------
-    def sampled(self, request: NaruRequest) -> SampledFrames | None:
-        """The frames (audio only too: their times centre the audio windows); None without a video."""
-        if request.video is None or (self.plan_of(request).frames is None and self.plan_of(request).audio is None):
-            return None
-        return self.frames(request)
-
-    def chat_media(self, request: NaruRequest) -> list[ChatMediaPart | TextPart]:
+    def media(self, request: NaruRequest) -> list[ChatPart]:
         """One video (its audio goes inside it), or, audio only, one audio part."""
-        return [{"type": "video"}] if self.gives_frames else [{"type": "audio"}]
+        return [{"type": "video"}] if self.omni.gives_frames else [{"type": "audio"}]
 
-    def frame_tokens_of(self, sampled: SampledFrames) -> int:
-        n, h, w = sampled.frames.shape[:3]
+    def frame_tokens(self, sampled: SampledFrames, n: int) -> int:
+        frames = sampled.frames[: int(n)]
+        if len(frames) == 0:
+            return 0
+        _, h, w = frames.shape[:3]
         kw = {**self.processor_kwargs(), **self.video_kwargs(sampled)}
-        got = self.processor._get_num_multimodal_tokens(video_sizes=[(n, h, w)], videos_kwargs=kw)
+        got = self.processor._get_num_multimodal_tokens(video_sizes=[(len(frames), h, w)], videos_kwargs=kw)
         return int(got.num_video_tokens[0])
 
     def video_kwargs(self, sampled: SampledFrames) -> dict[str, Any]:
@@ -129,12 +97,13 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
         their ``second_per_grid`` (``video_metadata`` alone leaves their 2.0 / 1.0 fps default)."""
         return {"fps": len(sampled.frames) / float(sampled.info.duration_s)}
 
-    def run_processor(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
+    def processor_inputs(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
         import torch
 
         proc = processor or self.processor
         geo = self.geometry()
-        if self.gives_frames:
+        omni = self.omni
+        if omni.gives_frames:
             inputs = proc(
                 text=[text],
                 videos=[self.video_input(sampled)],
@@ -154,8 +123,8 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
             inputs = dict(proc.tokenizer([text], return_tensors="pt"))
             video_tokens, grid_t, t, h, w = 0, [], 0, 0, 0
         ids = [int(x) for x in inputs["input_ids"][0]]
-        if self.gives_audio:
-            audio, plan = self.soundtrack(sampled, video_tokens)
+        if omni.gives_audio:
+            audio, plan = omni.soundtrack(sampled, video_tokens)
             clips = [audio.window(k) for k in range(len(audio.windows))]
             feats = proc.feature_extractor(
                 clips,
@@ -165,7 +134,7 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
                 return_attention_mask=True,
                 return_tensors="pt",
             )
-            per_clip = [self.encoder.tokens(len(c)) for c in clips]
+            per_clip = [omni.encoder.tokens(len(c)) for c in clips]
             model_tokens = self.clip_tokens(feats["attention_mask"].sum(-1))
             if per_clip != model_tokens or sum(per_clip) != plan.tokens:
                 raise RequestFailed(
@@ -173,14 +142,14 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
                     f"{sum(model_tokens)} ({model_tokens[:4]}...)"
                 )
             a_t = audio_time_positions(geo, [(s, n) for (s, _), n in zip(audio.windows, per_clip, strict=True)])
-            if self.gives_frames:
+            if omni.gives_frames:
                 ids = _splice_run(ids, geo.video_token_id, omni_block_tokens(geo, (t, h, w), grid_t, a_t), video_tokens)
             else:
                 ids = _splice_run(ids, geo.audio_token_id, [geo.audio_token_id] * len(a_t), 1)
             inputs["input_features"] = feats["input_features"]
             inputs["feature_attention_mask"] = feats["attention_mask"]
             inputs[AUDIO_T] = torch.tensor(a_t, dtype=torch.float64)
-            self._audio_records[sampled.info.path] = self.audio_usage(audio, plan)
+            omni._audio_records[sampled.info.path] = omni.audio_usage(audio, plan)
         inputs["input_ids"] = torch.tensor([ids], dtype=torch.long)
         inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
         return inputs
@@ -203,8 +172,8 @@ class QwenOmniModel(AudioMixin, HFVideoModel):
         )
         return generation_position_ids(input_ids, pos)
 
-    def family_description(self) -> dict[str, Any]:
-        return {"tmrope": self.layout, **self.audio_description()}
+    def description(self) -> dict[str, Any]:
+        return {"tmrope": self.layout, **self.omni.audio_description()}
 
 
 def _splice_run(ids: list[int], token: int, block: list[int], expected: int) -> list[int]:

@@ -1,0 +1,62 @@
+"""A reasoning model's response: the reasoning kept apart from the answer, never read as one.
+
+A reasoning model writes ``<think>reasoning</think>answer``. :func:`think_split` gives the
+response text the extractor scores: ``<think>\nreasoning\n</think>\n\nanswer`` (the task's stop
+strings cut the answer only), or an open ``<think>\nreasoning`` when the token budget ran out
+before the reasoning closed, which the extractor scores invalid (``unfinished_reasoning``),
+never a letter read from inside the reasoning. :func:`answer_tag` reads the ``<answer>…</answer>``
+a model (GLM-4.1V-Thinking) puts its answer in. Split on the tokens themselves where they are one
+token each: they are special tokens, which plain decoding drops.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from naru_eval.adapters.hf.builder import cut_at_stops
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+
+
+def _token_id(tokenizer: Any, token: str) -> int | None:
+    """The id of ``token`` when the vocabulary has it as one token."""
+    tid = tokenizer.convert_tokens_to_ids(token)
+    if tid is None or (tokenizer.unk_token_id is not None and tid == tokenizer.unk_token_id):
+        return None
+    return int(tid)
+
+
+def think_split(tok: Any, new_ids: list[int], until: Any) -> str:
+    """``<think>reasoning</think>answer`` of generated ids (the task's stops cut the answer only),
+    or an open ``<think>reasoning`` when the budget ran out before the reasoning closed; split on
+    the ``</think>`` token itself where it is one (a special token, which plain decoding drops)."""
+    close_id, open_id = (_token_id(tok, t) for t in (THINK_CLOSE, THINK_OPEN))
+
+    def text(ids: list[int]) -> str:
+        return tok.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    if close_id is not None:  # split on the token: decoding may drop special tokens
+        ids = [i for i in new_ids if i != open_id] if open_id is not None else list(new_ids)
+        if close_id in ids:
+            cut = ids.index(close_id)
+            reasoning, answer = text(ids[:cut]), text(ids[cut + 1 :])
+        else:
+            reasoning, answer = text(ids), None
+    else:  # not a single token, so not special: it survives decoding
+        full = text(list(new_ids)).replace(THINK_OPEN, "")
+        reasoning, sep, rest = full.partition(THINK_CLOSE)
+        answer = rest if sep else None
+    reasoning = reasoning.replace(THINK_CLOSE, "").strip()
+    if answer is None:
+        return f"{THINK_OPEN}\n{reasoning}"
+    answer = cut_at_stops(answer.strip(), until)
+    return f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n\n{answer}"
+
+
+def answer_tag(answer: str) -> str:
+    """The text inside ``<answer>…</answer>`` (an unclosed tag: to the end), or ``answer`` as it
+    is when the model wrote no tag."""
+    m = re.search(re.escape(ANSWER_OPEN) + r"(.*?)(?:" + re.escape(ANSWER_CLOSE) + r"|$)", answer, flags=re.S)
+    return m.group(1).strip() if m else answer.strip()
