@@ -4,6 +4,7 @@ declarations (``naru_eval.adapters.docs``), printed or written into a doc betwee
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,16 @@ from typing import Any
 def cmd_adapters(args: argparse.Namespace) -> int:
     """Print the tables, or write them into a doc between its markers (``--check``: only compare)."""
     from naru_eval.adapters.docs import markdown, with_tables
+    from naru_eval.adapters.registry import problems
 
+    bad = problems()
+    if bad:  # every other family is listed; the broken modules are named first, and the exit is 1
+        print(f"naru-eval adapters: {len(bad)} family module problem(s); those families are left out:", file=sys.stderr)
+        for p in bad:
+            print(f"  {p}", file=sys.stderr)
     if not args.write:
         print(markdown(), end="")
-        return 0
+        return 1 if bad else 0
     doc = Path(args.write)
     old = doc.read_text(encoding="utf-8")
     new = with_tables(old)
@@ -25,7 +32,7 @@ def cmd_adapters(args: argparse.Namespace) -> int:
         return 0
     doc.write_text(new, encoding="utf-8")
     print(f"wrote the adapters' tables into {doc}")
-    return 0
+    return 1 if bad else 0
 
 
 def register(subparsers: Any) -> None:

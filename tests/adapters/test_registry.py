@@ -60,15 +60,54 @@ def test_lmms_eval_finds_every_family_through_its_entry_point():
         assert get_model(model_id) is adapter_class(model_id)
 
 
-def test_two_modules_declaring_one_id_is_an_error(tmp_path, monkeypatch):
+def test_a_broken_or_duplicate_family_module_is_named_and_the_others_stay(tmp_path, monkeypatch):
+    """A syntax error, an id that is not a literal, or two modules declaring one id: each named by
+    file and line, neither duplicate taken (which one is meant is the user's to say), the rest kept."""
+    from naru_eval.adapters.registry import RegistryError, problems
+
     pkg = tmp_path / "dup_adapters"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     for name in ("a", "b"):
         (pkg / f"{name}.py").write_text(f'class {name.upper()}:\n    family = Family(id="naru_same", args=None)\n')
+    (pkg / "c.py").write_text('class C:\n    family = Family(id="naru_fine", args=None)\n')
+    (pkg / "d.py").write_text('class D:\n    family = Family(id="naru_half", args=None\n')  # half-written
+    (pkg / "e.py").write_text("ID = 'naru_x'\nclass E:\n    family = Family(id=ID, args=None)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ValueError, match="naru_same.*already declared by dup_adapters.a.A"):
-        registered("dup_adapters")
-    (pkg / "b.py").write_text("ID = 'naru_x'\nclass B:\n    family = Family(id=ID, args=None)\n")
-    with pytest.raises(ValueError, match="must be a string literal"):
-        registered("dup_adapters")
+    assert list(registered("dup_adapters")) == ["naru_fine"]
+    got = {(p.path.name, p.line): p.message for p in problems("dup_adapters")}
+    assert set(got) == {("a.py", 2), ("b.py", 2), ("d.py", 2), ("e.py", 3)}, got
+    assert "id='naru_same', as do a.py:2, b.py:2" in got[("a.py", 2)]
+    assert "SyntaxError" in got[("d.py", 2)] and "must be a string literal" in got[("e.py", 3)]
+    with pytest.raises(RegistryError, match=r"a\.py:2: A declares id='naru_same'"):
+        adapter_class("naru_same", "dup_adapters")
+
+
+@pytest.mark.slow
+def test_lmms_eval_and_the_cli_keep_every_other_family_beside_a_broken_module(tmp_path):
+    """A copy of the family modules with a half-written one and a copy that keeps its original's
+    id: lmms-eval still runs every other NARU adapter (it used to lose all of them, exit 0), and
+    ``naru-eval adapters`` names both problems by file and line and exits 1, with no traceback."""
+    import os
+    import shutil
+
+    pkg = tmp_path / "model_adapters"
+    shutil.copytree(ROOT / "model_adapters", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "half_written.py").write_text("class Half(HFVideoModel):\n    family = Family(\n        id='naru_half',\n")
+    shutil.copy(ROOT / "model_adapters" / "internvl3_5.py", pkg / "internvl3_5_mine.py")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    code = (
+        "from lmms_eval.models import get_model\n"
+        "print(get_model('naru_qwen3_vl').__name__, get_model('naru_replay').__name__)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    said = run.stdout + run.stderr  # lmms-eval's logger writes where it is configured to
+    assert run.returncode == 0 and run.stdout.splitlines()[-1].split() == ["Qwen3_VL", "NaruReplay"], said[-3000:]
+    assert "half_written.py:2" in said and "internvl3_5_mine.py" in said
+    cli = subprocess.run(
+        [sys.executable, "-m", "naru_eval.cli", "adapters"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr[-3000:]
+    assert "half_written.py:2: cannot be read (SyntaxError" in cli.stderr
+    assert "internvl3_5.py:" in cli.stderr and "internvl3_5_mine.py:" in cli.stderr
+    assert "`naru_qwen3_vl`" in cli.stdout and "`naru_internvl3_5`" not in cli.stdout
