@@ -121,5 +121,6 @@ class InternVL3_5(HFVideoModel):
         checkpoints={"internvl": "InternVLForConditionalGeneration"},
         positions=SEQUENTIAL,
         frames=PROCESSOR,
+        times="order",
     )
     Inputs = InternVLInputs

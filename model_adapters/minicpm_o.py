@@ -222,6 +222,7 @@ class MiniCPM_O(AudioMixin, HFVideoModel):
         positions=SEQUENTIAL,
         inputs=("frames", "audio"),
         frames=CAP,
+        times="order",
     )
     Inputs = MiniCPMInputs
     Generate = RemoteChat

@@ -269,6 +269,7 @@ class NemotronOmni(AudioMixin, HFVideoModel):
         positions=NO_ROPE,
         inputs=("frames", "audio"),
         frames=PROCESSOR,  # its tile; max_pixels= set to anything but the tile's pixels: at most that many
+        times="labelled-seconds",
     )
     Inputs = NemotronInputs
     encoder = NEMOTRON_OMNI

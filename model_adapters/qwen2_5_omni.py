@@ -63,6 +63,7 @@ class Qwen2_5_Omni(AudioMixin, HFVideoModel):
         positions=TMROPE_TRUE_TIME,
         inputs=("frames", "audio"),
         frames=CAP,
+        times="tmrope",
     )
     Inputs = Qwen2_5_OmniInputs
     encoder = QWEN2_5_OMNI

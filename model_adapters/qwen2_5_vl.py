@@ -43,5 +43,6 @@ class Qwen2_5_VL(HFVideoModel):
         checkpoints={"qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration"},
         positions=QWEN_REFERENCE,
         frames=CAP,  # a frame count: at most 448x448; by rate: qwen-vl-utils' size (QwenInputs.frame_params)
+        times="m-rope-spacing",
     )
     Inputs = Qwen2_5_VLInputs

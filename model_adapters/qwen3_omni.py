@@ -65,6 +65,7 @@ class Qwen3_Omni(AudioMixin, HFVideoModel):
         positions=TMROPE_TRUE_TIME,
         inputs=("frames", "audio"),
         frames=CAP,
+        times="tmrope",
     )
     Inputs = Qwen3_OmniInputs
     encoder = QWEN3_OMNI

@@ -47,5 +47,6 @@ class Qwen3_VL(HFVideoModel):
         },
         positions=QWEN_REFERENCE,
         frames=CAP,  # a frame count: at most 448x448; by rate: qwen-vl-utils' size (QwenInputs.frame_params)
+        times="qwen3-timestamps",
     )
     Inputs = Qwen3_VLInputs

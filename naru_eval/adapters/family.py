@@ -30,6 +30,16 @@ CAP, PROCESSOR, NATIVE = "cap", "processor", "native"
 FRAME_SIZES = (CAP, PROCESSOR, NATIVE)
 
 
+#: how a family's model is told when each frame was (``Family.times``), as its reference does:
+#: ``m-rope-spacing``, one temporal-position spacing per video (Qwen2.5-VL's ``second_per_grid_ts``:
+#: time since the video's first frame); ``qwen3-timestamps``, a ``<t seconds>`` text before each
+#: temporal patch (Qwen3-VL, Qwen3.5); ``glm-timestamps``, the whole seconds after each temporal
+#: patch's image (GLM-4.1V); ``labelled-seconds``, "Frame i sampled at t seconds" (Nemotron-Omni);
+#: ``tmrope``, each temporal patch's positions at its true time (the Qwen-Omni thinkers); ``order``,
+#: the frames' order only (InternVL3.5's ``FrameN:``, MiniCPM-o's images): no times
+TIME_ENCODINGS = ("m-rope-spacing", "qwen3-timestamps", "glm-timestamps", "labelled-seconds", "tmrope", "order")
+
+
 @dataclass(frozen=True)
 class Official:
     """A default sampling and where it comes from: the rows of the official NARU leaderboard run
@@ -61,6 +71,8 @@ class Family:
       ``MODEL_OWN``: the model computes its own);
     - ``frames``: how the frames are sized before the processor (:data:`FRAME_SIZES`; every
       transformers family says which, none inherits a cap silently);
+    - ``times``: how its model is told when each frame was (:data:`TIME_ENCODINGS`; the tests read
+      the times back from the model's inputs by it);
     - ``inputs``: the inputs it takes besides the prompt (fields of
       ``naru_eval.core.inputs.InputPlan``: ``frames``, ``audio``); none: the adapter gives a model
       nothing (replay).
@@ -75,6 +87,7 @@ class Family:
     positions: str | None = None
     inputs: tuple[str, ...] = ("frames",)
     frames: str | None = None
+    times: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id.startswith("naru_"):
@@ -82,6 +95,8 @@ class Family:
         unknown = sorted(set(self.inputs) - set(INPUT_KINDS))
         if unknown:
             raise ValueError(f"{self.id}: unknown inputs {unknown}; an input plan holds {list(INPUT_KINDS)}")
+        if self.times is not None and self.times not in TIME_ENCODINGS:
+            raise ValueError(f"{self.id}: times={self.times!r}; the time encodings are {list(TIME_ENCODINGS)}")
         if self.frames is not None and self.frames not in FRAME_SIZES:
             raise ValueError(f"{self.id}: frames={self.frames!r}; the frame sizes are {list(FRAME_SIZES)}")
 

@@ -100,12 +100,19 @@ def test_lmms_eval_and_the_cli_keep_every_other_family_beside_a_broken_module(tm
         "from lmms_eval.models import get_model\n"
         "print(get_model('naru_qwen3_vl').__name__, get_model('naru_replay').__name__)\n"
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
     said = run.stdout + run.stderr  # lmms-eval's logger writes where it is configured to
     assert run.returncode == 0 and run.stdout.splitlines()[-1].split() == ["Qwen3_VL", "NaruReplay"], said[-3000:]
     assert "half_written.py:2" in said and "internvl3_5_mine.py" in said
     cli = subprocess.run(
-        [sys.executable, "-m", "naru_eval.cli", "adapters"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+        [sys.executable, "-m", "naru_eval.cli", "adapters"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
     )
     assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr[-3000:]
     assert "half_written.py:2: cannot be read (SyntaxError" in cli.stderr

@@ -13,7 +13,9 @@ from naru_eval.adapters.registry import adapter_class, registered
 from naru_eval.media.plan import uniform_indices
 from naru_eval.media.sampler import sample_frames
 
-__all__ = ["ALL_FAMILIES", "HF_FAMILIES", "N", "Spy", "adapter_class", "expected", "make", "model_type", "request"]
+__all__ = [
+    "ALL_FAMILIES", "HF_FAMILIES", "N", "Spy", "adapter_class", "expected", "make", "model_type", "reasoning_off", "request",
+]  # fmt: skip
 
 
 def _transformers_families() -> tuple[list[str], list[str]]:
@@ -33,6 +35,13 @@ def model_type(model_id: str) -> str:
     """The checkpoint ``model_type`` a family's tests are keyed by (its first declared one): a new
     family over a known ``model_type`` runs through the same per-family checks with no edit."""
     return next(iter(registered()[model_id].checkpoints))
+
+
+def reasoning_off(model_id: str) -> dict[str, str]:
+    """The args that turn a reasoning family's thinking off (its answer then fits the task's budget,
+    not a 20k-token reasoning one): ``enable_thinking=false`` where the family reasons by default."""
+    field = adapter_class(model_id).Args.model_fields.get("enable_thinking")
+    return {"enable_thinking": "false"} if field is not None and field.default is True else {}
 
 
 N = 5  # odd on purpose: Qwen pads to whole 2-frame temporal patches, the frames given stay 5

@@ -799,19 +799,29 @@ BY_MODEL_TYPE: dict[str, Callable[[str | Path], Path]] = {
 }
 
 
-def builders() -> dict[str, Callable[[str | Path], Path]]:
+#: checkpoint ``model_type`` -> the builder of a tiny checkpoint with its random weights intact, where
+#: the default one is scripted (Nemotron's zeroes every mixer to answer a fixed text, so nothing it
+#: answers depends on the cache: the shared-prefix comparisons need the raw one)
+RAW_BY_MODEL_TYPE: dict[str, Callable[[str | Path], Path]] = {
+    "nemotron_h_omni": lambda out: build_nemotron_omni(out, script=None),
+}
+
+
+def builders(table: dict[str, Callable[[str | Path], Path]] | None = None) -> dict[str, Callable[[str | Path], Path]]:
     """Adapter id -> the builder of its tiny checkpoint: the first ``model_type`` its family
     declares (``Family.checkpoints``) that has a builder, so a new family over a known
-    ``model_type`` gets one with no edit here."""
+    ``model_type`` gets one with no edit here. ``table``: raw builders first (:data:`RAW_BY_MODEL_TYPE`)."""
     from naru_eval.adapters.registry import registered
 
+    by_type = {**BY_MODEL_TYPE, **(table or {})}
     out = {}
     for model_id, entry in registered().items():
-        build = next((BY_MODEL_TYPE[t] for t in entry.checkpoints if t in BY_MODEL_TYPE), None)
+        build = next((by_type[t] for t in entry.checkpoints if t in by_type), None)
         if build is not None:
             out[model_id] = build
     return out
 
 
-#: adapter id -> the builder of its tiny checkpoint (derived: :func:`builders`)
+#: adapter id -> the builder of its tiny checkpoint (derived: :func:`builders`), and of its raw one
 BUILDERS: dict[str, Callable[[str | Path], Path]] = builders()
+RAW_BUILDERS: dict[str, Callable[[str | Path], Path]] = builders(RAW_BY_MODEL_TYPE)

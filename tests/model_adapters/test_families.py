@@ -4,14 +4,15 @@ back. The answers themselves are nonsense (random weights)."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
 from naru_eval.adapters.base import Answer, RequestFailed
+from naru_eval.adapters.family import PROCESSOR
+from naru_eval.adapters.hf.loading import REMOTE_CODE_CLASS
 from naru_eval.core.synthetic import read_frame_index
-from tests.helpers.families import ALL_FAMILIES, HF_FAMILIES, N, Spy, adapter_class, expected, make, model_type, request
+from tests.helpers.families import ALL_FAMILIES, HF_FAMILIES, N, Spy, adapter_class, expected, make, request
+from tests.helpers.times import assert_told_truly
 
 
 @pytest.mark.parametrize("model_id", HF_FAMILIES)
@@ -30,6 +31,7 @@ def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, in
     assert ans.usage["frames"] == N and ans.usage["output_tokens"] <= 6
     (args, kw, out), *more = a.processor.calls
     assert not more and not args
+    a.processor = a.processor._target  # the spy's one call is the answer's
     frames, want = expected(indexed_video, a)
     (video,) = kw["videos"]
     size = a.frame_params(str(indexed_video))["size"] or (64, 64)  # the family's size, else the video's own
@@ -37,48 +39,24 @@ def test_processor_gets_exactly_the_sampled_frames(model_id, tiny_checkpoint, in
     assert np.array_equal(video, frames)
     assert [read_frame_index(f) for f in video] == want
     (meta,) = kw["video_metadata"]
-    if model_type(model_id) == "nemotron_h_omni":  # its labels' millisecond clock (docs/adapters.md)
-        assert meta["frames_indices"] == [k * 100 for k in want] and meta["fps"] == 1000.0
-    else:
-        assert meta["frames_indices"] == want and meta["total_num_frames"] == 60
-        assert meta["fps"] == pytest.approx(10.0)
+    # the metadata's clock gives each frame its true time (Nemotron labels on a millisecond one)
+    assert [i / meta["fps"] for i in meta["frames_indices"]] == pytest.approx([k / 10.0 for k in want])
     assert meta["duration"] == pytest.approx(6.0)
     assert kw["do_sample_frames"] is False  # the processor never re-samples
+    valid = getattr(getattr(a.processor.video_processor, "valid_kwargs", None), "__annotations__", {})
+    if "cap_pixels_per_frame" in valid:  # qwen-vl-utils' per-frame cap, where the processor takes it
+        assert kw["cap_pixels_per_frame"] is True
     (text,) = kw["text"]
     assert "Answer with the option's letter." in text
-
-    # per family: the processor turned those N frames into the model's video input
-    if model_type(model_id) == "qwen2_5_vl":
-        assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
-        # temporal position spacing from the real sampling rate: 2 frames / (N / 6 s)
-        assert float(out["second_per_grid_ts"][0]) == pytest.approx(2 / (N / 6.0))
-        assert kw["cap_pixels_per_frame"] is True
-    elif model_type(model_id) in ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"):
-        # the Qwen-Omni processors take the spacing from videos_kwargs' fps alone: the real rate
-        # (video_metadata alone would leave their 2.0 / 1.0 fps default, 1 s or 2 s per patch)
-        assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
-        assert kw["videos_kwargs"]["fps"] == pytest.approx(N / 6.0)
-        assert float(out["video_second_per_grid"][0]) == pytest.approx(2 / (N / 6.0))
-    elif model_type(model_id) in ("qwen3_vl", "qwen3_5"):
-        assert out["video_grid_thw"][0, 0].item() == (N + 1) // 2
-        decoded = a.processor.tokenizer.decode(out["input_ids"][0])
-        stamps = [float(t) for t in re.findall(r"<([\d.]+) seconds>", decoded)]
-        pairs = [want[i : i + 2] for i in range(0, N, 2)]
-        assert stamps == pytest.approx([round(sum(p + p[-1:] * (2 - len(p))) / 2 / 10.0, 1) for p in pairs])
-    elif model_type(model_id) == "nemotron_h_omni":  # 2-frame tubelets, each labelled with its frames' times
-        assert out["pixel_values_videos"].shape[:2] == (1, (N + 1) // 2)
-        decoded = a.processor.tokenizer.decode(out["input_ids"][0])
-        labels = re.findall(r"[Ff]rame (\d+) sampled at ([\d.]+) seconds", decoded)
-        assert [(int(i), float(t)) for i, t in labels] == [(k + 1, want[k] / 10.0) for k in range(N)]
-    else:  # InternVL: one tile per frame, labelled Frame1..FrameN
-        assert out["pixel_values"].shape[0] == N
-        decoded = a.processor.tokenizer.decode(out["input_ids"][0])
-        assert f"Frame{N}:" in decoded and f"Frame{N + 1}:" not in decoded
+    # the model is told each frame's (or temporal patch's) true time, as its family declares (read
+    # off the model's whole inputs: the processor's and the builder's own, e.g. TMRoPE's times)
+    given = a.builder.build_inputs(request(indexed_video), a.sampled(request(indexed_video)))
+    assert_told_truly(a, given, np.array([k / 10.0 for k in want]), fps=10.0)
 
     # greedy: do_sample=False, no temperature, the task's max_new_tokens (a reasoning model: its
     # reasoning budget)
     ((), gkw, _) = generate.calls[0]
-    budget = 20_480 if model_type(model_id) == "nemotron_h_omni" else 6
+    budget = a.builder.reasoning_max_new_tokens or 6  # a reasoning family: its reasoning budget
     assert gkw["do_sample"] is False and gkw["max_new_tokens"] == budget
     assert not {"temperature", "top_p", "top_k"} & set(gkw)
 
@@ -143,7 +121,7 @@ def test_blind_request_is_text_only(model_id, tiny_checkpoint, indexed_video):
     a = make(model_id, tiny_checkpoint(model_id))
     blind = request(indexed_video)._replace(videos=[])
     a.ensure_loaded()
-    if model_type(model_id) == "minicpmo":
+    if REMOTE_CODE_CLASS in adapter_class(model_id).family.checkpoints.values():  # its own chat() builds inputs
         a.model.chat = Spy(a.model.chat)
         out = a.respond(blind)
         ((_, kwargs, _),) = a.model.chat.calls
@@ -239,7 +217,7 @@ def test_run_key_hf_part_keeps_its_fields_in_order(model_id, args, family_keys):
     assert list(desc["hf"]) == [*HF_KEY, *family_keys]
 
 
-@pytest.mark.parametrize("model_id", [m for m in HF_FAMILIES if model_type(m) in ("internvl", "nemotron_h_omni")])
+@pytest.mark.parametrize("model_id", [m for m in HF_FAMILIES if adapter_class(m).family.frames == PROCESSOR])
 def test_the_processor_gets_its_reference_pixels(model_id, tiny_checkpoint, tmp_path):
     """InternVL3.5 and Nemotron-Omni resize the native frames themselves: the adapter hands their
     processor frames already at its own size, resized with its kernel, so what the model gets is
@@ -267,7 +245,7 @@ def test_the_processor_gets_its_reference_pixels(model_id, tiny_checkpoint, tmp_
     before = pixels(sample_frames(video, num_frames=4).frames)  # the sampler's <=448x448 cap first
     assert ours.shape == reference.shape
     err, err_before = np.abs(ours - reference).max(), np.abs(before - reference).max()
-    if model_type(model_id) == "internvl" or params["size"] is None:
+    if a.builder.resize == "uint8" or params["size"] is None:  # its processor's own uint8 arithmetic: exact
         assert err == 0, err
     else:
         # one uint8 level is 1/255 / std (~0.015 here); rounding stays within a few levels at edges

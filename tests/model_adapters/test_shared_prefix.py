@@ -13,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from naru_eval.adapters.hf.positions import QWEN_REFERENCE
 from naru_eval.media.sampler import sample_frames
-from tests.helpers.families import HF_FAMILIES, FirstStep, N, Spy, expected, make, model_type, request
-from tests.helpers.tiny_models import build_nemotron_omni
+from tests.helpers.families import HF_FAMILIES, FirstStep, N, Spy, adapter_class, expected, make, reasoning_off, request
 
 QUESTIONS = 3
-QWEN_FAMILIES = ["naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5"]
+#: the families whose positions are Qwen's reference M-RoPE, computed by naru-eval in both paths
+QWEN_FAMILIES = [m for m in HF_FAMILIES if adapter_class(m).family.positions == QWEN_REFERENCE]
 #: frames of the long video (the tiny checkpoints' frames are 56-128 px: a 2x2 to 4x4 merged grid)
 LONG_FRAMES = 16
 
@@ -47,17 +48,10 @@ def answer_ids(adapter, reqs) -> list[list[int]]:
     return seen
 
 
-@pytest.fixture(scope="module")
-def nemotron_unscripted(tmp_path_factory):
-    """A Nemotron checkpoint with its random weights intact (the scripted one zeroes every mixer,
-    so its answer cannot depend on the cache)."""
-    return build_nemotron_omni(tmp_path_factory.mktemp("nem_raw") / "ckpt", script=None)
-
-
 @pytest.mark.parametrize("model_id", HF_FAMILIES)
-def test_shared_prefix_equals_per_question(model_id, tiny_checkpoint, indexed_video, nemotron_unscripted):
-    ckpt = nemotron_unscripted if model_type(model_id) == "nemotron_h_omni" else tiny_checkpoint(model_id)
-    extra = {"enable_thinking": "false"} if model_type(model_id) == "nemotron_h_omni" else {}
+def test_shared_prefix_equals_per_question(model_id, tiny_checkpoint, indexed_video):
+    ckpt = tiny_checkpoint(model_id, raw=True)  # a scripted checkpoint's answer cannot depend on the cache
+    extra = reasoning_off(model_id)
     shared = make(model_id, ckpt, **extra)
     alone = make(model_id, ckpt, shared_prefix="false", **extra)
     reqs = questions(indexed_video)
@@ -73,7 +67,7 @@ def test_shared_prefix_equals_per_question(model_id, tiny_checkpoint, indexed_vi
     assert shared.generator.stats["prefill_tokens"] < alone.generator.stats["prefill_tokens"]
     for _, kw, _ in generate_calls.calls:  # no pixels reach generate: the video is in the cache
         assert not any(k.startswith("pixel_values") for k in kw) and kw["cache"] is not shared.generator.prefix.cache
-    if model_type(model_id) == "nemotron_h_omni":  # pruning dropped video tokens inside forward
+    if getattr(shared.model.config, "video_pruning_rate", 0):  # pruning dropped video tokens inside forward
         assert shared.generator.prefix.ids.shape[1] < shared.generator.prefix.tokens
 
 
@@ -91,10 +85,8 @@ def test_prefix_prefill_gets_exactly_the_sampled_frames(model_id, tiny_checkpoin
     (video,) = kw["videos"]
     assert np.array_equal(video, frames) and kw["do_sample_frames"] is False
     sampled = sample_frames(indexed_video, num_frames=N)
-    want = [int(i) for i in sampled.indices]
-    if model_type(model_id) == "nemotron_h_omni":  # its labels' millisecond clock: the frames' times in ms
-        want = [round(float(t) * 1000) for t in sampled.timestamps]
-    assert kw["video_metadata"][0]["frames_indices"] == want
+    meta = kw["video_metadata"][0]  # its clock gives each frame its true time (Nemotron: milliseconds)
+    assert [i / meta["fps"] for i in meta["frames_indices"]] == pytest.approx([float(t) for t in sampled.timestamps])
     (text,) = kw["text"]
     full = a.builder.chat_text(reqs[0])
     assert full.startswith(text) and reqs[0].prompt not in text and full[len(text) :].startswith(reqs[0].prompt)
@@ -150,7 +142,7 @@ def long_video(tmp_path_factory):
 
 
 def long_adapters(model_id, ckpt):
-    extra = {"enable_thinking": "false"} if model_type(model_id) == "nemotron_h_omni" else {}
+    extra = reasoning_off(model_id)
     out = []
     for shared in ("true", "false"):
         a = make(model_id, ckpt, num_frames=LONG_FRAMES, dtype="float32", shared_prefix=shared, **extra)
@@ -160,8 +152,8 @@ def long_adapters(model_id, ckpt):
 
 
 @pytest.mark.parametrize("model_id", HF_FAMILIES)
-def test_first_step_logits_equal_at_long_video_geometry(model_id, tiny_checkpoint, long_video, nemotron_unscripted):
-    ckpt = nemotron_unscripted if model_type(model_id) == "nemotron_h_omni" else tiny_checkpoint(model_id)
+def test_first_step_logits_equal_at_long_video_geometry(model_id, tiny_checkpoint, long_video):
+    ckpt = tiny_checkpoint(model_id, raw=True)
     (shared, s_rec), (alone, a_rec) = long_adapters(model_id, ckpt)
     reqs = questions(long_video)
     for r in reqs:
@@ -202,6 +194,6 @@ def test_qwen_positions_are_the_reference_in_both_paths(model_id, tiny_checkpoin
     # decoding: the first new token sits one past the prompt's last position, on every axis
     first_new = a_rec.positions[1][1:, 0, 0]
     assert first_new.tolist() == [int(want[0, -1]) + 1] * 3
-    if model_type(model_id) == "qwen2_5_vl":  # seconds on the time axis: far beyond the spatial grid
+    if alone.family.times == "m-rope-spacing":  # seconds on the time axis: far beyond the spatial grid
         span = int(want[0, video].max() - want[0, video].min())
         assert span >= 2000 and span > 50 * int(want[1, video].max() - want[1, video].min())

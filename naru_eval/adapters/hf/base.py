@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from naru_eval.adapters.args import HFArgs
 from naru_eval.adapters.base import Answer, NaruModel, NaruRequest
-from naru_eval.adapters.family import FRAME_SIZES
+from naru_eval.adapters.family import FRAME_SIZES, TIME_ENCODINGS
 from naru_eval.adapters.hf.builder import InputBuilder
 from naru_eval.adapters.hf.generator import Generator, out_of_memory
 from naru_eval.adapters.hf.loading import Checkpoint
@@ -90,6 +90,7 @@ class HFVideoModel(NaruModel):
                 ("the checkpoint classes it loads (Family.checkpoints)", bool(declared.checkpoints)),
                 (f"how its frames are sized (Family.frames: one of {list(FRAME_SIZES)})", declared.frames is not None),
                 ("its position layout (Family.positions)", declared.positions is not None),
+                (f"how its model is told the frames' times (Family.times: one of {list(TIME_ENCODINGS)})", declared.times is not None),
             )
             if not ok
         ]
