@@ -11,7 +11,9 @@ current). The tables:
   budget and how to run it;
 - ``budgets``: each budget's arithmetic and source;
 - ``family-args``: the transformers families' own args (a field an ``Args`` subclass adds to
-  ``HFArgs``, or whose default it changes).
+  ``HFArgs``, or whose default it changes);
+- ``hooks``: every hook of the transformers families' input builder
+  (``naru_eval.adapters.hf.builder.HOOKS``), for docs/extending.md.
 """
 
 from __future__ import annotations
@@ -42,14 +44,41 @@ def _is_hf(cls: type) -> bool:
 
 
 def families_markdown(package: str = PACKAGE) -> str:
-    """Every adapter: its class, what it loads, its inputs and position layout."""
-    out = ["| `--model` | class | loads (`model_type`: class) | inputs | positions |", "|---|---|---|---|---|"]
+    """Every adapter: its class, what it loads, its inputs, how its frames are sized, how its model
+    is told their times, and its position layout."""
+    out = [
+        "| `--model` | class | loads (`model_type`: class) | inputs | frames | times | positions |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for path, cls, fam in _families(package):
         loads = ", ".join(f"`{t}`: `{c}`" for t, c in fam.checkpoints.items()) or "—"
         about = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
         inputs = ", ".join(fam.inputs) or "none (answers made elsewhere)"
         cls_cell = f"`{path}`" + (f": {_cell(about)}" if about else "")
-        out.append(f"| `{fam.id}` | {cls_cell} | {loads} | {inputs} | {fam.positions or '—'} |")
+        out.append(
+            f"| `{fam.id}` | {cls_cell} | {loads} | {inputs} | {fam.frames or '—'} | {fam.times or '—'} "
+            f"| {fam.positions or '—'} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def hooks_markdown(package: str = PACKAGE) -> str:
+    """The input builder's hooks (``InputBuilder``) and what each gives, and which families override it."""
+    from naru_eval.adapters.hf.builder import HOOKS, InputBuilder
+
+    users: dict[str, list[str]] = {}
+    for _, cls, fam in _families(package):
+        builder = getattr(cls, "Inputs", None)
+        if not _is_hf(cls) or builder is None:
+            continue
+        for hook in HOOKS:
+            name = hook.name.partition("(")[0]
+            if getattr(builder, name, None) is not getattr(InputBuilder, name, None):
+                users.setdefault(name, []).append(f"`{fam.id}`")
+    out = ["| hook | what it gives | overridden by |", "|---|---|---|"]
+    for hook in HOOKS:
+        name = hook.name.partition("(")[0]
+        out.append(f"| `{hook.name}` | {_cell(hook.gives)} | {', '.join(users.get(name, [])) or '—'} |")
     return "\n".join(out) + "\n"
 
 
@@ -125,6 +154,7 @@ TABLES: dict[str, Callable[[str], str]] = {
     "sampling": sampling_markdown,
     "budgets": budgets_markdown,
     "family-args": family_args_markdown,
+    "hooks": hooks_markdown,
 }
 
 

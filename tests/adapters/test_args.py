@@ -64,7 +64,8 @@ def test_family_args_are_typed_with_the_old_defaults():
         _adapter("naru_minicpm_o")(pretrained="x", max_slice_nums="two")
 
 
-def test_the_docs_tables_are_the_generated_ones():
-    doc = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
+@pytest.mark.parametrize("name", ["adapters.md", "extending.md"])
+def test_the_docs_tables_are_the_generated_ones(name):
+    doc = Path(__file__).resolve().parents[2] / "docs" / name
     text = doc.read_text(encoding="utf-8")
-    assert with_tables(text) == text, "refresh docs/adapters.md: naru-eval adapters --write docs/adapters.md"
+    assert with_tables(text) == text, f"refresh docs/{name}: naru-eval adapters --write docs/{name}"

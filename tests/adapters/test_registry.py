@@ -118,3 +118,21 @@ def test_lmms_eval_and_the_cli_keep_every_other_family_beside_a_broken_module(tm
     assert "half_written.py:2: cannot be read (SyntaxError" in cli.stderr
     assert "internvl3_5.py:" in cli.stderr and "internvl3_5_mine.py:" in cli.stderr
     assert "`naru_qwen3_vl`" in cli.stdout and "`naru_internvl3_5`" not in cli.stdout
+
+
+def test_the_input_builders_hooks_are_complete_and_families_override_only_them():
+    """docs/extending.md's hook table (``HOOKS``) and the machinery are every public name of the
+    input builder; a family's builder overrides hooks only."""
+    from naru_eval.adapters.hf.builder import HOOKS, MACHINERY, InputBuilder
+
+    hooks = {h.name.partition("(")[0] for h in HOOKS}
+    public = {n for n in dir(InputBuilder) if not n.startswith("_")} | {"adapter", "checkpoint", "args"}
+    public |= {"template_kwargs", "reasoning_max_new_tokens"}  # set per run in __init__
+    assert hooks | set(MACHINERY) == public and not hooks & set(MACHINERY), sorted(public ^ (hooks | set(MACHINERY)))
+    for model_id in registered():
+        builder = getattr(adapter_class(model_id), "Inputs", None)
+        if builder is None:
+            continue
+        for name in MACHINERY:
+            own = getattr(InputBuilder, name, None)
+            assert own is None or getattr(builder, name) is own, f"{model_id} overrides {name}, the builder's machinery"

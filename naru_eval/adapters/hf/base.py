@@ -90,7 +90,10 @@ class HFVideoModel(NaruModel):
                 ("the checkpoint classes it loads (Family.checkpoints)", bool(declared.checkpoints)),
                 (f"how its frames are sized (Family.frames: one of {list(FRAME_SIZES)})", declared.frames is not None),
                 ("its position layout (Family.positions)", declared.positions is not None),
-                (f"how its model is told the frames' times (Family.times: one of {list(TIME_ENCODINGS)})", declared.times is not None),
+                (
+                    f"how its model is told the frames' times (Family.times: one of {list(TIME_ENCODINGS)})",
+                    declared.times is not None,
+                ),
             )
             if not ok
         ]

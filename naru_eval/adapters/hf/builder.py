@@ -75,16 +75,17 @@ ProcessorKwargs = dict[str, bool | int | float | str]
 
 
 class Hook(NamedTuple):
-    """One overridable method of :class:`InputBuilder` and what it gives (docs/extending.md)."""
+    """One overridable part of :class:`InputBuilder` and what it gives (docs/extending.md's table)."""
 
     name: str
     gives: str
 
 
-#: every hook a family may override, in the order docs/extending.md lists them; a test checks
-#: that each is a method of :class:`InputBuilder` and that every public method is listed
+#: every part a family may override, methods then settings, the usual ones first; a test checks
+#: that these and :data:`MACHINERY` are every public name of :class:`InputBuilder`, and that no
+#: family overrides the machinery
 HOOKS: tuple[Hook, ...] = (
-    Hook("media(request)", 'the chat\'s media parts before the prompt (default: one `{"type": "video"}`)'),
+    Hook("media(request)", "the chat's media parts before the prompt (default: one `{\"type\": \"video\"}`)"),
     Hook(
         "processor_inputs(text, sampled, processor)",
         "the processor call for the rendered text and the frames (default: one video, or one per transcript "
@@ -101,15 +102,34 @@ HOOKS: tuple[Hook, ...] = (
         "the positions the family computes itself (`Family.positions`); None: the model's own",
     ),
     Hook("decode(request, new_ids)", "the response text of the generated ids (a reasoning model's answer split)"),
+    Hook("description()", "its part of the run key (`describe()[\"hf\"]`, after the base's): every answer-changing arg"),
     Hook("family_processor_kwargs()", "the processor call's own settings (Qwen by rate: `do_resize=False`)"),
     Hook("video_metadata(sampled)", "the frames' timing as the processor takes it"),
     Hook("video_input(sampled)", "the frames as the processor takes them (default: the uint8 N x H x W x 3 array)"),
-    Hook("frame_params(video)", "how the frames are sampled and sized (default: from `Family.frames`)"),
-    Hook("description()", 'its part of the run key (`describe()["hf"]`, after the base\'s): every answer-changing arg'),
+    Hook("frame_params(video)", "how the frames are sampled and sized (default: `Family.frames`, through `sized`)"),
     Hook("load_kwargs()", "extra `from_pretrained` keyword arguments (config overrides, remote code's switches)"),
-    Hook("interleave_group()", "frames one video token covers: a transcript line goes between such groups"),
     Hook("loaded()", "checks of the loaded checkpoint against its processor, before the first answer"),
+    Hook("interleave_group()", "frames one video token covers: a transcript line goes between such groups"),
+    Hook("chunks(sampled)", "the video's parts when its transcript is interleaved (default: one item per chunk)"),
+    Hook(
+        "media_and_transcript(request)",
+        "the media and the transcript before the prompt (InternVL: the cue lines inside its one video item)",
+    ),
+    Hook("interleaves_transcript", "setting: a transcript can go between the frames (`transcript_layout=interleaved`)"),
+    Hook("supports_shared_prefix", "setting: the questions of a video can be answered from one prefilled prefix"),
+    Hook("adapter_keys", "setting: processor outputs that are the builder's own (kept for positions, not given)"),
+    Hook("model_dtype_keys", "setting: outputs besides the pixels that take the model's dtype (audio features)"),
+    Hook("resize", "setting: the exact-size resize's arithmetic for `Family.frames=processor` (`float`, `uint8`)"),
+    Hook("template_kwargs", "setting (per run): the chat template's variables (`enable_thinking`)"),
+    Hook("reasoning_max_new_tokens", "setting (per run): a reasoning family's generation budget"),
 )
+
+#: the builder's own machinery: called by the adapter and the generator, built from the hooks,
+#: never overridden by a family
+MACHINERY = (
+    "adapter", "checkpoint", "args", "processor", "model", "sampled", "sized", "processor_kwargs", "messages",
+    "chat_text", "build_inputs", "model_inputs", "transcript_view", "transcript_reserve", "interleaved_view",
+)  # fmt: skip
 
 
 def chunk_of(sampled: SampledFrames, r: range, group: int = 1) -> SampledFrames:
