@@ -141,13 +141,13 @@ def _scan(package: str = PACKAGE) -> tuple[dict[str, Registered], list[Problem]]
         if len(entries) == 1:
             out[model_id] = entries[0][0]
             continue
-        where = ", ".join(f"{e.path.name}:{line}" for e, line in entries)
-        for e, line in entries:
+        where = ", ".join(f"{r.path.name}:{line}" for r, line in entries)
+        for r, line in entries:
             problems.append(
                 Problem(
-                    e.path,
+                    r.path,
                     line,
-                    f"{e.cls} declares id={model_id!r}, as do {where}: give each family its own id "
+                    f"{r.cls} declares id={model_id!r}, as do {where}: give each family its own id "
                     "(a copied family file keeps its original's until you change it)",
                 )
             )

@@ -85,7 +85,7 @@ class Hook(NamedTuple):
 #: that these and :data:`MACHINERY` are every public name of :class:`InputBuilder`, and that no
 #: family overrides the machinery
 HOOKS: tuple[Hook, ...] = (
-    Hook("media(request)", "the chat's media parts before the prompt (default: one `{\"type\": \"video\"}`)"),
+    Hook("media(request)", 'the chat\'s media parts before the prompt (default: one `{"type": "video"}`)'),
     Hook(
         "processor_inputs(text, sampled, processor)",
         "the processor call for the rendered text and the frames (default: one video, or one per transcript "
@@ -102,7 +102,7 @@ HOOKS: tuple[Hook, ...] = (
         "the positions the family computes itself (`Family.positions`); None: the model's own",
     ),
     Hook("decode(request, new_ids)", "the response text of the generated ids (a reasoning model's answer split)"),
-    Hook("description()", "its part of the run key (`describe()[\"hf\"]`, after the base's): every answer-changing arg"),
+    Hook("description()", 'its part of the run key (`describe()["hf"]`, after the base\'s): every answer-changing arg'),
     Hook("family_processor_kwargs()", "the processor call's own settings (Qwen by rate: `do_resize=False`)"),
     Hook("video_metadata(sampled)", "the frames' timing as the processor takes it"),
     Hook("video_input(sampled)", "the frames as the processor takes them (default: the uint8 N x H x W x 3 array)"),
