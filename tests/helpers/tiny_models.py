@@ -33,6 +33,11 @@ QWEN_SPECIAL = [
     "</think>",
 ]
 NEMOTRON_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>", "<image>", "<img>", "</img>"]
+GLM_SPECIAL = [
+    "<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|begin_of_image|>",
+    "<|end_of_image|>", "<|image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|video|>", "<think>", "</think>",
+    "<answer>", "</answer>",
+]  # fmt: skip
 INTERNVL_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"]
 
 CORPUS = [
@@ -87,6 +92,19 @@ NEMOTRON_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
     "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% else %}<think>\n{% endif %}"
     "{% endif %}"
+)
+
+# GLM-4.1V's template, reduced: the video item is the processor's <|video|> inside its begin/end
+# tokens; GLM-4.5V's switch puts an empty reasoning after the assistant tag when thinking is off
+GLM_TEMPLATE = (
+    "[gMASK]<sop>{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' %}<|begin_of_image|><|image|><|end_of_image|>"
+    "{% elif content['type'] == 'video' %}<|begin_of_video|><|video|><|end_of_video|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% endif %}{% endif %}"
 )
 
 TEXT = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "max_position_embeddings": 4096}
@@ -354,6 +372,88 @@ def build_internvl(out: str | Path) -> Path:
     )
     _seeded()
     return _save(Path(out), InternVLForConditionalGeneration(config), processor)
+
+
+#: what the scripted tiny GLM-4.1V-Thinking writes after its prompt: a letter inside the reasoning,
+#: the reasoning's end, another inside its answer tag, then the end of its turn
+GLM_SCRIPT = ("<think>", "A", "</think>", "<answer>", "C", "</answer>", "<|user|>")
+
+
+def build_glm4v(out: str | Path, max_side: int = 112, script: Sequence[str] | None = GLM_SCRIPT) -> Path:
+    """The tiny GLM-4.1V (``glm4v``): its real processor (the video processor's own frame size from a
+    total-pixel budget over the frames, its ``<|end_of_image|>seconds`` timestamps), its M-RoPE.
+
+    With ``script`` greedy decoding writes those tokens after the prompt (as the scripted Nemotron:
+    the mixers' outputs zeroed, the vision tower and every layer still run), so the reading of a
+    Thinking checkpoint's ``<think>…</think><answer>…</answer>`` is tested on a known completion."""
+    import torch
+    from transformers import (
+        Glm4vConfig,
+        Glm4vForConditionalGeneration,
+        Glm4vImageProcessor,
+        Glm4vProcessor,
+        Glm4vVideoProcessor,
+    )
+
+    tok = train_tokenizer(GLM_SPECIAL)
+    ids = _ids(tok, GLM_SPECIAL)
+    # a budget of 8 frames of max_side^2 over the whole video: more frames, smaller frames
+    video_size = {"shortest_edge": 28 * 28, "longest_edge": 8 * max_side * max_side}
+    processor = Glm4vProcessor(
+        image_processor=Glm4vImageProcessor(size={"shortest_edge": 28 * 28, "longest_edge": max_side * max_side}),
+        video_processor=Glm4vVideoProcessor(size=video_size),
+        tokenizer=tok,
+        chat_template=GLM_TEMPLATE,
+    )
+    config = Glm4vConfig(
+        text_config={
+            **TEXT,
+            "vocab_size": len(tok),
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": [2, 1, 1],
+                "partial_rotary_factor": 0.5,
+            },
+            "eos_token_id": [ids["<|endoftext|>"], ids["<|user|>"]],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        vision_config={
+            "depth": 1,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "image_size": 56,
+            "out_hidden_size": 64,
+        },
+        image_token_id=ids["<|image|>"],
+        video_token_id=ids["<|video|>"],
+        image_start_token_id=ids["<|begin_of_image|>"],
+        image_end_token_id=ids["<|end_of_image|>"],
+        video_start_token_id=ids["<|begin_of_video|>"],
+        video_end_token_id=ids["<|end_of_video|>"],
+    )
+    _seeded()
+    model = Glm4vForConditionalGeneration(config)
+    if script:
+        lm = model.model.language_model
+        with torch.no_grad():
+            for name, p in lm.named_parameters():
+                if name.endswith(("o_proj.weight", "down_proj.weight")):
+                    p.zero_()
+            prompt_end = tok("<|assistant|>\n")["input_ids"][-1]  # the template's last token
+            chain = [prompt_end, *(tok.convert_tokens_to_ids(t) for t in script)]
+            emb, head = lm.get_input_embeddings().weight, model.lm_head.weight
+            head.zero_()
+            for k, (prev, nxt) in enumerate(zip(chain[:-1], chain[1:], strict=True)):
+                emb[prev] = 0.0
+                emb[prev, k] = 1.0
+                head[nxt, k] = 10.0
+    model.generation_config.eos_token_id = [ids["<|endoftext|>"], ids["<|user|>"]]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    return _save(Path(out), model, processor)
 
 
 #: what the scripted tiny Nemotron writes after its prompt: a letter inside the reasoning, then
@@ -796,6 +896,7 @@ BY_MODEL_TYPE: dict[str, Callable[[str | Path], Path]] = {
     "nemotron_h_omni": build_nemotron_omni,
     "qwen2_5_omni_thinker": build_qwen2_5_omni,
     "qwen3_omni_moe_thinker": build_qwen3_omni,
+    "glm4v": build_glm4v,
 }
 
 
@@ -804,6 +905,7 @@ BY_MODEL_TYPE: dict[str, Callable[[str | Path], Path]] = {
 #: answers depends on the cache: the shared-prefix comparisons need the raw one)
 RAW_BY_MODEL_TYPE: dict[str, Callable[[str | Path], Path]] = {
     "nemotron_h_omni": lambda out: build_nemotron_omni(out, script=None),
+    "glm4v": lambda out: build_glm4v(out, script=None),
 }
 
 
@@ -821,6 +923,16 @@ def builders(table: dict[str, Callable[[str | Path], Path]] | None = None) -> di
             out[model_id] = build
     return out
 
+
+#: checkpoint ``model_type`` -> what its tiny checkpoint answers every question of an end-to-end
+#: run with 4 frames of the synthetic 48x32 videos (a regular expression over the raw response),
+#: and the letter read from it: the scripted checkpoints and the MiniCPM-o stand-in (which reports
+#: what reached its chat()); the others answer at random
+SCRIPTED_ANSWERS: dict[str, tuple[str, str | None]] = {
+    "nemotron_h_omni": (r"<think>\nA\n</think>\n\nC", "C"),  # the letter after the reasoning
+    "glm4v": (r"<think>\nA\n</think>\n\nC", "C"),  # the letter inside <answer>, never the reasoning's
+    "minicpmo": (r"4 frames 48x32.*", None),
+}
 
 #: adapter id -> the builder of its tiny checkpoint (derived: :func:`builders`), and of its raw one
 BUILDERS: dict[str, Callable[[str | Path], Path]] = builders()
