@@ -263,7 +263,7 @@ def read_subtitle_file(path: str | os.PathLike[str]) -> Transcript:
         if size > MAX_SUBTITLE_BYTES:
             raise TranscriptError(
                 p,
-                f"is {size / 2**20:.0f} MiB, over the {MAX_SUBTITLE_BYTES // 2**20} MiB a subtitle file may have: "
+                f"is {size:,} bytes, over the {MAX_SUBTITLE_BYTES:,}-byte cap on a subtitle file: "
                 "is it one video's subtitles?",
             )
         data = p.read_bytes()
@@ -272,7 +272,7 @@ def read_subtitle_file(path: str | os.PathLike[str]) -> Transcript:
     encoding = detect_encoding(data, p)
     source = f"file:{p.name}" + (f" ({encoding})" if encoding not in _UTF8 else "")
     try:
-        return parse_lines(_numbered_lines(data, encoding), p, source, expected)
+        return parse_lines(_numbered_lines(data, encoding), p, source, expected, MAX_CUES)
     except UnicodeDecodeError as e:
         raise TranscriptError(p, f"does not decode as {encoding} ({e.reason} at byte {e.start} of a chunk)") from None
 
@@ -342,11 +342,12 @@ def _event_text(ass_line: bytes, path: str | os.PathLike[str], at_s: float) -> s
     return ass_plain(parts[8])
 
 
-def read_embedded(path: str | os.PathLike[str], stream: int | None = None, max_cues: int = MAX_CUES) -> Transcript:
+def read_embedded(path: str | os.PathLike[str], stream: int | None = None) -> Transcript:
     """The transcript of the video's own text subtitle stream (see :func:`choose_stream`); a
-    stream with no cue, or more than ``max_cues``, is an error."""
+    stream with no cue, or more than :data:`MAX_CUES`, is an error."""
     import av
 
+    max_cues = MAX_CUES
     p = Path(path)
     if not p.is_file():
         raise TranscriptError(p, "file does not exist")
