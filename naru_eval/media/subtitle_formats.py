@@ -188,34 +188,39 @@ def _srt_timing_problem(line: str) -> str:
 
 
 def read_srt(lines: Iterable[tuple[int, str]], sink: CueSink) -> None:
-    """SubRip cues from numbered lines (see the module docstring)."""
+    """SubRip cues from numbered lines (see the module docstring). The text after a timing-like
+    line that does not parse belongs to that broken cue: it is not named again."""
     current: tuple[int, int, int] | None = None  # start, end, line of the open cue
+    broken = False  # the open cue's timing line did not parse
     text: list[str] = []
 
     def close() -> None:
-        if current is not None:
+        if current is not None and not broken:
             sink.add(current[0], current[1], srt_plain("\n".join(text)), current[2])
 
     for n, line in lines:
         if not line.strip():
             continue
         m = SRT_TIMING.match(line)
-        if m is not None:
-            start, why = _srt_ms(m.groups()[:4])
-            end, why_end = _srt_ms(m.groups()[4:])
-            if why or why_end:
-                sink.problem(n, f"{why or why_end} in {_short(line)}")
-            if text and _NUMBER.match(text[-1]):
-                text.pop()  # the index of this cue
-            close()
-            current, text = (start, end, n), []
-        elif TIMING_LIKE.search(line):
-            sink.problem(n, _srt_timing_problem(line))
-        elif current is None:
-            if not _NUMBER.match(line):
+        if m is None and not TIMING_LIKE.search(line):
+            if current is not None:
+                text.append(line)
+            elif not _NUMBER.match(line):
                 sink.problem(n, f"text before the first timing line: {_short(line)}")
-        else:
-            text.append(line)
+            continue
+        if text and _NUMBER.match(text[-1]):
+            text.pop()  # the index of the cue this line starts
+        close()
+        text = []
+        if m is None:
+            sink.problem(n, _srt_timing_problem(line))
+            current, broken = (0, 0, n), True
+            continue
+        start, why = _srt_ms(m.groups()[:4])
+        end, why_end = _srt_ms(m.groups()[4:])
+        if why or why_end:
+            sink.problem(n, f"{why or why_end} in {_short(line)}")
+        current, broken = (start, end, n), bool(why or why_end)
     close()
 
 

@@ -197,11 +197,14 @@ def find_subtitle_file(directory: str | os.PathLike[str], video_id: str) -> Path
 
 
 def _problems(sink: CueSink) -> str:
+    """The bad lines in one message: the reason alone for one, else the lines and each reason."""
     shown = sink.problems
+    if sink.problem_count == 1:
+        return shown[0].reason
     lines = ", ".join(str(b.line) for b in shown)
     more = f" (and {sink.problem_count - len(shown)} more)" if sink.problem_count > len(shown) else ""
     detail = "; ".join(f"line {b.line}: {b.reason}" for b in shown)
-    return f"{sink.problem_count} bad line(s) at line {lines}{more}: {detail}"
+    return f"{sink.problem_count} bad lines at line {lines}{more}: {detail}"
 
 
 def parse_lines(

@@ -42,7 +42,7 @@ def test_a_malformed_and_an_hourless_srt_timing_are_each_named(tmp_path):
     with pytest.raises(TranscriptError) as e:
         read_subtitle_file(p)
     assert e.value.line == 6 and str(e.value).startswith(f"{p}:6:")
-    assert "2 bad line(s) at line 6, 10" in e.value.reason
+    assert "2 bad lines at line 6, 10" in e.value.reason
     assert "'00:05,000 --> 00:06,000': SRT times are HH:MM:SS,mmm" in e.value.reason
 
 
