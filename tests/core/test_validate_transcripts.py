@@ -100,3 +100,19 @@ def test_a_video_id_too_long_for_a_file_name_is_a_schema_problem(tmp_path, data,
 def test_no_videos_with_audio_is_refused_not_dropped(data, capsys):
     assert main(["validate-data", str(data), "--no-videos", "--audio"]) == 2
     assert "--audio checks each video's soundtrack" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["dense", "long"])
+def test_two_80_mb_subtitle_files_stay_under_1_gb(tmp_path, kind):
+    """Issue 33's finding 11: two 80-MB subtitle files took validate-data to 3.5 GB. ``dense``
+    (1.3 M short cues each) is refused at the cue cap, naming the line; ``long`` (200,000 cues of
+    long lines each, under the caps) is read whole, one file at a time."""
+    from tests.helpers.subtitle_memory import measure_validate
+
+    got = measure_validate(80.0, kind, tmp_path)
+    assert got["peak_rss_mib"] < 1024, got
+    if kind == "dense":
+        assert got["exit"] == 1 and "holds more than 200000 cues" in "\n".join(got["said"])
+    else:
+        assert got["exit"] == 0 and got["said"][-1] == "OK"
