@@ -133,7 +133,8 @@ def prepare_video(video: str | os.PathLike[str], asr: AsrSettings, root: Path | 
     if plan is None:
         plan = plan_windows(audio, asr)
         e.checkpoint.unlink(missing_ok=True)
-        header = {"key": e.key, "video": e.video, "plan": _plan_id(plan, e.key), "windows": [w.as_json() for w in plan]}
+        header: dict[str, object] = {"key": e.key, "video": e.video, "plan": _plan_id(plan, e.key)}
+        header["windows"] = [w.as_json() for w in plan]
         _append(e.checkpoint, [header])
     return Prepared(str(video), e, audio, plan, done, resumed, time.monotonic() - t0)
 

@@ -59,9 +59,9 @@ def preflight(s: AsrSettings, device: str) -> list[str]:
         torch.empty(1, device=device, dtype=getattr(torch, s.dtype))
     except (RuntimeError, AssertionError, ValueError, TypeError) as e:
         problems.append(f"--device {device}: torch cannot use it ({_first_line(e)})")
-    kw: dict[str, Any] = {"revision": s.revision} if s.revision else {}
+    revision = s.revision or "main"
     try:
-        config = AutoConfig.from_pretrained(s.model, **kw)
+        config = AutoConfig.from_pretrained(s.model, revision=revision)
     except (OSError, ValueError) as e:
         return [*problems, f"--model {s.model}: its config cannot be read ({_first_line(e)})"]
     limit = getattr(config, "max_target_positions", None)
@@ -71,7 +71,7 @@ def preflight(s: AsrSettings, device: str) -> list[str]:
             f"them the prompt: at most {limit - PROMPT_TOKENS}"
         )
     try:
-        known = dict(getattr(GenerationConfig.from_pretrained(s.model, **kw), "lang_to_id", None) or {})
+        known = dict(getattr(GenerationConfig.from_pretrained(s.model, revision=revision), "lang_to_id", None) or {})
     except (OSError, ValueError):
         known = {}
     token = _language_token(s.language, known)

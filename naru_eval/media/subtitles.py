@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from naru_eval.media.subtitle_formats import (
     READERS,
@@ -45,6 +45,9 @@ from naru_eval.media.subtitle_formats import (
     sniff_format,
 )
 from naru_eval.media.transcript import Cue, Transcript, TranscriptError, video_start_s
+
+if TYPE_CHECKING:
+    import av.stream
 
 #: subtitle file extensions, in the order :func:`find_subtitle_file` names them, and the format
 #: each says (the content decides, see :func:`read_subtitle_file`)
@@ -287,7 +290,7 @@ def _language(stream: Any) -> str:
     return str((stream.metadata or {}).get("language", "")).lower()
 
 
-def _kind(stream: Any) -> tuple[str, str]:
+def _kind(stream: av.stream.Stream) -> tuple[str, str]:
     """(codec name, ``text`` / ``bitmap`` / ``other``) of a subtitle stream, by FFmpeg's own
     descriptor of the codec (its name is the codec's, e.g. ``hdmv_pgs_subtitle``, not its
     decoder's, ``pgssub``)."""
