@@ -330,6 +330,8 @@ def read_vtt(lines: Iterable[tuple[int, str]], sink: CueSink) -> None:
             if not line:
                 at_end = False
                 break
+            if not in_header and count <= 2 and not seen_arrow and TIMING_LIKE.search(line):
+                sink.problem(n, _vtt_timing_problem(line))  # the rules would drop this cue unsaid
             body.append(line)
         in_header = False
         if timing is not None:

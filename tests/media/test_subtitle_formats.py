@@ -59,10 +59,12 @@ def test_a_webvtt_note_of_several_lines_and_named_cues_glue_nothing(tmp_path):
 
 
 def test_a_webvtt_timing_that_does_not_parse_is_named(tmp_path):
-    p = write(tmp_path, "v.vtt", "WEBVTT\n\n00:01.000 --> 00:02.000\na\n\n00:03.000 --> 00:0x.000\nb\n")
+    text = "WEBVTT\n\n00:01.000 --> 00:02.000\na\n\n00:03.000 --> 00:0x.000\nb\n\n00:05.000 -> 00:06.000\nc\n"
+    p = write(tmp_path, "v.vtt", text)
     with pytest.raises(TranscriptError) as e:
         read_subtitle_file(p)
-    assert e.value.line == 6 and "malformed timing line" in e.value.reason
+    assert e.value.line == 6 and "2 bad lines at line 6, 9" in e.value.reason
+    assert "malformed timing line '00:05.000 -> 00:06.000'" in e.value.reason
 
 
 # --------------------------------------------------------------------------- finding 7: format by content
