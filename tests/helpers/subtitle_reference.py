@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -147,12 +148,9 @@ class VttReading:
 def w3c_vtt(src: Path) -> VttReading:
     """The cues of a WebVTT file as the W3C parser reads them (text nodes joined, ruby text
     included, character references decoded), empty ones dropped, sorted."""
-    run = subprocess.run(
-        ["node", str(_WEBVTT_DRIVER), str(src)],
-        capture_output=True,
-        timeout=120,
-        env={"NODE_PATH": str(NODE_MODULES), "PATH": "/usr/bin:/bin:/usr/local/bin"},
-    )
+    node = shutil.which("node") or "node"
+    env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
+    run = subprocess.run([node, str(_WEBVTT_DRIVER), str(src)], capture_output=True, timeout=120, env=env)
     if run.returncode:
         raise RuntimeError(f"the W3C parser cannot read {src}: {run.stderr.decode(errors='replace')[-500:]}")
     doc = json.loads(run.stdout)
