@@ -280,7 +280,10 @@ def read_subtitle_file(path: str | os.PathLike[str]) -> Transcript:
     try:
         return parse_lines(_numbered_lines(data, encoding), p, source, expected, MAX_CUES)
     except UnicodeDecodeError as e:
-        raise TranscriptError(p, f"does not decode as {encoding} ({e.reason} at byte {e.start} of a chunk)") from None
+        bad = None if encoding.startswith(("utf-16", "utf-32")) else _first_undecodable(data, encoding)
+        if bad is not None:
+            raise TranscriptError(p, f"line {bad[0]} does not decode as {encoding} ({bad[1]})", line=bad[0]) from None
+        raise TranscriptError(p, f"does not decode as {encoding} ({e.reason})") from None
 
 
 # --------------------------------------------------------------------------- embedded streams

@@ -119,6 +119,13 @@ def test_a_file_of_utf8_and_cp932_lines_is_refused(tmp_path):
     assert e.value.line == 7 and "mixes encodings: line 3 is UTF-8" in e.value.reason
 
 
+def test_a_byte_order_mark_the_bytes_then_break_is_named_by_line(tmp_path):
+    p = write(tmp_path, "v.srt", b"\xef\xbb\xbf" + SRT_ONE.encode() + b"2\n00:00:03,000 --> 00:00:04,000\n\xff\xfe\n")
+    with pytest.raises(TranscriptError) as e:
+        read_subtitle_file(p)
+    assert e.value.line == 7 and "does not decode as utf-8-sig" in e.value.reason
+
+
 # --------------------------------------------------------------------------- finding 9: times, signs, controls
 
 
