@@ -62,25 +62,36 @@ def _plan_id(windows: Sequence[Window], key: str) -> str:
 
 def read_checkpoint(e: AsrEntry) -> tuple[list[Window] | None, dict[int, list[Cue]]]:
     """(the window plan, the finished windows' cues) of an entry's checkpoint; (None, {}) when
-    there is none or its header is not this entry's. A torn last line (a kill mid-write) is skipped."""
+    there is none, or its header is not this entry's (another key, another video, another plan)
+    or not of the checkpoint's shape. A row that cannot be read (a kill cut it short, or it is
+    of another shape) is skipped: that window is transcribed again."""
     if not e.checkpoint.is_file():
         return None, {}
     plan: list[Window] | None = None
     done: dict[int, list[Cue]] = {}
-    with e.checkpoint.open(encoding="utf-8") as f:
+    try:
+        f = e.checkpoint.open(encoding="utf-8", errors="replace")
+    except OSError:
+        return None, {}
+    with f:
         for n, line in enumerate(f):
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the line a kill cut short
-            if n == 0:
-                if row.get("key") != e.key:
+                if n == 0:
+                    if row.get("key") != e.key or row.get("video") != e.video:
+                        return None, {}
+                    plan = [
+                        Window(float(a), float(b), tuple((float(x), float(y)) for x, y in sp))
+                        for a, b, sp in row["windows"]
+                    ]
+                    if row.get("plan") != _plan_id(plan, e.key):
+                        return None, {}
+                elif plan is not None and isinstance(row.get("w"), int) and 0 <= row["w"] < len(plan):
+                    done[row["w"]] = [Cue(float(a), float(b), str(t)) for a, b, t in row["cues"]]
+            except (ValueError, TypeError, KeyError, AttributeError):
+                if n == 0:
                     return None, {}
-                plan = [Window(a, b, tuple((x, y) for x, y in sp)) for a, b, sp in row["windows"]]
-                if row.get("plan") != _plan_id(plan, e.key):
-                    return None, {}
-            elif plan is not None and isinstance(row.get("w"), int):
-                done[row["w"]] = [Cue(float(a), float(b), str(t)) for a, b, t in row["cues"]]
+                continue  # a torn or foreign row: its window is done again
     return plan, done
 
 
@@ -109,19 +120,22 @@ class Prepared:
 
 def prepare_video(video: str | os.PathLike[str], asr: AsrSettings, root: Path | None = None) -> Prepared:
     """Decode the soundtrack and plan its windows (or read the plan back from a checkpoint); a
-    finished entry is not touched."""
+    finished entry is not touched. The entry's folder is made before the audio is decoded, so
+    an unwritable cache is found before that work."""
     t0 = time.monotonic()
     e = entry(video, asr, root)
     if e.done:
         return Prepared(str(video), e, None, [], {}, False, time.monotonic() - t0)
-    audio = soundtrack_of(video)
     plan, done = read_checkpoint(e)
+    e.directory.mkdir(parents=True, exist_ok=True)
+    audio = soundtrack_of(video)
     resumed = plan is not None
     if plan is None:
         plan = plan_windows(audio, asr)
-        e.directory.mkdir(parents=True, exist_ok=True)
         e.checkpoint.unlink(missing_ok=True)
-        _append(e.checkpoint, [{"key": e.key, "plan": _plan_id(plan, e.key), "windows": [w.as_json() for w in plan]}])
+        header: dict[str, object] = {"key": e.key, "video": e.video, "plan": _plan_id(plan, e.key)}
+        header["windows"] = [w.as_json() for w in plan]
+        _append(e.checkpoint, [header])
     return Prepared(str(video), e, audio, plan, done, resumed, time.monotonic() - t0)
 
 
@@ -158,7 +172,7 @@ def finish_video(
         bar.update(len(batch))
     bar.close()
     transcript = Transcript.of((c for i in range(len(plan)) for c in done.get(i, [])), asr.label)
-    e.settings_file.write_text(json.dumps(asr.record(), indent=1), encoding="utf-8")
+    e.settings_file.write_text(json.dumps(e.record(asr), indent=1), encoding="utf-8")
     transcript.write(e.transcript)
     e.checkpoint.unlink(missing_ok=True)
     status: Literal["transcribed", "resumed"] = "resumed" if p.resumed else "transcribed"
@@ -189,7 +203,7 @@ def transcribe_all(
 ) -> Iterator[VideoResult | TranscriptError]:
     """:func:`transcribe_video` for each video, the next one's soundtrack decoded and its VAD run
     in a thread while Whisper works on the current one (the VAD is CPU work, Whisper the GPU's).
-    A video that fails yields its error; the others go on."""
+    A video that fails, whatever the reason, yields an error naming it; the others go on."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="naru-asr-prepare") as pool:
@@ -202,6 +216,8 @@ def transcribe_all(
                 yield finish_video(current.result(), asr, engine, batch_size, progress)
             except TranscriptError as e:
                 yield e
+            except Exception as e:  # an unwritable entry, a decoder's or a model's failure: this video's
+                yield TranscriptError(videos[k], f"{type(e).__name__}: {e}")
 
 
 def soundtrack_of(video: str | os.PathLike[str]) -> np.ndarray:

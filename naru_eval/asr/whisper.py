@@ -22,6 +22,65 @@ if TYPE_CHECKING:
     from naru_eval.media.asr_cache import AsrSettings
 
 
+#: the tokens before a window's text: start of transcript, language, task (timestamps on, so no
+#: ``<|notimestamps|>``); with ``max_new_tokens`` they must fit the decoder's positions
+PROMPT_TOKENS = 3
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+
+
+def _language_token(language: str, known: dict[str, int]) -> str | None:
+    """The ``<|xx|>`` token transformers' Whisper would use for ``language`` (a code, a name or a
+    token, as its ``generate`` takes them), or None when it knows no such language."""
+    from transformers.models.whisper.tokenization_whisper import TO_LANGUAGE_CODE
+
+    lang = language.lower()
+    if lang in known:
+        return lang
+    if lang in TO_LANGUAGE_CODE:
+        return f"<|{TO_LANGUAGE_CODE[lang]}|>"
+    if lang in TO_LANGUAGE_CODE.values():
+        return f"<|{lang}|>"
+    return None
+
+
+def preflight(s: AsrSettings, device: str) -> list[str]:
+    """Every reason these settings cannot transcribe on ``device``, found before any audio is
+    decoded (otherwise each would end a run after the soundtrack and the VAD): a device torch
+    cannot use, a checkpoint whose config cannot be read, a language the checkpoint does not
+    know, more new tokens than its decoder has positions for. Only configs are read, no weights."""
+    import torch
+    from transformers import AutoConfig, GenerationConfig
+
+    problems: list[str] = []
+    try:
+        torch.empty(1, device=device, dtype=getattr(torch, s.dtype))
+    except (RuntimeError, AssertionError, ValueError, TypeError) as e:
+        problems.append(f"--device {device}: torch cannot use it ({_first_line(e)})")
+    revision = s.revision or "main"
+    try:
+        config = AutoConfig.from_pretrained(s.model, revision=revision)
+    except (OSError, ValueError) as e:
+        return [*problems, f"--model {s.model}: its config cannot be read ({_first_line(e)})"]
+    limit = getattr(config, "max_target_positions", None)
+    if isinstance(limit, int) and s.max_new_tokens + PROMPT_TOKENS > limit:
+        problems.append(
+            f"--max-new-tokens {s.max_new_tokens}: {s.model}'s decoder has {limit} positions, {PROMPT_TOKENS} of "
+            f"them the prompt: at most {limit - PROMPT_TOKENS}"
+        )
+    try:
+        known = dict(getattr(GenerationConfig.from_pretrained(s.model, revision=revision), "lang_to_id", None) or {})
+    except (OSError, ValueError):
+        known = {}
+    token = _language_token(s.language, known)
+    if token is None or (known and token not in known):
+        codes = ", ".join(sorted(t.strip("<|>") for t in known)) if known else "Whisper's language codes"
+        problems.append(f"--language {s.language}: not a language {s.model} transcribes ({codes})")
+    return problems
+
+
 def resolve_device(device: str) -> str:
     """``auto``: ``cuda`` when a GPU is visible, else ``cpu``."""
     if device != "auto":

@@ -27,6 +27,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if data_dir is None and not settings().hf_dataset:
         print("naru-eval validate-data: give DIR or set NARU_DATA_DIR / NARU_HF_DATASET", file=sys.stderr)
         return 2
+    if args.no_videos and args.audio:
+        print(
+            "naru-eval validate-data: --audio checks each video's soundtrack, so it needs the videos: drop --no-videos",
+            file=sys.stderr,
+        )
+        return 2
     from naru_eval.core.transcripts import TranscriptSource
 
     try:
@@ -37,7 +43,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     report = validate(
         data_dir,
         videos=not args.no_videos,
-        audio=args.audio and not args.no_videos,
+        audio=args.audio,
         transcript=source,
         asr_model=args.asr_model,
     )

@@ -3,8 +3,11 @@
 Each video's transcript is cached by its content, the model and the settings
 (:mod:`naru_eval.media.asr_cache`); a second run reads the cache, a killed run resumes from its
 chunk-level checkpoint (:mod:`naru_eval.asr.run`). The model loads once, on the GPU when there
-is one, and only when some window is left to transcribe. A video that fails (no audio stream, an
-undecodable file) is reported with the others at the end; the rest are still transcribed.
+is one, and only when some window is left to transcribe. Options that cannot work (a device torch
+cannot use, a language or token count the checkpoint does not take, an unwritable cache) are
+refused before any audio is decoded. A video that fails (no audio stream, an undecodable file,
+an entry that cannot be written) is reported with the others at the end; the rest are still
+transcribed.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from naru_eval.media.asr_cache import AsrSettings
 
 
 def _videos(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -34,10 +40,27 @@ def _videos(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     return [f for _, f in sorted(seen.items()) if f is not None], problems
 
 
+def _pending(videos: list[str], asr: AsrSettings, root: Path) -> list[str]:
+    """The videos whose entry is not finished (one that cannot even be looked at counts: its
+    problem is reported when it is transcribed)."""
+    from naru_eval.media.asr_cache import entry
+    from naru_eval.media.transcript import TranscriptError
+
+    out = []
+    for v in videos:
+        try:
+            if entry(v, asr, root).done:
+                continue
+        except (OSError, TranscriptError):
+            pass
+        out.append(v)
+    return out
+
+
 def cmd_transcribe(args: argparse.Namespace) -> int:
     from naru_eval.asr.run import Transcriber, transcribe_all
-    from naru_eval.asr.whisper import WhisperEngine, resolve_device, resolve_dtype
-    from naru_eval.media.asr_cache import AsrSettings, cache_root
+    from naru_eval.asr.whisper import WhisperEngine, preflight, resolve_device, resolve_dtype
+    from naru_eval.media.asr_cache import AsrSettings, cache_problem, cache_root
     from naru_eval.media.transcript import TranscriptError
 
     if not args.video and not args.data_dir:
@@ -62,6 +85,12 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         return 2
     root = Path(args.cache).expanduser() if args.cache else cache_root()
     videos, problems = _videos(args)
+    if _pending(videos, asr, root):  # what would fail later, refused before any audio is decoded
+        refused = preflight(asr, device) + [p for p in [cache_problem(root)] if p]
+        if refused:
+            for p in refused:
+                print(f"naru-eval transcribe: {p}", file=sys.stderr)
+            return 2
     loaded: list[Transcriber] = []
 
     def engine() -> Transcriber:
@@ -96,7 +125,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from naru_eval.media.asr_cache import DEFAULT_ASR_MODEL, AsrSettings
+    from naru_eval.media.asr_cache import DEFAULT_ASR_MODEL, DTYPES, AsrSettings
 
     d = AsrSettings()
     p = subparsers.add_parser(
@@ -109,9 +138,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--revision", help="the checkpoint's revision (part of the cache key)")
     p.add_argument("--language", default=d.language, help=f"spoken language (default {d.language})")
     p.add_argument("--device", default="auto", help="auto (cuda when present), cpu, cuda, cuda:1, …")
-    p.add_argument(
-        "--dtype", default="auto", help="auto (float16 on a GPU, float32 on CPU), float16, bfloat16, float32"
-    )
+    p.add_argument("--dtype", default="auto", help=f"auto (float16 on a GPU, float32 on CPU), {', '.join(DTYPES)}")
     p.add_argument("--batch-size", type=int, default=8, help="windows per generate call (default 8)")
     p.add_argument("--vad", choices=["silero", "none"], default=d.vad, help="voice-activity detection (default silero)")
     p.add_argument("--window-s", type=float, default=d.window_s, help="longest window, seconds (default 30)")

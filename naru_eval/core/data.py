@@ -66,6 +66,26 @@ def control_problem(key: str, value: str) -> str | None:
     return None
 
 
+#: the longest file name the file systems videos live on take (ext4, XFS, Btrfs, NTFS: 255 bytes)
+NAME_MAX = 255
+
+
+def name_length_problem(video_id: str) -> str | None:
+    """Why ``video_id`` cannot name a file (``<video_id>.<ext>``, a video's or a subtitle's: a
+    part over :data:`NAME_MAX` bytes with its longest extension), or None."""
+    from naru_eval.media.subtitles import SUBTITLE_EXTENSIONS
+
+    longest = max((*VIDEO_EXTENSIONS, *SUBTITLE_EXTENSIONS), key=len)
+    *dirs, name = video_id.split("/")
+    size = max([len(d.encode()) for d in dirs] + [len(f"{name}{longest}".encode())])
+    if size > NAME_MAX:
+        return (
+            f"'video_id' is {len(video_id.encode())} bytes: `<video_id>{longest}` would be a file name of {size} "
+            f"bytes, over the {NAME_MAX} a file system takes"
+        )
+    return None
+
+
 def plain_name_problem(video_id: str) -> str | None:
     """Why ``video_id`` is not a plain file name (it names ``videos/<video_id>.<ext>``), or None."""
     if video_id in (".", "..") or any(c in video_id for c in "/\\") or any(ord(c) < 32 for c in video_id):
@@ -466,6 +486,7 @@ def parse_rows(
             f"{e}; refused whatever NARU_ALLOW_EXTERNAL_VIDEOS says"
             for e in (
                 control_problem("video_id", vid) if isinstance(vid, str) else None,
+                name_length_problem(vid) if isinstance(vid, str) else None,
                 control_problem("video_path", vpath) if isinstance(vpath, str) else None,
             )
             if e

@@ -81,6 +81,27 @@ class TranscriptSource:
         return f"embedded:{self.stream}" if self.stream is not None else self.kind
 
 
+def outside_folder_problem(path: Path, folder: Path) -> str | None:
+    """Why the subtitle file ``path`` may not be read: it (or a link it is) resolves outside the
+    transcript folder, as a video may not lie outside the data and video folders (the same opt-in,
+    ``NARU_ALLOW_EXTERNAL_VIDEOS``, lifts both); None when it may."""
+    from naru_eval.core.data import ALLOW_HINT, resolved
+    from naru_eval.settings import settings
+
+    if settings().allow_external_videos:
+        return None
+    real, why = resolved(path)
+    root, root_why = resolved(folder)
+    if real is None or root is None:
+        return why or root_why
+    if real == root or real.is_relative_to(root):
+        return None
+    return (
+        f"leads outside the transcript folder {root} (to {real}); refused, so that a subtitle folder cannot make "
+        f"the harness read a file elsewhere and send it to a model. {ALLOW_HINT}"
+    )
+
+
 def load_transcript(
     source: TranscriptSource,
     video_id: str,
@@ -89,7 +110,7 @@ def load_transcript(
 ) -> Transcript | None:
     """The transcript of one video from ``source``; None when it has none (no file in the
     directory, no ASR cache entry; a video without a subtitle stream is an error, as is a bad
-    file). ``asr_path(video_path)`` finds the cached ASR transcript (``naru_eval.media.asr_cache``)."""
+    file, or one that resolves outside the directory: :func:`outside_folder_problem`). ``asr_path(video_path)`` finds the cached ASR transcript (``naru_eval.media.asr_cache``)."""
     from naru_eval.media.subtitles import find_subtitle_file, read_embedded, read_subtitle_file
 
     if source.kind == "none":
@@ -97,7 +118,12 @@ def load_transcript(
     if source.kind == "dir":
         assert source.directory is not None
         found = find_subtitle_file(source.directory, video_id)
-        return read_subtitle_file(found) if found is not None else None
+        if found is None:
+            return None
+        outside = outside_folder_problem(found, Path(source.directory))
+        if outside:
+            raise TranscriptError(found, outside)
+        return read_subtitle_file(found)
     if video_path is None:
         raise TranscriptError(video_id, f"transcript={source.kind} needs the video file, and it has none")
     if source.kind == "embedded":

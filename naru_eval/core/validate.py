@@ -148,7 +148,8 @@ def check_transcripts(
     dataset: Dataset, source: TranscriptSource, asr_model: str | None = None, workers: int = 4
 ) -> tuple[dict[str, int], list[str]]:
     """Each distinct video's transcript from ``source``: (video id -> cue count, one problem per
-    video that lacks one or whose transcript does not parse)."""
+    video that lacks one or whose transcript does not parse). Subtitle files are read one at a
+    time (parsing is Python under the GIL: threads would only hold several files at once)."""
     videos: dict[str, tuple[Path | None, list[str]]] = {}
     for q in dataset.questions:
         path, qids = videos.setdefault(q.video_id, (dataset.video_file(q), []))
@@ -161,7 +162,7 @@ def check_transcripts(
 
     counts: dict[str, int] = {}
     problems: list[str] = []
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with ThreadPoolExecutor(max_workers=1 if source.kind == "dir" else max(1, workers)) as pool:
         for vid, result in pool.map(one, sorted(videos.items())):
             if isinstance(result, int):
                 counts[vid] = result

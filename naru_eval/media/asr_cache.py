@@ -40,6 +40,8 @@ DEFAULT_ASR_MODEL = "kotoba-tech/kotoba-whisper-v2.0"
 WHISPER_LARGE_V3 = "openai/whisper-large-v3"
 
 VadKind = Literal["silero", "none"]
+#: the weights' dtypes Whisper runs in (float16 on a GPU, float32 on CPU by default)
+DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32")
 
 #: how the samples Whisper hears are made (part of every key): the one audio sampler's
 #: (:func:`naru_eval.media.audio.sample_track`) rate and conversion
@@ -70,6 +72,10 @@ class AsrSettings:
     max_new_tokens: int = 224
 
     def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype}: Whisper runs in {', '.join(DTYPES)}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={self.max_new_tokens}: a window needs at least 1 token")
         if not 0 < self.window_s <= 30.0:
             raise ValueError(f"window_s={self.window_s}: Whisper takes windows of at most 30 s")
         if not 0.0 < self.vad_threshold < 1.0:
@@ -90,9 +96,9 @@ class AsrSettings:
         return f"asr:{self.model}@{self.key()}"
 
     @classmethod
-    def from_json(cls, text: str) -> AsrSettings:
-        raw = json.loads(text)
-        return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
+    def from_record(cls, raw: dict[str, object]) -> AsrSettings:
+        """The settings of a :meth:`record` (other keys ignored)."""
+        return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})  # type: ignore[arg-type]
 
 
 def cache_root() -> Path:
@@ -105,10 +111,13 @@ def cache_root() -> Path:
 
 @dataclass(frozen=True)
 class AsrEntry:
-    """The files of one (video, settings) entry."""
+    """The files of one (video, settings) entry. ``video`` is the content fingerprint of the
+    video it is for (the folder's name): the entry records it, so an entry copied into another
+    video's folder is not that video's."""
 
     directory: Path
     key: str
+    video: str
 
     @property
     def transcript(self) -> Path:
@@ -122,39 +131,74 @@ class AsrEntry:
     def checkpoint(self) -> Path:
         return self.directory / f"{self.key}.partial.jsonl"
 
+    def record(self, asr: AsrSettings) -> dict[str, object]:
+        """What the settings file holds: the settings, how the samples were made, and the video."""
+        return {**asr.record(), "video": self.video}
+
+    def made_here(self, meta: Path) -> AsrSettings | None:
+        """The settings a settings file of this folder records when it is this video's and hashes
+        to its name; None otherwise (another video's, or another version's). Unreadable is an error."""
+        try:
+            raw = json.loads(meta.read_text(encoding="utf-8"))
+            made = AsrSettings.from_record(raw)
+        except (OSError, ValueError, TypeError, AttributeError) as e:
+            raise TranscriptError(meta, f"unreadable ASR settings ({e})") from None
+        if raw.get("video") != self.video or made.key() != meta.name.removesuffix(".settings.json"):
+            return None
+        return made
+
     @property
     def done(self) -> bool:
-        return self.transcript.is_file()
+        """The transcript is written, and the settings beside it are this video's and this key's."""
+        return (
+            self.transcript.is_file()
+            and self.settings_file.is_file()
+            and self.made_here(self.settings_file) is not None
+        )
 
 
 def entry(video: str | os.PathLike[str], asr: AsrSettings, root: Path | None = None) -> AsrEntry:
     """The cache entry of ``video`` under ``asr`` (it may not exist yet)."""
-    base = (root or cache_root()) / "asr" / content_fingerprint(video)
-    return AsrEntry(base, asr.key())
+    fingerprint = content_fingerprint(video)
+    return AsrEntry((root or cache_root()) / "asr" / fingerprint, asr.key(), fingerprint)
 
 
 def find(video: str | os.PathLike[str], model: str | None = None, root: Path | None = None) -> Path | None:
     """The finished ASR transcript of ``video`` by ``model`` (default :data:`DEFAULT_ASR_MODEL`),
     whatever its other settings; None when there is none. An entry whose recorded settings do not
-    hash to its name was made from other samples (or under an older key) and is not this
-    version's: it is passed over. Two finished entries for the same model (other settings) is an
-    error: which one a run used must be named (``naru-eval transcribe`` with the same settings,
-    or remove one)."""
+    hash to its name was made from other samples (or under an older key), and one that records
+    another video (copied into this folder) is not this video's: both are passed over. Two
+    finished entries for the same model (other settings) is an error: which one a run used must
+    be named (``naru-eval transcribe`` with the same settings, or remove one)."""
     want = model or DEFAULT_ASR_MODEL
-    base = (root or cache_root()) / "asr" / content_fingerprint(video)
+    fingerprint = content_fingerprint(video)
+    base = (root or cache_root()) / "asr" / fingerprint
     if not base.is_dir():
         return None
     found: list[Path] = []
     for meta in sorted(base.glob("*.settings.json")):
-        try:
-            made = AsrSettings.from_json(meta.read_text(encoding="utf-8"))
-        except (OSError, ValueError, TypeError) as e:
-            raise TranscriptError(meta, f"unreadable ASR settings ({e})") from None
-        stem = meta.name.removesuffix(".settings.json")
-        done = meta.with_name(stem + ".json")
-        if made.model == want and made.key() == stem and done.is_file():
-            found.append(done)
+        here = AsrEntry(base, meta.name.removesuffix(".settings.json"), fingerprint)
+        made = here.made_here(meta)
+        if made is not None and made.model == want and here.transcript.is_file():
+            found.append(here.transcript)
     if len(found) > 1:
         names = ", ".join(p.name for p in found)
         raise TranscriptError(base, f"{len(found)} ASR transcripts of {want} for {video} ({names}): keep one")
     return found[0] if found else None
+
+
+def cache_problem(root: Path) -> str | None:
+    """Why ASR entries cannot be written under ``root`` (a file in its place, a read-only or
+    full disk), or None; checked before any audio is decoded."""
+    if root.exists() and not root.is_dir():
+        return f"the transcript cache {root} is a file, not a folder (NARU_TRANSCRIPT_CACHE or --cache)"
+    try:
+        (root / "asr").mkdir(parents=True, exist_ok=True)
+        probe = root / "asr" / f".write-check.{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return (
+            f"the transcript cache {root} cannot be written ({e.strerror or e}): set NARU_TRANSCRIPT_CACHE or --cache"
+        )
+    return None

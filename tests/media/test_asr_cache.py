@@ -17,7 +17,7 @@ def _finish(video, asr: AsrSettings, root) -> None:
     """A finished entry, written as ``naru-eval transcribe`` writes one."""
     e = entry(video, asr, root)
     e.directory.mkdir(parents=True, exist_ok=True)
-    e.settings_file.write_text(json.dumps(asr.record()), encoding="utf-8")
+    e.settings_file.write_text(json.dumps(e.record(asr)), encoding="utf-8")
     Transcript.of([Cue(1.0, 2.0, "こんにちは")], asr.label).write(e.transcript)
 
 
