@@ -54,8 +54,9 @@ from typing import Any
 
 from loguru import logger
 
-from naru_eval.adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.family import Family, Official
+from naru_eval.adapters.request import Answer, NaruRequest, RequestFailed
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.lazy import Lazy
 from naru_eval.api.limiter import AdaptiveLimiter, limiter_for

@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, Flag, HFArgs
-from naru_eval.adapters.base import NaruModel, NaruRequest
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.family import PROCESSOR, Family, Official
 from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.builder import InputBuilder, cut_at_stops
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import MODEL_OWN
 from naru_eval.adapters.hf.reasoning import THINK_OPEN, answer_of, think_split, token_id
+from naru_eval.adapters.request import NaruRequest
 from naru_eval.core.budgets import FrameBudget, Sampling
 
 if TYPE_CHECKING:

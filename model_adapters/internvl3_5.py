@@ -23,11 +23,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from naru_eval.adapters.args import HFArgs
-from naru_eval.adapters.base import NaruRequest
 from naru_eval.adapters.family import PROCESSOR, Family, Official
 from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.builder import ChatPart, InputBuilder
 from naru_eval.adapters.hf.positions import SEQUENTIAL
+from naru_eval.adapters.request import NaruRequest
 from naru_eval.core.budgets import FrameBudget, Sampling
 
 if TYPE_CHECKING:

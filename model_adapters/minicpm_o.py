@@ -34,13 +34,14 @@ from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, Flag
 from naru_eval.adapters.audio import AudioMixin, AudioOffArgs
-from naru_eval.adapters.base import Answer, NaruModel, NaruRequest
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.family import CAP, Family, Official
 from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.builder import InputBuilder, cut_at_stops
 from naru_eval.adapters.hf.generator import Generator
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import SEQUENTIAL
+from naru_eval.adapters.request import Answer, NaruRequest
 from naru_eval.core.budgets import FrameBudget, Sampling
 from naru_eval.media.audio_plan import MINICPM_O
 

@@ -40,13 +40,14 @@ from pydantic import Field, field_validator
 
 from naru_eval.adapters.args import ANSWERS, Flag
 from naru_eval.adapters.audio import AudioMixin, AudioOffArgs
-from naru_eval.adapters.base import NaruModel, NaruRequest, RequestFailed
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.family import CAP, PROCESSOR, Family, Official
 from naru_eval.adapters.hf.base import HFVideoModel
 from naru_eval.adapters.hf.builder import ChatPart, InputBuilder, VideoMetadata
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import NO_ROPE
 from naru_eval.adapters.hf.reasoning import think_split
+from naru_eval.adapters.request import NaruRequest, RequestFailed
 from naru_eval.core.budgets import FrameBudget, Sampling
 from naru_eval.media.audio_plan import NEMOTRON_OMNI
 

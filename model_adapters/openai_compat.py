@@ -46,9 +46,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from loguru import logger
 
 from naru_eval.adapters.audio import AudioMixin
-from naru_eval.adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.family import Family, Official
 from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
+from naru_eval.adapters.request import Answer, NaruRequest, RequestFailed
 from naru_eval.adapters.transcript import Rendered, chars_estimate
 from naru_eval.api.caller import ApiCaller
 from naru_eval.api.lazy import Lazy

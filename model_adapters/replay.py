@@ -19,8 +19,9 @@ from typing import Any
 from pydantic import Field
 
 from naru_eval.adapters.args import SamplingArgs
-from naru_eval.adapters.base import NaruModel, NaruRequest, failed
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.family import Family
+from naru_eval.adapters.request import NaruRequest, failed
 from naru_eval.settings import UserError
 
 

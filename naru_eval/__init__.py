@@ -23,7 +23,7 @@ _PUBLIC: dict[str, str] = {
     "NaruQuestion": "naru_eval.core.data",
     "Dataset": "naru_eval.core.data",
     "load_local": "naru_eval.core.data",
-    "load_dataset_from_env": "naru_eval.core.data",
+    "load_dataset_from_env": "naru_eval.core.hub",
     "ScoredSample": "naru_eval.core.scoring",
     "score_response": "naru_eval.core.scoring",
     "compute_metrics": "naru_eval.core.scoring",
@@ -53,8 +53,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from naru_eval.core.data import Dataset, NaruQuestion, load_dataset_from_env, load_local
+    from naru_eval.core.data import Dataset, NaruQuestion, load_local
     from naru_eval.core.extract import extract_answer
+    from naru_eval.core.hub import load_dataset_from_env
     from naru_eval.core.scoring import METRICS, ScoredSample, compute_metrics, samples_from_log, score_response
     from naru_eval.lmms.run import run_lmms_eval
     from naru_eval.report.leaderboard import build_leaderboard

@@ -58,7 +58,7 @@ def adapter(ckpt: Path, frames: int, **args: Any) -> Any:
 
 
 def requests(video: Path, n: int) -> list[Any]:
-    from naru_eval.adapters.base import NaruRequest
+    from naru_eval.adapters.request import NaruRequest
 
     return [
         NaruRequest(

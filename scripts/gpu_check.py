@@ -252,7 +252,7 @@ def adapter_for(spec: dict[str, Any], model: Any, processor: Any, **args: Any) -
 
 
 def requests(video: Path, n: int) -> list[Any]:
-    from naru_eval.adapters.base import NaruRequest
+    from naru_eval.adapters.request import NaruRequest
 
     return [
         NaruRequest({"question_id": f"q{i}"}, QUESTION.format(i=i, k=i % 3 + 1), [str(video)], GEN, "naru_mcq", i)

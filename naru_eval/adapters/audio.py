@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, HFArgs
-from naru_eval.adapters.base import NaruRequest, RequestFailed
+from naru_eval.adapters.request import NaruRequest, RequestFailed
 from naru_eval.core import provenance
 from naru_eval.core.inputs import AudioInput, FramesInput, InputPlan
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from naru_eval.adapters.request import NaruRequest
 from naru_eval.core import provenance
 from naru_eval.core.transcripts import (
     TranscriptBook,
@@ -45,17 +46,6 @@ from naru_eval.settings import UserError
 if TYPE_CHECKING:
     from naru_eval.adapters.args import TranscriptFields
     from naru_eval.media.transcript import Transcript
-
-
-class NaruRequest(Protocol):
-    """What the feed reads of a request (``naru_eval.adapters.base.NaruRequest``)."""
-
-    @property
-    def doc(self) -> Mapping[str, Any]: ...
-    @property
-    def video(self) -> str | None: ...
-    @property
-    def question_id(self) -> str: ...
 
 
 class TranscriptMissing(UserError):

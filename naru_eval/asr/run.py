@@ -104,7 +104,7 @@ def _append(path: Path, rows: Sequence[dict[str, object]]) -> None:
 
 
 @dataclass
-class Prepared:
+class PreparedTrack:
     """A video made ready for Whisper: its entry, soundtrack, window plan and finished windows
     (``audio`` None: the entry is already done). Made by :func:`prepare_video`, which needs no
     model, so the next video's can be made while Whisper runs on this one."""
@@ -118,14 +118,14 @@ class Prepared:
     prepare_s: float
 
 
-def prepare_video(video: str | os.PathLike[str], asr: AsrSettings, root: Path | None = None) -> Prepared:
+def prepare_video(video: str | os.PathLike[str], asr: AsrSettings, root: Path | None = None) -> PreparedTrack:
     """Decode the soundtrack and plan its windows (or read the plan back from a checkpoint); a
     finished entry is not touched. The entry's folder is made before the audio is decoded, so
     an unwritable cache is found before that work."""
     t0 = time.monotonic()
     e = entry(video, asr, root)
     if e.done:
-        return Prepared(str(video), e, None, [], {}, False, time.monotonic() - t0)
+        return PreparedTrack(str(video), e, None, [], {}, False, time.monotonic() - t0)
     plan, done = read_checkpoint(e)
     e.directory.mkdir(parents=True, exist_ok=True)
     audio = soundtrack_of(video)
@@ -136,11 +136,11 @@ def prepare_video(video: str | os.PathLike[str], asr: AsrSettings, root: Path | 
         header: dict[str, object] = {"key": e.key, "video": e.video, "plan": _plan_id(plan, e.key)}
         header["windows"] = [w.as_json() for w in plan]
         _append(e.checkpoint, [header])
-    return Prepared(str(video), e, audio, plan, done, resumed, time.monotonic() - t0)
+    return PreparedTrack(str(video), e, audio, plan, done, resumed, time.monotonic() - t0)
 
 
 def finish_video(
-    p: Prepared, asr: AsrSettings, engine: Callable[[], Transcriber], batch_size: int = 8, progress: bool = True
+    p: PreparedTrack, asr: AsrSettings, engine: Callable[[], Transcriber], batch_size: int = 8, progress: bool = True
 ) -> VideoResult:
     """Transcribe the windows :func:`prepare_video` left, checkpointing each batch, and write the
     transcript. ``engine()`` gives the transcriber; it is called only when a window is left."""
@@ -207,7 +207,7 @@ def transcribe_all(
     from concurrent.futures import Future, ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="naru-asr-prepare") as pool:
-        ahead: Future[Prepared] | None = pool.submit(prepare_video, videos[0], asr, root) if videos else None
+        ahead: Future[PreparedTrack] | None = pool.submit(prepare_video, videos[0], asr, root) if videos else None
         for k in range(len(videos)):
             assert ahead is not None
             current = ahead

@@ -154,7 +154,8 @@ def _stops_on_config_error(cmd: Callable[[argparse.Namespace], int]) -> Callable
 
 @_stops_on_config_error
 def cmd_facts(args: argparse.Namespace) -> int:
-    from naru_eval.core.data import load_dataset_from_env, load_local
+    from naru_eval.core.data import load_local
+    from naru_eval.core.hub import load_dataset_from_env
     from naru_eval.core.subset import select_subset
     from naru_eval.judge.facts import export_facts
     from naru_eval.judge.items import JudgeItem

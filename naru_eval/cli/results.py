@@ -119,8 +119,8 @@ def resolve_run(path: str | Path) -> tuple[dict[str, Path], str, RunConfig]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from naru_eval.report.compare import CompareReport, compare, format_comparison
     from naru_eval.report.runs import read_log
-    from naru_eval.report.stats import CompareReport, compare, format_comparison
 
     try:
         logs_a, label_a, cfg_a = resolve_run(args.run_a)

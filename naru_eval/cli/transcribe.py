@@ -26,7 +26,8 @@ def _videos(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(video files, problems): ``--video`` files, else every distinct video of the data."""
     if args.video:
         return [str(Path(v)) for v in args.video], []
-    from naru_eval.core.data import load_dataset_from_env, load_local
+    from naru_eval.core.data import load_local
+    from naru_eval.core.hub import load_dataset_from_env
     from naru_eval.settings import settings
 
     data_dir = args.data_dir or settings().data_dir

@@ -16,9 +16,9 @@ from naru_eval.core.data import (
     DataError,
     Dataset,
     NaruQuestion,
-    load_dataset_from_env,
     load_local,
 )
+from naru_eval.core.hub import load_dataset_from_env
 from naru_eval.core.transcripts import TranscriptSource, transcript_or_problem
 from naru_eval.media.audio import AudioInfo, probe_audio
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note

@@ -128,7 +128,7 @@ def git_revision(path: str | Path) -> str | None:
 
 def _data_info() -> ManifestData:
     try:
-        from naru_eval.core.data import load_dataset_from_env
+        from naru_eval.core.hub import load_dataset_from_env
 
         ds = load_dataset_from_env(strict=False)
         return ManifestData(fingerprint=ds.fingerprint, source=ds.source, questions=len(ds.questions))

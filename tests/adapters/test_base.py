@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from naru_eval.adapters.base import FAILED_MARKER, Answer, AnswerLog, HeldFailures, RequestFailed, RequestPlan
+from naru_eval.adapters.answers import AnswerLog, HeldFailures, RequestPlan
+from naru_eval.adapters.request import FAILED_MARKER, Answer, RequestFailed
 from naru_eval.api.retry import ConfigErrorBreaker, ConfigurationError
 from naru_eval.store.responses import ResponseStore
 

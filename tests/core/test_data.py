@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from naru_eval.core.data import CATEGORIES, DataError, NaruQuestion, load_dataset_from_env, load_hf, load_local
+from naru_eval.core.data import CATEGORIES, DataError, NaruQuestion, load_local
+from naru_eval.core.hub import load_dataset_from_env, load_hf
 from tests.helpers.data import read_jsonl, write_jsonl
 
 

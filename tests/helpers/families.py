@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from naru_eval.adapters.base import NaruRequest
 from naru_eval.adapters.registry import adapter_class, registered
+from naru_eval.adapters.request import NaruRequest
 from naru_eval.media.plan import uniform_indices
 from naru_eval.media.sampler import sample_frames
 

@@ -14,7 +14,7 @@ import pytest
 from lmms_eval.api.instance import Instance
 
 from model_adapters.gemini import Gemini
-from naru_eval.adapters.base import FAILED_MARKER
+from naru_eval.adapters.request import FAILED_MARKER
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset

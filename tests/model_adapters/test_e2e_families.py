@@ -17,7 +17,7 @@ import sqlite3
 
 import pytest
 
-from naru_eval.adapters.base import FAILED_MARKER
+from naru_eval.adapters.request import FAILED_MARKER
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.scoring import METRICS
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset

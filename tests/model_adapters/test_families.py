@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from naru_eval.adapters.base import Answer, RequestFailed
 from naru_eval.adapters.family import PROCESSOR
 from naru_eval.adapters.hf.loading import REMOTE_CODE_CLASS
+from naru_eval.adapters.request import Answer, RequestFailed
 from naru_eval.core.synthetic import read_frame_index
 from tests.helpers.families import ALL_FAMILIES, HF_FAMILIES, N, Spy, adapter_class, expected, make, request
 from tests.helpers.times import assert_told_truly

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from model_adapters.gemini import ConfigurationRefused, ContextOverflow, Gemini
-from naru_eval.adapters.base import FAILED_MARKER
+from naru_eval.adapters.request import FAILED_MARKER
 from naru_eval.cli import gemini as cli_gemini
 from naru_eval.cli.main import main as cli_main
 from naru_eval.core.data import NaruQuestion

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from naru_eval.adapters.base import FAILED_MARKER
+from naru_eval.adapters.request import FAILED_MARKER
 from naru_eval.cli.main import main as cli_main
 from naru_eval.lmms.tasks import doc_to_text
 from naru_eval.providers.gemini.pricing import load_prices, request_cost

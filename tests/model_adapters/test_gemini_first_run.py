@@ -15,7 +15,7 @@ import pytest
 from lmms_eval.api.instance import Instance
 
 from model_adapters.gemini import Gemini
-from naru_eval.adapters.base import FAILED_MARKER
+from naru_eval.adapters.request import FAILED_MARKER
 from naru_eval.api.retry import RetryPolicy, call_with_retry, retry_after, retry_info_delay
 from naru_eval.core.scoring import METRICS
 from naru_eval.lmms.run import run_lmms_eval

@@ -13,8 +13,8 @@ import shutil
 import pytest
 
 from model_adapters.nemotron_omni import NATIVE_FRAME_PIXELS, REASONING_MAX_NEW_TOKENS, NemotronOmni
-from naru_eval.adapters.base import NaruRequest
 from naru_eval.adapters.hf.builder import InputBuilder
+from naru_eval.adapters.request import NaruRequest
 from naru_eval.core.extract import extract_answer
 
 MODEL = "naru_nemotron_omni"

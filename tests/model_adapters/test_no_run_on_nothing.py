@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from naru_eval.adapters.base import FAILED_MARKER, NaruRequest, RequestFailed
 from naru_eval.adapters.registry import adapter_class, registered
+from naru_eval.adapters.request import FAILED_MARKER, NaruRequest, RequestFailed
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset, write_indexed_video
 from tests.helpers.data import docs_of, lmms_instances
 from tests.helpers.families import processors_without_checkpoint

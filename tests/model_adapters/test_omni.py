@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from naru_eval.adapters.base import NaruRequest, RequestFailed
+from naru_eval.adapters.request import NaruRequest, RequestFailed
 from tests.helpers.families import FirstStep, make, request
 from tests.helpers.soundtrack import Soundtrack, silent, write
 from tests.helpers.tiny_models import build_qwen2_5_omni, build_qwen3_omni

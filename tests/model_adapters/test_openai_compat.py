@@ -25,7 +25,7 @@ import pytest
 from lmms_eval.api.instance import Instance
 
 from model_adapters.openai_compat import OpenAICompat, ServerUnreachable
-from naru_eval.adapters.base import FAILED_MARKER
+from naru_eval.adapters.request import FAILED_MARKER
 from naru_eval.api.retry import (
     ConfigurationError,
     RetryError,

@@ -9,10 +9,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from naru_eval.adapters.base import NaruRequest
 from naru_eval.adapters.family import Official
 from naru_eval.adapters.qwen_sampling import qwen_video_plan
 from naru_eval.adapters.registry import adapter_class, registered
+from naru_eval.adapters.request import NaruRequest
 from naru_eval.core.budgets import Sampling
 from naru_eval.report.paper import official_results
 

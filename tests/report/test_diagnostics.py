@@ -436,8 +436,8 @@ def test_macro_gap_ci_is_the_same_bootstrap_as_compare():
     naru_eval.report.stats): the same data and seed give the same interval."""
     from naru_eval.core.data import level_of
     from naru_eval.core.scoring import ScoredSample
+    from naru_eval.report.compare import compare
     from naru_eval.report.gaps import macro_cluster_bootstrap
-    from naru_eval.report.stats import compare
 
     rng = np.random.default_rng(1)
     cats = [CATEGORIES[i % 9] for i in range(300)]
@@ -467,8 +467,8 @@ def test_micro_gap_ci_is_the_same_bootstrap_as_compare():
     indices and gave a different interval."""
     from naru_eval.core.data import level_of
     from naru_eval.core.scoring import ScoredSample
+    from naru_eval.report.compare import compare
     from naru_eval.report.gaps import cluster_bootstrap
-    from naru_eval.report.stats import compare
 
     rng = np.random.default_rng(2)
     cats = [CATEGORIES[i % 9] for i in range(240)]

@@ -13,7 +13,8 @@ import pytest
 from naru_eval.core.data import CATEGORIES, NARRATIVE
 from naru_eval.core.scoring import MACRO_METRICS, METRICS, ScoredSample, compute_metrics
 from naru_eval.judge.score import JudgedSample, compute_open_metrics
-from naru_eval.report.stats import bootstrap_ci, bootstrap_open_ci, compare, format_comparison, holm, score_table
+from naru_eval.report.compare import compare, format_comparison, holm
+from naru_eval.report.stats import bootstrap_ci, bootstrap_open_ci, score_table
 
 
 def sample(qid: str, vid: str, cat: str, correct: bool, valid: bool = True) -> ScoredSample:

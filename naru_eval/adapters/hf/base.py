@@ -34,12 +34,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from naru_eval.adapters.args import HFArgs
-from naru_eval.adapters.base import Answer, NaruModel, NaruRequest
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.family import FRAME_SIZES, TIME_ENCODINGS
 from naru_eval.adapters.hf.builder import InputBuilder
 from naru_eval.adapters.hf.generator import Generator, out_of_memory
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import SEQUENTIAL
+from naru_eval.adapters.request import Answer, NaruRequest
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams

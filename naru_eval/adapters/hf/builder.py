@@ -28,10 +28,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, TypedDict
 
 from naru_eval.adapters.args import HFArgs
-from naru_eval.adapters.base import NaruModel, NaruRequest
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.family import CAP, NATIVE, PROCESSOR
 from naru_eval.adapters.hf.loading import Checkpoint
+from naru_eval.adapters.request import NaruRequest
 
 if TYPE_CHECKING:
     from naru_eval.adapters.transcript import Rendered

@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
-from naru_eval.adapters.base import Answer, NaruModel, NaruRequest, RequestFailed
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.hf.builder import InputBuilder
 from naru_eval.adapters.hf.loading import Checkpoint
+from naru_eval.adapters.request import Answer, NaruRequest, RequestFailed
 from naru_eval.settings import parse_flag
 
 if TYPE_CHECKING:

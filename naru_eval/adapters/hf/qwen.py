@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, HFArgs
-from naru_eval.adapters.base import NaruModel, RequestFailed
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.hf.builder import InputBuilder, ProcessorKwargs
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import generation_position_ids, geometry_of
 from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
+from naru_eval.adapters.request import RequestFailed
 from naru_eval.core.budgets import Sampling
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from naru_eval.adapters.audio import AudioArgs, AudioMixin
-from naru_eval.adapters.base import NaruModel, NaruRequest, RequestFailed
+from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.hf.builder import ChatPart, InputBuilder
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.tmrope import (
@@ -45,6 +45,7 @@ from naru_eval.adapters.hf.tmrope import (
     omni_block_tokens,
     omni_positions,
 )
+from naru_eval.adapters.request import NaruRequest, RequestFailed
 
 if TYPE_CHECKING:
     from naru_eval.media.sampler import SampledFrames

@@ -22,7 +22,7 @@ from loguru import logger
 from naru_eval.api.retry import RetryError
 from naru_eval.providers.gemini.client import TransientUpload
 from naru_eval.providers.gemini.request import enum_value
-from naru_eval.providers.gemini.video import Prepared, PrepSpec, prepare_video
+from naru_eval.providers.gemini.video import PreparedUpload, PrepSpec, prepare_video
 from naru_eval.redaction import redact
 from naru_eval.store.uploads import UploadRecord, UploadRegistry
 
@@ -41,7 +41,7 @@ class Uploaded:
     mime_type: str
     sha256: str
     reused: bool
-    prepared: Prepared
+    prepared: PreparedUpload
 
 
 @dataclass
@@ -114,7 +114,7 @@ class Uploader:
                 )
             self._poll_sleep(self.policy.poll_interval)
 
-    def _reuse(self, sha: str, video: str, prepared: Prepared) -> Uploaded | None:
+    def _reuse(self, sha: str, video: str, prepared: PreparedUpload) -> Uploaded | None:
         registry, account = self._registry(), self._account()
         rec = registry.get(sha, account)
         if rec is None:

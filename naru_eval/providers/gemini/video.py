@@ -88,7 +88,7 @@ class PrepSpec:
 
 
 @dataclass(frozen=True)
-class Prepared:
+class PreparedUpload:
     """The file to upload, and what pre-processing saved."""
 
     path: Path
@@ -106,16 +106,16 @@ class Prepared:
 
 def prepare_video(
     src: str | os.PathLike[str], spec: PrepSpec, out_dir: str | os.PathLike[str], source_sha256: str | None = None
-) -> Prepared:
+) -> PreparedUpload:
     """The file to send for ``src`` under ``spec``: ``src`` itself, or a cached transformed copy."""
     src = Path(src)
     size = src.stat().st_size
     if not spec.needed(src):
-        return Prepared(src, mime_type(src) or "video/mp4", size, size, False)
+        return PreparedUpload(src, mime_type(src) or "video/mp4", size, size, False)
     digest = source_sha256 or hashlib.sha256(f"{src.resolve()}:{size}:{src.stat().st_mtime_ns}".encode()).hexdigest()
     out = Path(out_dir) / f"{digest[:32]}_{spec.tag()}.mp4"
     if out.exists() and out.stat().st_size > 0:
-        return Prepared(out, "video/mp4", size, out.stat().st_size, True, cached=True)
+        return PreparedUpload(out, "video/mp4", size, out.stat().st_size, True, cached=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp.mp4")
     t0 = time.perf_counter()
@@ -127,7 +127,7 @@ def prepare_video(
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return Prepared(out, "video/mp4", size, out.stat().st_size, True, seconds=time.perf_counter() - t0)
+    return PreparedUpload(out, "video/mp4", size, out.stat().st_size, True, seconds=time.perf_counter() - t0)
 
 
 def _remux(src: Path, dst: Path, audio: bool) -> None:

@@ -17,8 +17,8 @@ from naru_eval.providers.openai_compat.args import OpenAICompatArgs
 from naru_eval.providers.openai_compat.served import media_tokens, qwen_patch_size
 
 if TYPE_CHECKING:
-    from naru_eval.adapters.base import NaruRequest
     from naru_eval.adapters.qwen_sampling import QwenVideoPlan
+    from naru_eval.adapters.request import NaruRequest
 
 
 class CheckedAdapter(Protocol):
