@@ -170,7 +170,7 @@ def probe_audio(path: str | os.PathLike[str], stream: int | None = None, whole: 
             duration = _seconds(a.duration, a.time_base)
             if duration is None and container.duration is not None:
                 duration = container.duration / 1_000_000 - ((a_start or 0.0) - (container.start_time or 0) / 1_000_000)
-            first = None
+            first: Any = None  # the first decoded audio frame
             for packet in container.demux(a):
                 try:
                     first = next(iter(packet.decode()), None)
