@@ -382,7 +382,8 @@ class NaruModel(lmms):
             logger.info(f"naru: {plan.n_shared} request(s) repeat another task's identical request; asked once")
         # one video at a time: the frame cache then decodes each video once
         pending = sorted(plan.pending, key=lambda i: (reqs[i].video or "", i))
-        self.prepare([reqs[i] for i in pending])
+        with exit_on_user_error(self.model_id):  # a preflight's UserError: its message, exit 2, nothing asked
+            self.prepare([reqs[i] for i in pending])
 
         def record_failure(i: int, e: RequestFailed) -> None:
             self.failures[reqs[i].question_id] = str(e)
