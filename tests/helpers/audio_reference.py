@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-REALAV = (ROOT / ".." / "shared" / "realav").resolve()
+from tests.helpers.shared_files import REALAV
+
 AUDIO = REALAV / "audio"
 RATE = 16_000
 #: swr's timestamp compensation, hard only: a disagreement between the timestamps and the samples
