@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: part of every index's key: a change to what an index holds makes older disk entries misses
-#: (3: the stream a player shows, a picture the file ends inside left out)
-INDEX_FORMAT = 3
+#: (3: the stream a player shows, a picture the file ends inside left out; 4: also one the decoder
+#: flags as concealed, or that comes out otherwise unthreaded)
+INDEX_FORMAT = 4
 
 
 class FrameIndex(NamedTuple):
@@ -339,7 +340,7 @@ def _build_index_by_demux(p: Path, container: Any, stream: Any) -> FrameIndex:
 
 def _picture(container: Any, stream: Any, index: FrameIndex, j: int, target: int) -> Any:
     """Frame ``target`` (a timestamp) decoded from keyframe ``j`` (-1: the file's start), as raw
-    samples; None where it does not come out."""
+    samples; None where it does not come out, or comes out flagged as concealed (corrupt)."""
     import av
 
     pos = int(index.key_pos[j]) if j >= 0 else -1
@@ -352,6 +353,8 @@ def _picture(container: Any, stream: Any, index: FrameIndex, j: int, target: int
     try:
         for frame in container.decode(stream):
             if frame.pts == target:
+                if frame.is_corrupt:
+                    return None
                 try:
                     return frame.to_ndarray()
                 except ValueError:  # a pixel format numpy has no layout for
@@ -361,10 +364,27 @@ def _picture(container: Any, stream: Any, index: FrameIndex, j: int, target: int
     return None
 
 
+def _unthreaded_picture(p: Path, stream_index: int, index: FrameIndex, j: int, target: int) -> Any:
+    """:func:`_picture` with one decoding thread (threads are set before a decoder opens, hence a
+    second opening of the file)."""
+    import av
+
+    with av.open(str(p)) as container:
+        stream = container.streams[stream_index]
+        stream.thread_count = 1
+        return _picture(container, stream, index, j, target)
+
+
 def _without_cut_picture(p: Path, container: Any, stream: Any, index: FrameIndex, last: int) -> FrameIndex:
-    """``index`` without the last packet's picture (``last``, decode order) where it depends on
-    where decoding began: decoded from the keyframe a seek would start at, and from the one before
-    (the pictures a player's decoder holds by then), it must come out the same."""
+    """``index`` without the last packet's picture (``last``, decode order) where it is concealed:
+    the decoder flags it corrupt, or its pixels depend on where decoding began or on the decoder's
+    threads. Decoded from the keyframe a seek would start at, from the one before (the pictures a
+    player's decoder holds by then) and unthreaded from the first, it must come out the same and
+    unflagged.
+
+    Threads matter (issue 33 finding 13): with slice threads H.264 conceals nothing (the missing
+    part keeps what the frame buffer held), unthreaded it conceals; cut points whose picture came
+    out the same from either keyframe, slice-threaded, still differed unthreaded (docs/video.md)."""
     import numpy as np
 
     at = int(np.searchsorted(index.pts, last))
@@ -374,13 +394,21 @@ def _without_cut_picture(p: Path, container: Any, stream: Any, index: FrameIndex
     if j < 0:
         return index  # before the first keyframe: only ever decoded from the file's start
     seeked = _picture(container, stream, index, j, last)
-    held = _picture(container, stream, index, j - 1, last)
-    if seeked is not None and held is not None and seeked.shape == held.shape and np.array_equal(seeked, held):
+    same = seeked is not None
+    for other in (
+        lambda: _picture(container, stream, index, j - 1, last),
+        lambda: _unthreaded_picture(p, int(stream.index), index, j, last),
+    ):
+        if same:
+            picture = other()
+            same = picture is not None and picture.shape == seeked.shape and np.array_equal(seeked, picture)
+    if same:
         return index
     tb = float(stream.time_base)
     log.warning(
-        "%s: the file ends inside its last picture (at %.2f s): it is left out, as its pixels depend "
-        "on where decoding starts (a recording cut mid-frame)",
+        "%s: the file ends inside its last picture (at %.2f s): it is left out, as the decoder conceals "
+        "what is missing and the pixels depend on where decoding starts and on the decoder's threads "
+        "(a recording cut mid-frame)",
         p,
         (last - int(index.pts[0])) * tb,
     )

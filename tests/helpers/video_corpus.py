@@ -354,14 +354,18 @@ def two_angles_mkv(path: Path, frames: int = 30) -> Path:
 # --------------------------------------------------------------------------- cut transport streams
 
 
-def decoded_by_pts(path: Path) -> dict[int, np.ndarray]:
-    """Every frame a plain sequential decode gives (PyAV's defaults), RGB, by presentation timestamp."""
+def decoded_by_pts(path: Path, threads: str = "default") -> dict[int, np.ndarray]:
+    """Every frame a plain sequential decode gives, RGB, by presentation timestamp. ``threads``:
+    ``default`` (PyAV's: slice threads, as many as cores) or ``none`` (one thread)."""
     import av
 
     out: dict[int, np.ndarray] = {}
     with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        if threads == "none":
+            stream.thread_count = 1
         try:
-            for f in c.decode(c.streams.video[0]):
+            for f in c.decode(stream):
                 out[f.pts] = f.to_ndarray(format="rgb24")
         except av.error.FFmpegError:
             pass

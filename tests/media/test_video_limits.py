@@ -3,6 +3,7 @@ stream cut mid-frame."""
 
 import tracemalloc
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -88,34 +89,64 @@ def _cuts(path: Path, count: int, seed: int) -> list[int]:
     return sorted(np.random.default_rng(seed).integers(size // 3, size, count).tolist())
 
 
-@pytest.mark.parametrize("busy", [False, True], ids=["frame-threads-allowed", "busy"])
-def test_ts_cut_anywhere_gives_a_sequential_decode_or_leaves_the_picture_out(full_ts, busy, tmp_path, monkeypatch):
-    """A recording stopped mid-frame at any of 12 seeded points per codec: every frame the sampler
-    gives is the one a sequential decode shows at that timestamp, and the only frame it may lack
-    is the picture the file ends inside (reported as cut), never a different picture."""
+class _Cut(NamedTuple):
+    codec: str
+    at: int  # the byte the file ends at
+    path: Path
+    last: int  # the timestamp of the last packet in decode order (the picture the cut may fall in)
+    seen: dict[str, dict[int, np.ndarray]]  # the pictures each sequential decode shows, by timestamp
+
+
+@pytest.fixture(scope="module")
+def cut_ts(full_ts, tmp_path_factory) -> list[_Cut]:
+    """Each stream cut at 12 seeded points, with what sequential decodes show: slice-threaded (PyAV's
+    default), unthreaded, and the ffmpeg CLI (frame-threaded; its frames in presentation order)."""
     import av
 
-    monkeypatch.setattr(decode, "machine_busy", lambda: busy)
-    cut_found = 0
+    d = tmp_path_factory.mktemp("cuts")
+    cuts = []
     for codec, at in [(c, at) for c in full_ts for at in _cuts(full_ts[c], 12, seed=1)]:
-        data = full_ts[codec].read_bytes()
-        path = tmp_path / f"{codec}{at}.ts"
-        path.write_bytes(data[:at])
-        ref = vc.decoded_by_pts(path)
+        path = d / f"{codec}{at}.ts"
+        path.write_bytes(full_ts[codec].read_bytes()[:at])
+        seen = {threads: vc.decoded_by_pts(path, threads) for threads in ("default", "none")}
+        cli = vc.ffmpeg_rgb(path)
+        assert len(cli) == len(seen["none"]), f"{codec} cut at byte {at}: the CLI shows another number of frames"
+        seen["ffmpeg"] = dict(zip(sorted(seen["none"]), cli, strict=True))
         with av.open(str(path)) as c:
             last = [p.pts for p in c.demux(c.streams.video[0]) if p.size][-1]  # decode order
+        cuts.append(_Cut(codec, at, path, last, seen))
+    return cuts
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["frame-threads-allowed", "busy"])
+def test_ts_cut_anywhere_gives_a_sequential_decode_or_leaves_the_picture_out(cut_ts, busy, monkeypatch):
+    """A recording stopped mid-frame at any of 12 seeded points per codec: every frame the sampler
+    gives is the picture every sequential decode shows at that timestamp (threaded, unthreaded, the
+    ffmpeg CLI), and the only frame it may lack is the picture the file ends inside (reported as
+    cut), never a different picture. Issue 33 finding 13: a cut picture that came out the same
+    from either keyframe, slice-threaded, was kept although an unthreaded decode conceals it otherwise."""
+    monkeypatch.setattr(decode, "machine_busy", lambda: busy)
+    cut_found = threads_differ = 0
+    for cut in cut_ts:
+        where = f"{cut.codec} cut at byte {cut.at}"
         index._INDEXES.clear()
-        for n in (8, 128, len(ref)):
-            s = sample_frames(path, num_frames=n, max_pixels=None)
-            ix = index.frame_index(path)
-            pts = [int(ix.pts[k]) for k in s.indices]
-            wrong = [t for i, t in enumerate(pts) if not np.array_equal(s.frames[i], ref[t])]
-            assert not wrong, f"{codec} cut at byte {at}: frames at {wrong} differ from a sequential decode"
-            assert ix.cut_pts in (-1, last) and ix.cut_pts not in ix.pts
-            assert set(ref) - set(ix.pts.tolist()) <= {ix.cut_pts}, f"{codec} cut at byte {at}: frames lost"
+        for n in (8, 128, len(cut.seen["none"])):
+            s = sample_frames(cut.path, num_frames=n, max_pixels=None)
+            ix = index.frame_index(cut.path)
+            for i, k in enumerate(s.indices):
+                t = int(ix.pts[k])
+                wrong = [
+                    name for name, seen in cut.seen.items() if t not in seen or not np.array_equal(s.frames[i], seen[t])
+                ]
+                assert not wrong, f"{where}: the frame at {t} differs from the {', '.join(wrong)} sequential decode"
+            assert ix.cut_pts in (-1, cut.last) and ix.cut_pts not in ix.pts
+            assert set(cut.seen["none"]) - set(ix.pts.tolist()) <= {ix.cut_pts}, f"{where}: frames lost"
             assert list(s.indices) == uniform_indices(len(ix.pts), n)
         cut_found += ix.cut_pts >= 0
+        last = [seen.get(cut.last) for seen in cut.seen.values()]
+        threads_differ += any(a is None or not np.array_equal(a, last[0]) for a in last)
     assert cut_found, "no cut point left a picture out: the sweep proves nothing"
+    assert threads_differ, "no cut point's last picture depends on the decoder's threads: finding 13 is not swept"
 
 
 def test_a_damaged_sample_table_allocates_nothing_big(tmp_path):
