@@ -355,10 +355,15 @@ def two_angles_mkv(path: Path, frames: int = 30) -> Path:
 
 
 def decoded_by_pts(path: Path, threads: str = "default") -> dict[int, np.ndarray]:
-    """Every frame a plain sequential decode gives, RGB, by presentation timestamp. ``threads``:
-    ``default`` (PyAV's: slice threads, as many as cores) or ``none`` (one thread)."""
+    """Every frame a plain sequential decode gives, by presentation timestamp, converted to RGB as
+    the sampler converts (its colour matrix and range; the ffmpeg CLI's conversion, which
+    tests/media/test_pixels.py holds it to). ``threads``: ``default`` (PyAV's: slice threads, as
+    many as cores) or ``none`` (one thread)."""
     import av
 
+    from naru_eval.media.pixels import RGBConverter
+
+    rgb = RGBConverter()
     out: dict[int, np.ndarray] = {}
     with av.open(str(path)) as c:
         stream = c.streams.video[0]
@@ -366,7 +371,7 @@ def decoded_by_pts(path: Path, threads: str = "default") -> dict[int, np.ndarray
             stream.thread_count = 1
         try:
             for f in c.decode(stream):
-                out[f.pts] = f.to_ndarray(format="rgb24")
+                out[f.pts] = rgb(f, f.width, f.height)
         except av.error.FFmpegError:
             pass
     return out

@@ -15,6 +15,7 @@ from naru_eval.media.plan import frames_for_fps, uniform_indices
 from naru_eval.media.sampler import MAX_FRAMES, sample_frames
 from naru_eval.media.video import VideoError, probe_video
 from tests.helpers import video_corpus as vc
+from tests.helpers.shared_files import PEER
 
 
 @pytest.fixture(scope="module")
@@ -90,47 +91,42 @@ def _cuts(path: Path, count: int, seed: int) -> list[int]:
 
 
 class _Cut(NamedTuple):
-    codec: str
+    name: str
     at: int  # the byte the file ends at
     path: Path
     last: int  # the timestamp of the last packet in decode order (the picture the cut may fall in)
     seen: dict[str, dict[int, np.ndarray]]  # the pictures each sequential decode shows, by timestamp
 
 
-@pytest.fixture(scope="module")
-def cut_ts(full_ts, tmp_path_factory) -> list[_Cut]:
-    """Each stream cut at 12 seeded points, with what sequential decodes show: slice-threaded (PyAV's
-    default), unthreaded, and the ffmpeg CLI (frame-threaded; its frames in presentation order)."""
+def _cut_files(name: str, src: Path, count: int, d: Path) -> list[_Cut]:
+    """``src`` cut at ``count`` seeded points, with what sequential decodes show: slice-threaded
+    (PyAV's default), unthreaded, and the ffmpeg CLI (frame-threaded; its frames in presentation order)."""
     import av
 
-    d = tmp_path_factory.mktemp("cuts")
     cuts = []
-    for codec, at in [(c, at) for c in full_ts for at in _cuts(full_ts[c], 12, seed=1)]:
-        path = d / f"{codec}{at}.ts"
-        path.write_bytes(full_ts[codec].read_bytes()[:at])
+    for at in _cuts(src, count, seed=1):
+        path = d / f"{name}{at}.ts"
+        path.write_bytes(src.read_bytes()[:at])
         seen = {threads: vc.decoded_by_pts(path, threads) for threads in ("default", "none")}
         cli = vc.ffmpeg_rgb(path)
-        assert len(cli) == len(seen["none"]), f"{codec} cut at byte {at}: the CLI shows another number of frames"
+        assert len(cli) == len(seen["none"]), f"{name} cut at byte {at}: the CLI shows another number of frames"
         seen["ffmpeg"] = dict(zip(sorted(seen["none"]), cli, strict=True))
         with av.open(str(path)) as c:
             last = [p.pts for p in c.demux(c.streams.video[0]) if p.size][-1]  # decode order
-        cuts.append(_Cut(codec, at, path, last, seen))
+        cuts.append(_Cut(name, at, path, last, seen))
     return cuts
 
 
-@pytest.mark.parametrize("busy", [False, True], ids=["frame-threads-allowed", "busy"])
-def test_ts_cut_anywhere_gives_a_sequential_decode_or_leaves_the_picture_out(cut_ts, busy, monkeypatch):
-    """A recording stopped mid-frame at any of 12 seeded points per codec: every frame the sampler
-    gives is the picture every sequential decode shows at that timestamp (threaded, unthreaded, the
-    ffmpeg CLI), and the only frame it may lack is the picture the file ends inside (reported as
-    cut), never a different picture. Issue 33 finding 13: a cut picture that came out the same
-    from either keyframe, slice-threaded, was kept although an unthreaded decode conceals it otherwise."""
-    monkeypatch.setattr(decode, "machine_busy", lambda: busy)
+def _sampled_as_decoded(cuts: list[_Cut], budgets: tuple[int, ...]) -> tuple[int, int]:
+    """Every frame the sampler gives at each budget (and all frames) is the picture every sequential
+    decode shows at that timestamp, and the only frame it may lack is the picture the file ends
+    inside (reported as cut). Returns how many cuts left a picture out, and at how many the
+    decodes' last pictures differ (what proves the sweep reaches finding 13)."""
     cut_found = threads_differ = 0
-    for cut in cut_ts:
-        where = f"{cut.codec} cut at byte {cut.at}"
+    for cut in cuts:
+        where = f"{cut.name} cut at byte {cut.at}"
         index._INDEXES.clear()
-        for n in (8, 128, len(cut.seen["none"])):
+        for n in (*budgets, len(cut.seen["none"])):
             s = sample_frames(cut.path, num_frames=n, max_pixels=None)
             ix = index.frame_index(cut.path)
             for i, k in enumerate(s.indices):
@@ -145,8 +141,40 @@ def test_ts_cut_anywhere_gives_a_sequential_decode_or_leaves_the_picture_out(cut
         cut_found += ix.cut_pts >= 0
         last = [seen.get(cut.last) for seen in cut.seen.values()]
         threads_differ += any(a is None or not np.array_equal(a, last[0]) for a in last)
+    return cut_found, threads_differ
+
+
+@pytest.fixture(scope="module")
+def cut_ts(full_ts, tmp_path_factory) -> list[_Cut]:
+    d = tmp_path_factory.mktemp("cuts")
+    return [cut for codec, src in full_ts.items() for cut in _cut_files(codec, src, 12, d)]
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["frame-threads-allowed", "busy"])
+def test_ts_cut_anywhere_gives_a_sequential_decode_or_leaves_the_picture_out(cut_ts, busy, monkeypatch):
+    """A recording stopped mid-frame at any of 12 seeded points per codec: every frame the sampler
+    gives is the picture every sequential decode shows (threaded, unthreaded, the ffmpeg CLI),
+    never a different picture. Issue 33 finding 13: a cut picture that came out the same from
+    either keyframe, slice-threaded, was kept although an unthreaded decode conceals it otherwise."""
+    monkeypatch.setattr(decode, "machine_busy", lambda: busy)
+    cut_found, threads_differ = _sampled_as_decoded(cut_ts, (8, 128))
     assert cut_found, "no cut point left a picture out: the sweep proves nothing"
     assert threads_differ, "no cut point's last picture depends on the decoder's threads: finding 13 is not swept"
+
+
+@pytest.mark.skipif(
+    not (PEER / "nasa_13013.mp4").is_file(), reason=f"{PEER} (../shared beside the repository) is absent"
+)
+def test_a_real_recording_cut_mid_frame(tmp_path):
+    """A real H.264 stream (torchcodec's NASA clip, 320x180, 325 frames), remuxed to MPEG-TS by the
+    ffmpeg CLI as a recorder writes it and cut at 6 seeded points: the same promise as above."""
+    import subprocess
+
+    ts = tmp_path / "nasa.ts"
+    cmd = ["ffmpeg", "-v", "error", "-nostdin", "-i", str(PEER / "nasa_13013.mp4"), "-map", "0:v:0", "-c", "copy"]
+    subprocess.run([*cmd, "-f", "mpegts", str(ts)], check=True)
+    cut_found, threads_differ = _sampled_as_decoded(_cut_files("nasa", ts, 6, tmp_path), (8,))
+    assert cut_found and threads_differ, "no cut point reaches a concealed picture: the sweep proves nothing"
 
 
 def test_a_damaged_sample_table_allocates_nothing_big(tmp_path):
