@@ -26,6 +26,9 @@ Measured side by side in one process, on a synthetic H.264 video (libx264 ultraf
   main | tar -x -C /tmp/main``), in a child process kept for the run and called in the same
   interleaved rounds, so a change to the sampler is measured side by side with the code before it
   (the child checks its frames too);
+* with ``--fresh``: only a file's first touch, one fresh process per measurement (no frame index in
+  memory or on disk), ``sample_frames`` beside the PyAV seek loop, torchcodec and decord
+  (``scripts/bench_first_touch.py``);
 * with ``--extras``: ``FrameCache`` (ten questions on one video), peak RSS of
   one call at the largest N in a fresh process, and one full sequential decode.
 
@@ -34,6 +37,7 @@ the indices must be the uniform segment centres.
 
     PYTHONPATH=. .venv/bin/python scripts/bench_frame_sampling.py --width 1280 --height 720 --minutes 10
     PYTHONPATH=. .venv/bin/python scripts/bench_frame_sampling.py --width 640 --height 360 --minutes 120 --fps 8 --cold
+    PYTHONPATH=. .venv/bin/python scripts/bench_frame_sampling.py --minutes 60 --fps 8 --fresh --repeat 5
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from frame_contenders import available, conversion_cost, decord_batch, full_decode, seek_floor, torchcodec_batch
 
 from naru_eval.core.synthetic import read_frame_index, write_indexed_video
 from naru_eval.media import decode, index
@@ -84,103 +88,6 @@ def ensure_video(
 
 
 # --------------------------------------------------------------------------- the contenders
-
-
-def seek_floor(path: Path, targets: list[int], fps: float, size: tuple[int, int], threads: str) -> list[np.ndarray]:
-    """For each target: seek to the keyframe before it, decode forward to it. Nothing else."""
-    import av
-
-    w, h = size
-    out = []
-    with av.open(str(path)) as c:
-        s = c.streams.video[0]
-        s.thread_type = threads
-        tb = float(s.time_base)
-        start = s.start_time or 0
-        for target in targets:
-            c.seek(start + int(round(target / fps / tb)), stream=s, backward=True, any_frame=False)
-            for f in c.decode(s):
-                if round((f.pts - start) * tb * fps) >= target:
-                    out.append(f.reformat(width=w, height=h, format="rgb24").to_ndarray())
-                    break
-    return out
-
-
-def conversion_cost(path: Path, size: tuple[int, int], frames: int = 24, rounds: int = 7) -> dict[str, float]:
-    """Milliseconds per frame to turn a decoded frame into RGB at the output size, interleaved:
-    PyAV's plain ``reformat`` (BT.601, bilinear: the sampler before it read the frame's tags) and
-    ``pixels.RGBConverter`` (the frame's matrix and range, bicubic); and, at native size then
-    ``reference_resize`` to ``size``, what ``size=`` costs."""
-    import av
-
-    from naru_eval.media.pixels import RGBConverter, reference_resize
-
-    with av.open(str(path)) as c:
-        decoded = [f for f, _ in zip(c.decode(video=0), range(frames), strict=False)]
-    w, h = size
-    tagged, native = RGBConverter(), RGBConverter()
-    contenders: dict[str, Callable[[Any], Any]] = {
-        "plain": lambda f: f.reformat(width=w, height=h, format="rgb24").to_ndarray(),
-        "tagged": lambda f: tagged(f, w, h),
-        "exact": lambda f: reference_resize(native(f, f.width, f.height), h, w),
-    }
-    times: dict[str, list[float]] = {k: [] for k in contenders}
-    for rnd in range(rounds):
-        keys = list(contenders)[rnd % 3 :] + list(contenders)[: rnd % 3]
-        for key in keys:
-            start = time.perf_counter()
-            for f in decoded:
-                contenders[key](f)
-            times[key].append((time.perf_counter() - start) / len(decoded) * 1000)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
-def full_decode(path: Path, wanted: set[int], fps: float, size: tuple[int, int]) -> dict[int, np.ndarray]:
-    """Decode every frame in order, keep the wanted ones (the naive approach)."""
-    import av
-
-    w, h = size
-    out = {}
-    with av.open(str(path)) as c:
-        s = c.streams.video[0]
-        s.thread_type = "AUTO"
-        tb = float(s.time_base)
-        start = s.start_time or 0
-        for f in c.decode(s):
-            idx = round((f.pts - start) * tb * fps)
-            if idx in wanted:
-                out[idx] = f.reformat(width=w, height=h, format="rgb24").to_ndarray()
-    return out
-
-
-def decord_batch(path: Path, n: int) -> tuple[np.ndarray, list[int]]:
-    """decord as lmms-eval's video models use it: open, uniform indices, ``get_batch``."""
-    from decord import VideoReader, cpu
-
-    vr = VideoReader(str(path), ctx=cpu(0))
-    idx = uniform_indices(len(vr), n)
-    return vr.get_batch(idx).asnumpy(), idx
-
-
-def torchcodec_batch(path: Path, n: int) -> tuple[np.ndarray, list[int]]:
-    """torchcodec in exact mode (it scans the file when opened), NHWC uint8."""
-    from torchcodec.decoders import VideoDecoder
-
-    dec = VideoDecoder(str(path), seek_mode="exact", dimension_order="NHWC")
-    idx = uniform_indices(len(dec), n)
-    return dec.get_frames_at(idx).data.numpy(), idx
-
-
-def available(module: str) -> str | None:
-    """The module's version when it imports and loads, else None (with the reason on stderr)."""
-    try:
-        mod = __import__(module)
-        if module == "torchcodec":
-            from torchcodec.decoders import VideoDecoder  # noqa: F401  (loads the FFmpeg libraries)
-        return getattr(mod, "__version__", "?")
-    except Exception as e:
-        print(f"{module} not measured: {type(e).__name__}: {str(e).splitlines()[0][:200]}", file=sys.stderr)
-        return None
 
 
 def sample_with_threads(path: Path, n: int, threads: str) -> Any:
@@ -344,6 +251,9 @@ def main() -> None:
     ap.add_argument("--extras", action="store_true", help="FrameCache, memory, full decode")
     ap.add_argument("--baseline", help="also time sample_frames of this source tree (another checkout), side by side")
     ap.add_argument("--cold", action="store_true", help="also a file's first touch, page cache dropped")
+    ap.add_argument(
+        "--fresh", action="store_true", help="only a file's first touch, a fresh process each (bench_first_touch.py)"
+    )
     ap.add_argument("--json", help="also write the raw numbers here")
     ap.add_argument("--_mem-child", dest="mem_child", help=argparse.SUPPRESS)
     ap.add_argument("--_video", dest="video", help=argparse.SUPPRESS)
@@ -369,6 +279,18 @@ def main() -> None:
         file=sys.stderr,
         flush=True,
     )
+    if args.fresh:
+        import bench_first_touch
+
+        kinds = (
+            ["sf", "loopAUTO", "loopSLICE"]
+            + ["tc"] * bool(tc_ver)
+            + ["decord"] * bool(dec_ver)
+            + ["base"] * bool(args.baseline)
+        )
+        root = str(Path(__file__).resolve().parents[1])
+        base = str(Path(args.baseline).resolve()) if args.baseline else None
+        return bench_first_touch.run(path, sizes, args.repeat, kinds, root, base, total, info.fps, out_size)
     sample_frames(path, num_frames=8)  # warm: imports, page cache, the frame index
     problems: list[str] = []
     T = Times()
@@ -576,7 +498,7 @@ def _index_once(path: Path, tables: bool = True) -> Any:
     import av
 
     with av.open(str(path)) as c:
-        return index._build_index(path, c, c.streams.video[0], tables)
+        return index._build_index(path, c, c.streams.video[0], tables).settle()
 
 
 def _ten_gets(path: Path) -> FrameCache:

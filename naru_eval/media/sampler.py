@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from naru_eval.media.decode import Decoder, choose_threads
-from naru_eval.media.index import FrameIndex, frame_index, index_duration
+from naru_eval.media.index import FrameIndex, index_duration, provisional_index
 from naru_eval.media.pixels import RESIZES
 from naru_eval.media.plan import DEFAULT_MAX_PIXELS, frames_for_fps, uniform_indices
 from naru_eval.media.video import (
@@ -111,9 +111,13 @@ def _sample(
     index_dir: str | os.PathLike[str] | None,
     tables: bool,
 ) -> SampledFrames:
-    """``sample_frames`` once its arguments are checked; ``tables=False``: the index by demuxing."""
+    """``sample_frames`` once its arguments are checked; ``tables=False``: the index by demuxing.
+
+    A file's first touch samples with the index at once while an MP4's last GOP is decoded beside
+    it (:func:`~naru_eval.media.index.provisional_index`); where that GOP ends before the last
+    frame the tables show (or the sampling failed), the index it gives is sampled with instead.
+    """
     import av
-    import numpy as np
 
     index: FrameIndex | None = None
     try:
@@ -122,38 +126,67 @@ def _sample(
             # Containers without an index (MPEG-TS) are often cut mid-frame: the last picture is then
             # concealed, and frame threads conceal it differently from a sequential decode.
             choose_threads(stream, seeks_by_bytes(container))
-            index = frame_index(p, container, index_dir, tables)
-            total = len(index.pts)
-            tb = index.time_base
-            first_pts = int(index.pts[0])
-            end_s = (int(index.pts[-1]) - first_pts) * tb
-            duration = index_duration(p, index)
-            if asked is not None:
-                n = asked
-            else:
-                assert fps is not None  # exactly one of num_frames / fps (checked above)
-                n = frames_for_fps(duration, float(fps), max_frames, total)
-                if n > MAX_FRAMES:
-                    raise VideoError(
-                        p,
-                        f"fps={fps} over {duration:.0f} s asks for {n} frames, more than the sampler's "
-                        f"maximum of {MAX_FRAMES} per video: lower fps or set max_frames",
-                    )
-            targets = uniform_indices(total, n)
-            run = Decoder(p, container, stream, index, out.max_pixels, len(targets), out.size, out.resize)
-            picked = [run.exact(k) for k in targets]
-            frames = run.frames()
-            width, height = run.out_size
-            streams = len(real_video_streams(container))
-            rate = (total - 1) / end_s if end_s > 0 else frame_rate(stream)  # read while the file is open
+            provisional = provisional_index(p, container, index_dir, tables)
+            index = provisional.now
+            drawn: SampledFrames | None = None
+            try:
+                drawn = _draw(p, container, stream, index, asked, fps, max_frames, out)
+            except VideoError:
+                if provisional.settle() is index:
+                    raise
+            if provisional.settle() is not index:
+                index = provisional.settle()
+                drawn = _draw(p, container, stream, index, asked, fps, max_frames, out)
     except VideoError as e:
         if tables and index is not None and index.source == "moov" and e.reason.startswith("could not decode frame"):
             raise _TablesContradicted() from e
         raise
     except Exception as e:  # PyAV raises several error types for corrupt files
         raise VideoError(p, f"decoding failed ({type(e).__name__}: {e})") from None
-    assert index is not None  # set before anything that could decode
+    assert drawn is not None  # sampled, or an error was raised
+    return drawn
+
+
+def _draw(
+    p: Path,
+    container: Any,
+    stream: Any,
+    index: FrameIndex,
+    asked: int | None,
+    fps: float | None,
+    max_frames: int | None,
+    out: _Output,
+) -> SampledFrames:
+    """Plan the frames over ``index`` and decode exactly those."""
+    import numpy as np
+
+    total = len(index.pts)
+    tb = index.time_base
+    first_pts = int(index.pts[0])
+    end_s = (int(index.pts[-1]) - first_pts) * tb
+    duration = index_duration(p, index)
+    if asked is not None:
+        n = asked
+    else:
+        assert fps is not None  # exactly one of num_frames / fps (checked above)
+        n = frames_for_fps(duration, float(fps), max_frames, total)
+        if n > MAX_FRAMES:
+            raise VideoError(
+                p,
+                f"fps={fps} over {duration:.0f} s asks for {n} frames, more than the sampler's "
+                f"maximum of {MAX_FRAMES} per video: lower fps or set max_frames",
+            )
+    targets = uniform_indices(total, n)
+    run = Decoder(p, container, stream, index, out.max_pixels, targets, out.size, out.resize)
+    try:
+        picked = [run.exact(k) for k in targets]
+        frames = run.frames()
+    finally:
+        run.close()
+    width, height = run.out_size
+    streams = len(real_video_streams(container))
+    rate = (total - 1) / end_s if end_s > 0 else frame_rate(stream)
     indices = np.array(picked, dtype=np.int64)
     ts = (index.pts[indices] - first_pts) * tb if len(indices) else np.zeros(0)
-    out_info = VideoInfo(str(p), duration, rate, total, width, height, True, index.stream, streams, run.colour)
-    return SampledFrames(frames=frames, indices=indices, timestamps=np.asarray(ts, dtype=np.float64), info=out_info)
+    info = VideoInfo(str(p), duration, rate, total, width, height, True, index.stream, streams, run.colour)
+    return SampledFrames(frames=frames, indices=indices, timestamps=np.asarray(ts, dtype=np.float64), info=info)

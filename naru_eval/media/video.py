@@ -9,6 +9,7 @@ frames is :mod:`naru_eval.media.sampler`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
@@ -159,10 +160,51 @@ def displayed_size(frame: Any, sar: Any) -> tuple[int, int, int]:
     return (height, width, turns) if turns % 2 else (width, height, turns)
 
 
+def process_cores() -> int:
+    """The cores this process may run on (its affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def seeks_by_bytes(container: Any) -> bool:
     """Containers without an index (MPEG-TS/M2TS, program streams): seek by byte offset."""
     name = container.format.name or ""
     return any(n in ("mpegts", "mpeg", "mpegvideo") for n in name.split(","))
+
+
+#: Codecs whose non-reference pictures no other picture is predicted from: H.264's pictures with
+#: ``nal_ref_idc`` 0, MPEG-1/2 B-pictures. Decoding toward a frame, such a picture that is not
+#: wanted can be left undecoded (FFmpeg's ``skip_frame`` NONREF, packet by packet) without changing
+#: any picture decoded after it. Not HEVC (a sub-layer non-reference picture may be referenced from
+#: a higher temporal sub-layer) nor MPEG-4 part 2 (packed B-frames share a packet with a P-frame).
+SKIPS_UNWANTED = frozenset({"h264", "mpeg1video", "mpeg2video"})
+
+
+class PictureSkipper:
+    """Called with each packet before decoder ``ctx`` (a codec context) decodes it: where the codec
+    allows it (:data:`SKIPS_UNWANTED`), a non-reference picture whose packet's timestamp ``keep``
+    does not keep is left undecoded; the pictures that come out are the same. ``keep`` None: none
+    is. A context manager: the decoder decodes every picture again when it ends."""
+
+    def __init__(self, ctx: Any, keep: Callable[[int], bool] | None) -> None:
+        self.ctx = ctx
+        self.keep = keep if self.ctx.name in SKIPS_UNWANTED else None
+        self.mode = ""
+
+    def __enter__(self) -> PictureSkipper:
+        self.mode = self.ctx.skip_frame = "DEFAULT"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.mode = self.ctx.skip_frame = "DEFAULT"
+
+    def __call__(self, packet: Any) -> None:
+        if self.keep is not None:
+            mode = "DEFAULT" if packet.pts is None or self.keep(packet.pts) else "NONREF"
+            if mode != self.mode:
+                self.mode = self.ctx.skip_frame = mode
 
 
 #: Allowed shortfall between the container's claimed duration and the last decodable frame.

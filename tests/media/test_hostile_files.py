@@ -136,7 +136,7 @@ summary = {"mutants": 0, "moov": 0, "demux": 0, "refused": 0, "peak": 0, "slowes
 def build(path, tables):
     import av
     with av.open(str(path)) as c:
-        return index._build_index(path, c, video_stream(path, c), tables)
+        return index._build_index(path, c, video_stream(path, c), tables).settle()
 
 for i in range(count):
     b = bytearray(data)

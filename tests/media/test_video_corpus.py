@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from naru_eval.core.synthetic import read_frame_index
-from naru_eval.media import index
+from naru_eval.media import index, index_moov
 from naru_eval.media.frame_cache import FrameCache
 from naru_eval.media.plan import uniform_indices
 from naru_eval.media.sampler import sample_frames
@@ -201,7 +201,7 @@ def _built(path: Path, tables: bool) -> index.FrameIndex:
     import av
 
     with av.open(str(path)) as c:
-        return index._build_index(path, c, c.streams.video[0], tables=tables)
+        return index._build_index(path, c, c.streams.video[0], tables=tables).settle()
 
 
 @pytest.mark.parametrize("name", MP4)
@@ -277,6 +277,6 @@ def test_truncated_faststart_mp4_is_not_indexed_from_its_tables(tmp_path):
     )
     cut = vc.truncate(full, tmp_path / "cut.mp4", 0.6)
     with av.open(str(cut)) as c:
-        assert index._packets_from_moov(cut, c, c.streams.video[0]) is None
+        assert index_moov.packets_from_moov(cut, c, c.streams.video[0]) is None
     with pytest.raises(VideoError, match="truncated: the container claims 8.0 s of video"):
         sample_frames(cut, num_frames=8)
