@@ -175,6 +175,12 @@ class Decoder:
             self.out[at] = self.out[at - 1]
         return self.out
 
+    def stop(self) -> None:
+        """End the current decoder run (the container's decoder free for other work)."""
+        if self.decoder is not None:
+            self.decoder.close()
+            self.decoder = None
+
     def close(self) -> None:
         """Stop the conversion threads (after :meth:`frames`, or on an error: pending ones dropped)."""
         if self._pool is not None:

@@ -195,7 +195,7 @@ def _is_mp4(container: Any) -> bool:
 
 class Provisional(NamedTuple):
     """An index to sample with at once (``now``), and ``settle()``: the index to keep (``container``
-    still open), the same one unless the last GOP of an MP4, decoded meanwhile
+    still open; it may decode), the same one unless the last GOP of an MP4, decoded then
     (``index_moov.TailCheck``), ends before the last frame its tables show."""
 
     now: FrameIndex
@@ -469,9 +469,9 @@ def _known(p: Path, cache_dir: str | os.PathLike[str] | None) -> FrameIndex | No
 def provisional_index(
     path: str | os.PathLike[str], container: Any, cache_dir: str | os.PathLike[str] | None = None, tables: bool = True
 ) -> Provisional:
-    """:func:`frame_index` for a sampler that decodes while an MP4's last GOP is checked: the index
-    now and ``settle()`` (after sampling, ``container`` still open), which waits for the check and
-    keeps the index it gives (in memory and on disk)."""
+    """:func:`frame_index` for a sampler that decodes before an MP4's last GOP is checked: the index
+    now and ``settle()`` (after sampling, ``container`` still open), which checks it and keeps the
+    index it gives (in memory and on disk)."""
     p = Path(path)
     known = _known(p, cache_dir) if tables else None
     if known is not None:

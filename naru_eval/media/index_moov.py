@@ -2,24 +2,21 @@
 where the packets agree: the first and last GOPs are demuxed and compared with the tables sample
 for sample, the first frame decoded, and the last GOP decoded to see which frame it really ends on.
 
-That last decode is the index's largest cost on a file's first touch (a GOP of pictures), so it
-runs off the caller's thread (:class:`TailCheck`): a decoder of its own is fed the packets already
-demuxed while the sampler decodes its frames with the index the tables give; the sampler then
-asks which frame the GOP ends on, and samples again in the rare case it is not the last the tables
-show (:func:`naru_eval.media.index.provisional_index`).
+That last decode is the index's largest cost on a file's first touch (a GOP of pictures), and it
+can wait (:class:`TailCheck`): the sampler decodes its frames with the index the tables give, then
+decodes the last GOP while its conversion threads finish, and samples again in the rare case the
+GOP ends before the last frame the tables show (:func:`naru_eval.media.index.provisional_index`).
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from naru_eval.media.video import PictureSkipper, process_cores, seek_start
+from naru_eval.media.video import PictureSkipper, seek_start
 
 if TYPE_CHECKING:
     import numpy as np
-    from av.video.codeccontext import VideoCodecContext
 
 
 class FromMoov(NamedTuple):
@@ -32,7 +29,7 @@ class FromMoov(NamedTuple):
 
 def packets_from_moov(p: Path, container: Any, stream: Any) -> FromMoov | None:
     """The packets' timestamps from the moov box: no pass over the file. Decodes the first frame
-    while checking the first GOP, and starts the last GOP's decode (:class:`TailCheck`).
+    while checking the first GOP; the last GOP's decode waits (:class:`TailCheck`).
 
     Trusted only where the container agrees: the sample count is FFmpeg's, every sample lies inside
     the file (else it is cut: the demux pass and the truncation check decide), and the first and
@@ -69,16 +66,16 @@ def packets_from_moov(p: Path, container: Any, stream: Any) -> FromMoov | None:
 
     head_end = int(keys[1]) + 1 if len(keys) > 1 else len(pts)
     # A clean start shows its keyframe first: the decoder is drained after it (no picture decoded to push it out).
-    head_rows, first, _ = demuxed_rows(container, stream, None, head_end, decode=1 if clean else 0, drain_first=True)
+    head_rows, first = demuxed_rows(container, stream, None, head_end, decode=1 if clean else 0, drain_first=True)
     if head_rows != rows(0, head_end):
         return None
     last_key = int(keys[-1])
     # The seek may land a GOP early: the rows are compared from wherever it landed.
-    tail, _, packets = demuxed_rows(container, stream, int(pts[last_key]), None, keep_packets=True)
+    tail, _ = demuxed_rows(container, stream, int(pts[last_key]), None)
     at = np.flatnonzero(pos == tail[0][3]) if tail else np.zeros(0, np.int64)
     if len(at) != 1 or int(at[0]) > last_key or tail != rows(int(at[0]), len(pts)):
         return None
-    check = TailCheck(stream, packets, int(pts[~discard].max()), int(pts[last_key]))
+    check = TailCheck(int(pts[~discard].max()), int(pts[last_key]))
     return FromMoov(pts[~discard], pts[keys], pos[keys], first or None, check)
 
 
@@ -90,11 +87,9 @@ def demuxed_rows(
     decode: int | None = 0,
     keep: int | None = None,
     drain_first: bool = False,
-    keep_packets: bool = False,
-) -> tuple[list[list[int]], list[int], list[Any]]:
+) -> tuple[list[list[int]], list[int]]:
     """[pts, keyframe, discard, pos, size] of the packets from the start (or a keyframe seek), up to
-    ``limit``; the timestamps of the first ``decode`` frames they decode to (None: all); and, with
-    ``keep_packets``, the packets themselves (the demuxer's last, empty ones included). With
+    ``limit``; and the timestamps of the first ``decode`` frames they decode to (None: all). With
     ``keep``, the non-reference pictures but that one may be left undecoded (``PictureSkipper``);
     ``drain_first``: the decoder is drained after the first packet (what it gives out then is all
     that is decoded)."""
@@ -106,12 +101,9 @@ def demuxed_rows(
         container.seek(seek_pts, stream=stream, backward=True, any_frame=False)
     rows: list[list[int]] = []
     decoded: list[int] = []
-    packets: list[Any] = []
     try:
         with PictureSkipper(stream.codec_context, None if keep is None else keep.__eq__) as skip:
             for packet in container.demux(stream):
-                if keep_packets:
-                    packets.append(packet)
                 if decode is None or len(decoded) < decode:
                     skip(packet)
                     try:
@@ -125,61 +117,28 @@ def demuxed_rows(
                 if not packet.size:
                     continue
                 if packet.pts is None:
-                    return [], [], []
+                    return [], []
                 rows.append([packet.pts, int(packet.is_keyframe), int(packet.is_discard), packet.pos, packet.size])
                 if limit is not None and len(rows) >= limit:
                     break
     except av.error.FFmpegError:
-        return [], [], []
-    return rows, decoded[:decode] if decode is not None else decoded, packets
+        return [], []
+    return rows, decoded[:decode] if decode is not None else decoded
 
 
 class TailCheck:
-    """Which frame the last GOP really ends on (the largest timestamp decoding it gives out).
+    """Which frame the last GOP really ends on (the largest timestamp decoding it gives out),
+    decoded when :meth:`last` is asked, on the stream's own decoder. Only whether the last picture
+    shown comes out decides it, so the other non-reference pictures are left undecoded
+    (``PictureSkipper``), unless it then does not come out: then every picture is decoded, as the
+    check always was."""
 
-    The packets from the last keyframe on, already demuxed, go to a decoder of their own (the
-    stream's codec, extradata and size; one thread) on a worker thread where the process has two
-    cores or more, while the caller goes on. Only whether the last picture shown comes out is
-    looked at, not pixels: the other non-reference pictures are left undecoded
-    (``PictureSkipper``) and the loop filter is skipped (which pictures come out is decided by
-    parsing, before it: 3-30 % of the decode). :meth:`last` waits for it; where the last picture
-    shown did not come out that way, the GOP is decoded again by the stream's own decoder, every
-    picture, as the check always was.
-    """
-
-    def __init__(self, stream: Any, packets: list[Any], last_shown: int, seek_pts: int) -> None:
+    def __init__(self, last_shown: int, seek_pts: int) -> None:
         self.last_shown, self.seek_pts = last_shown, seek_pts
-        ctx = stream.codec_context
-        args = (ctx.name, ctx.extradata, ctx.width, ctx.height, packets, last_shown)
-        self._got: int | None = None
-        self._thread: threading.Thread | None = None
-        if process_cores() > 1:
-            self._thread = threading.Thread(target=self._run, args=args, name="naru-index-tail", daemon=True)
-            self._thread.start()
-        else:
-            self._run(*args)
-
-    def _run(self, codec: str, extradata: bytes | None, width: int, height: int, packets: list[Any], last: int) -> None:
-        import av
-
-        decoded: list[int] = []
-        try:
-            ctx = cast("VideoCodecContext", av.CodecContext.create(codec, "r"))
-            ctx.extradata, ctx.width, ctx.height, ctx.thread_count = extradata, width, height, 1
-            ctx.options = {"skip_loop_filter": "all"}  # which pictures come out, not their pixels, is looked at
-            with PictureSkipper(ctx, last.__eq__) as skip:
-                for packet in packets:
-                    skip(packet)
-                    decoded += [f.pts for f in ctx.decode(packet) if f.pts is not None]
-        except Exception:  # noqa: BLE001  (any failure here only sends the check to the stream's own decoder)
-            pass
-        self._got = max(decoded) if decoded else None
 
     def last(self, container: Any, stream: Any) -> int | None:
-        """The largest timestamp decoding the last GOP gives out (``container`` still open)."""
-        if self._thread is not None:
-            self._thread.join()
-        if self._got == self.last_shown:
-            return self._got
-        _, decoded, _ = demuxed_rows(container, stream, self.seek_pts, None, decode=None)
+        """The largest timestamp decoding the last GOP gives out (moves the demuxer)."""
+        _, decoded = demuxed_rows(container, stream, self.seek_pts, None, decode=None, keep=self.last_shown)
+        if self.last_shown not in decoded:
+            _, decoded = demuxed_rows(container, stream, self.seek_pts, None, decode=None)
         return max(decoded) if decoded else None

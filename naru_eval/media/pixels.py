@@ -65,7 +65,8 @@ def colour_name(frame: Any) -> str:
 
 
 class RGBConverter:
-    """Frames to RGB24 at a given size, with each frame's own colour matrix and range."""
+    """Frames to RGB24 at a given size, with each frame's own colour matrix and range: a view of
+    swscale's output (no copy; ``Decoder`` copies it once, into its array)."""
 
     def __init__(self) -> None:
         self._by_tags: dict[tuple[int, int], Any] = {}
@@ -89,7 +90,11 @@ class RGBConverter:
             src_color_range=full,
             dst_color_range=2,  # RGB is full range (swscale ignores it for RGB output)
         )
-        return out.to_ndarray()
+        import numpy as np
+
+        plane = out.planes[0]  # rows of line_size bytes, width * 3 of them pixels
+        rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
+        return rows[:, : width * 3].reshape(height, width, 3)
 
 
 def reference_resize(rgb: np.ndarray, height: int, width: int, resize: str = "float") -> np.ndarray:

@@ -8,6 +8,7 @@ plans the frames (:mod:`naru_eval.media.plan`) and decodes exactly those
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -113,9 +114,10 @@ def _sample(
 ) -> SampledFrames:
     """``sample_frames`` once its arguments are checked; ``tables=False``: the index by demuxing.
 
-    A file's first touch samples with the index at once while an MP4's last GOP is decoded beside
-    it (:func:`~naru_eval.media.index.provisional_index`); where that GOP ends before the last
-    frame the tables show (or the sampling failed), the index it gives is sampled with instead.
+    A file's first touch samples with the index at once and decodes an MP4's last GOP after the
+    frames, while they are converted (:func:`~naru_eval.media.index.provisional_index`); where that
+    GOP ends before the last frame the tables show (or the sampling failed), the index it gives is
+    sampled with instead.
     """
     import av
 
@@ -130,7 +132,7 @@ def _sample(
             index = provisional.now
             drawn: SampledFrames | None = None
             try:
-                drawn = _draw(p, container, stream, index, asked, fps, max_frames, out)
+                drawn = _draw(p, container, stream, index, asked, fps, max_frames, out, provisional.settle)
             except VideoError:
                 if provisional.settle() is index:
                     raise
@@ -156,8 +158,10 @@ def _draw(
     fps: float | None,
     max_frames: int | None,
     out: _Output,
+    meanwhile: Callable[[], object] = lambda: None,
 ) -> SampledFrames:
-    """Plan the frames over ``index`` and decode exactly those."""
+    """Plan the frames over ``index`` and decode exactly those; ``meanwhile`` runs once they are
+    decoded, while the conversion threads finish (the decoder free for it)."""
     import numpy as np
 
     total = len(index.pts)
@@ -180,6 +184,8 @@ def _draw(
     run = Decoder(p, container, stream, index, out.max_pixels, targets, out.size, out.resize)
     try:
         picked = [run.exact(k) for k in targets]
+        run.stop()
+        meanwhile()
         frames = run.frames()
     finally:
         run.close()

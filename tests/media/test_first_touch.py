@@ -1,7 +1,8 @@
 """A file's first touch made cheaper without changing a pixel (issue 35, item 7): non-reference
 pictures no target needs are left undecoded, the decoder is drained instead of fed pictures that
-only push a target out, frames are converted on threads, and an MP4's last GOP is decoded beside
-the sampling. Each is held to the plain path's frames, on made and on real files."""
+only push a target out, frames are converted on threads, and an MP4's last GOP is decoded after
+the frames (the sampler samples again where it ends early). Each is held to the plain path's
+frames, on made and on real files."""
 
 from pathlib import Path
 
@@ -9,18 +10,17 @@ import numpy as np
 import pytest
 
 from naru_eval.core.synthetic import read_frame_index, write_indexed_video
-from naru_eval.media import decode, index, index_moov, mp4_index, sampler, video
+from naru_eval.media import decode, index, mp4_index, sampler, video
 from naru_eval.media.sampler import sample_frames
 from tests.helpers import video_corpus as vc
 from tests.helpers.shared_files import PEER, REALAV
 
 
 def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sampler as it was: every picture decoded, no drain, conversion inline, the last GOP in line."""
+    """The sampler as it was: every picture decoded, no drain, frames converted inline."""
     monkeypatch.setattr(video, "SKIPS_UNWANTED", frozenset())
     monkeypatch.setattr(decode.Decoder, "_drain_point", lambda self, k, want: None)
     monkeypatch.setattr(decode, "conversion_threads", lambda: 0)
-    monkeypatch.setattr(index_moov, "process_cores", lambda: 1)
 
 
 def _sampled(path: Path, budgets: tuple[int, ...]) -> list[tuple[list[int], np.ndarray]]:
