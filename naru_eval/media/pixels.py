@@ -93,7 +93,7 @@ class RGBConverter:
         import numpy as np
 
         plane = out.planes[0]  # rows of line_size bytes, width * 3 of them pixels
-        rows = np.frombuffer(plane, np.uint8).reshape(height, plane.line_size)
+        rows = np.frombuffer(memoryview(plane), np.uint8).reshape(height, plane.line_size)
         return rows[:, : width * 3].reshape(height, width, 3)
 
 
