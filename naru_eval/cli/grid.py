@@ -106,20 +106,22 @@ def build(model: str, model_args: str, grid: GridOptions, fields: Iterable[str] 
         elif sep and not ablation.arg:
             problems.append(f"--ablation {name} takes no argument (got {grid.ablation!r})")
         else:
-            names = [a for a, _ in ablation.arms]
-            table = dict(ablation.arms)
-            allowed = [a for a in names if known is None or all(k in known for k, _ in table[a])]
+            allowed = ablation.allowed(known)
             if not allowed:
-                owns = sorted({k for _, kv in ablation.arms for k, _ in kv})
-                problems.append(f"--ablation {name}: {model} takes none of {', '.join(owns)}; no arm of it applies")
+                problems.append(
+                    f"--ablation {name}: {model}'s args allow none of its arms ({', '.join(ablation.names)} set "
+                    f"{', '.join(ablation.owns)}; `naru-eval adapters` lists each adapter's inputs)"
+                )
             chosen = allowed if grid.arms is None else [a.strip() for a in grid.arms.split(",") if a.strip()]
             for arm in chosen:
-                if arm not in table:
-                    problems.append(f"unknown arm {arm} of --ablation {name} ({', '.join(names)})")
+                if arm not in ablation.names:
+                    problems.append(f"unknown arm {arm} of --ablation {name} ({', '.join(ablation.names)})")
                 elif arm not in allowed:
                     problems.append(f"{model} has no arm {arm} (its args allow: {', '.join(allowed)})")
             axis = ablation.axis(name, arg or None, chosen)
-            axes.append(axis.model_copy(update={"declared": ["--ablation", grid.ablation, "--arms", ",".join(chosen)]}))
+            if allowed:
+                declared = ["--ablation", grid.ablation, "--arms", ",".join(chosen)]
+                axes.append(axis.model_copy(update={"declared": declared}))
     elif grid.arms is not None:
         problems.append("--arms needs --ablation (the arms are an ablation's)")
     for spec in grid.axes:

@@ -88,36 +88,58 @@ def frames_axis(budgets: Sequence[int]) -> Axis:
 
 
 @dataclass(frozen=True)
-class Ablation:
-    """An input ablation's arms (a name and the args it sets; ``{arg}`` is the ablation's
-    argument, e.g. the transcript source) and the pairs it compares."""
+class Arm:
+    """One arm of an input ablation: its name, the args it sets (``{arg}``: the ablation's
+    argument, e.g. the transcript source) and any other arg an adapter must take to have it."""
 
-    arms: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+    name: str
+    sets: tuple[tuple[str, str], ...]
+    needs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """An input ablation's arms and the pairs it compares (B against A, and whether they differ
+    in input mode)."""
+
+    arms: tuple[Arm, ...]
     pairs: tuple[tuple[str, str, bool], ...]
     arg: str | None = None  # what ``--ablation NAME=ARG`` gives, when it needs one
 
-    def axis(self, name: str, arg: str | None, arms: Sequence[str] | None) -> Axis:
-        chosen = [a for a, _ in self.arms] if arms is None else list(arms)
-        table = dict(self.arms)
+    @property
+    def names(self) -> list[str]:
+        return [a.name for a in self.arms]
+
+    @property
+    def owns(self) -> list[str]:
+        return sorted({k for a in self.arms for k, _ in a.sets})
+
+    def allowed(self, fields: set[str] | None) -> list[str]:
+        """The arms an adapter whose args are ``fields`` has (None: any adapter, all of them)."""
+        return [a.name for a in self.arms if fields is None or {k for k, _ in a.sets} | set(a.needs) <= fields]
+
+    def axis(self, name: str, arg: str | None, arms: Sequence[str]) -> Axis:
+        table = {a.name: a for a in self.arms}
         variants = [
-            Variant(name=a, value=a, overrides={k: v.replace("{arg}", arg or "") for k, v in table[a]})
-            for a in chosen
+            Variant(name=a, value=a, overrides={k: v.replace("{arg}", arg or "") for k, v in table[a].sets})
+            for a in arms
             if a in table
         ]
-        owns = sorted({k for _, kv in self.arms for k, _ in kv})
-        pairs = [Pair(a=a, b=b, across_inputs=x) for a, b, x in self.pairs if a in chosen and b in chosen]
-        return Axis(name=name, tag="arm", unit="arm", owns=owns, variants=variants, pairs=pairs)
+        pairs = [Pair(a=a, b=b, across_inputs=x) for a, b, x in self.pairs if a in arms and b in arms]
+        return Axis(name=name, tag="arm", unit="arm", owns=self.owns, variants=variants, pairs=pairs)
 
 
 #: the input ablations: which arms, what each sets, and which pairs are compared (B against A)
 ABLATIONS: dict[str, Ablation] = {
-    # what audio is worth (docs/adapters.md, "The soundtrack"); the control hears another video
+    # what audio is worth (docs/adapters.md, "The soundtrack"); the control hears another video. The
+    # audio-only arm and the control need naru-eval to decode the soundtrack itself (audio_source):
+    # Gemini, whose provider takes the soundtrack natively with the video, has frames and frames_audio
     "audio": Ablation(
         arms=(
-            ("frames", (("audio", "false"),)),
-            ("frames_audio", (("audio", "true"),)),
-            ("audio", (("audio", "true"), ("video", "false"))),
-            ("control", (("audio", "true"), ("audio_source", "other"))),
+            Arm("frames", (("audio", "false"),)),
+            Arm("frames_audio", (("audio", "true"),)),
+            Arm("audio", (("audio", "true"), ("video", "false")), needs=("audio_source",)),
+            Arm("control", (("audio", "true"), ("audio_source", "other")), needs=("video",)),
         ),
         pairs=(
             ("frames", "frames_audio", True),
@@ -129,10 +151,10 @@ ABLATIONS: dict[str, Ablation] = {
     # what the dialogue is worth (docs/transcripts.md, "The ablation"); the control reads another video's
     "transcript": Ablation(
         arms=(
-            ("frames", (("transcript", "none"),)),
-            ("frames_transcript", (("transcript", "{arg}"),)),
-            ("transcript", (("transcript", "{arg}"), ("video", "false"))),
-            ("control", (("transcript", "{arg}"), ("transcript_source", "other"))),
+            Arm("frames", (("transcript", "none"),)),
+            Arm("frames_transcript", (("transcript", "{arg}"),)),
+            Arm("transcript", (("transcript", "{arg}"), ("video", "false"))),
+            Arm("control", (("transcript", "{arg}"), ("transcript_source", "other"))),
         ),
         pairs=(
             ("frames", "frames_transcript", True),
@@ -248,12 +270,15 @@ class Experiment:
         if not self.tasks or any(not re.fullmatch(r"[A-Za-z0-9_.-]+", t) for t in self.tasks):
             out.append(f"--tasks {','.join(self.tasks)!r}: give task names separated by commas (no spaces)")
         base = parse_model_args(self.model_args)
-        owners: dict[str, str] = {}
-        for axis in self.axes:
+        owners: dict[str, int] = {}
+        names = [a.name for a in self.axes]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            out.append(f"two axes are named {name!r} (an ablation and an --axis of one arg?): declare it once")
+        for i, axis in enumerate(self.axes):
             if not axis.variants:
                 out.append(f"the {axis.name} axis has no {axis.unit}")
-            names = [v.name for v in axis.variants]
-            for name in sorted({n for n in names if names.count(n) > 1}):
+            given = [v.name for v in axis.variants]
+            for name in sorted({n for n in given if given.count(n) > 1}):
                 out.append(f"the {axis.name} {axis.unit} {name!r} is given twice (it would run twice into one folder)")
             for v in axis.variants:
                 if not NAME_RE.fullmatch(v.name):
@@ -268,9 +293,9 @@ class Experiment:
                 if k in base:
                     what = "the sweep sets num_frames=F itself" if axis.name == "frames" else f"the {axis.unit}s set it"
                     out.append(f"--model_args sets {k}; {what} ({axis.name}: {', '.join(axis.owns)})")
-                if k in owners and owners[k] != axis.name:
-                    out.append(f"the {owners[k]} and {axis.name} axes both set {k}")
-                owners.setdefault(k, axis.name)
+                if k in owners and owners[k] != i:
+                    out.append(f"the {self.axes[owners[k]].name} and {axis.name} axes both set {k}")
+                owners.setdefault(k, i)
         if BUDGET_FIELD in self.model_args and not any(a.name == "frames" for a in self.axes):
             out.append(f"--model_args holds {BUDGET_FIELD} (a budget) but the experiment has no --budgets")
         return out
