@@ -35,26 +35,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     from naru_eval.cli.runner import Runner, RunOptions
 
     model_args = args.model_args or ""
+    problems: list[str] = []
+    exp = None
     try:
         args_model = adapter_args(args.model) if args.model else None
         exp = build(args.model or "", model_args, GridOptions.of(args), args_model.model_fields if args_model else None)
-        cells = exp.cells()
-        problems = check_cells(exp, args_model)
-        if args.index is not None and not 0 <= args.index < len(cells):
-            problems.append(
-                f"--index {args.index} is outside the {len(cells)} {exp.unit}(s) {exp.listing()} (a SLURM array larger "
-                "than the grid: naru-eval sweep submit derives --array from it)"
-            )
-        if not args.out:
-            problems.append("--out is required")
-        launcher = shlex.split(args.launcher) if args.launcher else [sys.executable, "-m", "lmms_eval"]
-        problem = launcher_problem(launcher)
-        if problem:
-            problems.append(f"--launcher: {problem}")
-        if problems:
-            raise GridError("\n".join(problems))
+        problems += check_cells(exp, args_model)
     except GridError as e:
-        print(f"naru-eval experiment: error: {redact(str(e))}", file=sys.stderr)
+        problems += str(e).splitlines()
+    cells = exp.cells() if exp is not None else []
+    if exp is not None and args.index is not None and not 0 <= args.index < len(cells):
+        problems.append(
+            f"--index {args.index} is outside the {len(cells)} {exp.unit}(s) {exp.listing()} (a SLURM array larger "
+            "than the grid: naru-eval sweep submit derives --array from it)"
+        )
+    if not args.out:
+        problems.append("--out is required")
+    launcher = shlex.split(args.launcher) if args.launcher else [sys.executable, "-m", "lmms_eval"]
+    problem = launcher_problem(launcher)
+    if problem:
+        problems.append(f"--launcher: {problem}")
+    if problems or exp is None:
+        print(f"naru-eval experiment: error: {redact(chr(10).join(problems))}", file=sys.stderr)
         return 2
     extra = args.lmms_eval_args[1:] if args.lmms_eval_args[:1] == ["--"] else args.lmms_eval_args
     opts = RunOptions(

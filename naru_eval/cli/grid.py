@@ -73,12 +73,16 @@ def add_grid_options(p: argparse.ArgumentParser) -> None:
 
 
 def adapter_args(model: str) -> type[AdapterArgs] | None:
-    """The args model of a naru-eval adapter (its module imported now); None for another model."""
+    """The args model of a naru-eval adapter (its module imported now); None for another model.
+    A family module that cannot be read or imported is a GridError naming it, not a traceback."""
     from naru_eval.adapters.registry import adapter_class, registered
 
-    if model not in registered():
-        return None
-    cls = adapter_class(model)
+    try:
+        if model not in registered():
+            return None
+        cls = adapter_class(model)
+    except (ImportError, SyntaxError, ValueError, TypeError) as e:
+        raise GridError(f"cannot read the model args of {model}: {type(e).__name__}: {e}") from None
     args: type[AdapterArgs] = getattr(cls, "Args")  # noqa: B009 - a class attribute every adapter declares
     return args
 

@@ -180,8 +180,8 @@ def _model_problems(spec: ModelSpec, args: argparse.Namespace) -> tuple[Experime
             f"{who}: its name {spec.name!r} gives the folder {spec.slug!r}, not a folder inside --out: give a --label "
             "that starts with a letter or digit"
         )
-    args_model = adapter_args(spec.model)
     try:
+        args_model = adapter_args(spec.model)
         exp = build(spec.model, spec.model_args, GridOptions.of(args), args_model.model_fields if args_model else None)
     except GridError as e:
         return None, problems + [f"{who}: {line}" for line in str(e).splitlines()]

@@ -109,6 +109,8 @@ def test_every_problem_of_a_declaration_is_named_at_once():
         "the audio and audio axes both set audio",
     ):
         assert any(want in line for line in lines), (want, lines)
+    with pytest.raises(GridError, match="the select variant 'its' is given twice"):
+        build("naru_replay", "", grid(axes=("select=uniform,its,its",)), None)
     with pytest.raises(GridError, match="--ablation transcript needs the transcript source"):
         build("naru_qwen3_vl", "", grid(ablation="transcript"), None)
     with pytest.raises(GridError, match=r"--arms needs --ablation"):

@@ -184,7 +184,6 @@ def test_what_the_array_task_would_refuse_is_refused_at_submission(tmp_path):
     for extra, message in (
         (["--budgets", "8,8"], "budget 8 is given twice"),
         (["--label", ".."], "not a folder inside --out"),
-        (["--budgets", "8", "--axis", "select=uniform,uniform"], "'uniform' is given twice"),
     ):
         p = naru_eval(*base, *extra, "--dry-run", env=env)
         assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, p.stderr
