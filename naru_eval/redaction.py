@@ -13,8 +13,9 @@ again where it is kept (the response store, the Gemini usage file), with :func:`
   shorter than 8, is no key and is left alone; a key shorter than 8 is replaced only as a whole
   word;
 * any text that looks like a key becomes ``[REDACTED]``: ``sk-…`` (OpenAI), ``AIza…`` (Google),
-  ``hf_…`` (Hugging Face), ``Bearer …``, a ``key=``/``token=``/``signature=`` URL parameter and
-  an ``api-key: …``/``x-goog-api-key: …``/``authorization: …`` header or field.
+  ``hf_…`` (Hugging Face), ``Bearer …``, a ``key=``/``token=``/``signature=`` URL parameter,
+  an ``api-key: …``/``x-goog-api-key: …``/``authorization: …`` header or field, a secret-named
+  ``k=v`` (``hf_token=…``, ``client_secret=…``) and a URL's ``user:password@``.
 
 :func:`redact_http_logs` makes the HTTP stack's own log records safe too (httpx, httpcore, the
 SDKs: at DEBUG they print the response headers a server echoed the key in); the API layer's
@@ -60,6 +61,16 @@ _LOOKS_LIKE_A_KEY: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(
             r"(?i)\b((?:x-goog-api-key|x-api-key|api[_-]?key|authorization|access[_-]?token)[\"']?\s*[:=]\s*[\"']?)"
             r"(?!bearer\b|\[REDACTED)[^\s'\",;}&]{4,}"
+        ),
+        r"\1[REDACTED]",
+    ),
+    # a URL's user:password@ (``base_url=http://user:pass@host/v1``)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)(?!\[REDACTED)[^/\s:@'\"<>]*:[^/\s@'\"<>]+@"), r"\1[REDACTED]@"),
+    # a secret-named ``k=v`` or ``'k': 'v'`` (``hf_token=…``, ``client_secret=…``; not ``max_new_tokens=4``)
+    (
+        re.compile(
+            r"(?i)\b((?:[a-z0-9]+[_-])*(?:key|apikey|token|secret|password|passwd)[\"']?\s*[:=]\s*[\"']?)"
+            r"(?!\[REDACTED|\*\*\*|none\b|null\b|true\b|false\b)[^\s'\",;}&)]{4,}"
         ),
         r"\1[REDACTED]",
     ),
@@ -110,6 +121,12 @@ def redact(text: str) -> str:
     for rx, repl in _LOOKS_LIKE_A_KEY:
         text = rx.sub(repl, text)
     return text
+
+
+def holds_secret(text: str) -> bool:
+    """Whether :func:`redact` would change ``text``: it holds a configured key, something
+    key-shaped or a URL's password (a model arg's value that must never be written)."""
+    return redact(text) != text
 
 
 def redact_data(value: Any) -> Any:

@@ -206,7 +206,9 @@ class Settings(BaseModel):
     judge_prefetch: Flag = _var(True, "flag: decompose the run's questions in one batch before judging (0: one by one)")
     # -- shell only
     eval_repo: str | None = _var(
-        None, "scripts/frame_sweep.slurm only: the checkout to run from", "the sbatch directory"
+        None,
+        "the naru-eval checkout: scripts/frame_sweep.slurm runs from it, an experiment manifest records its revision",
+        "the sbatch directory",
     )
 
     def judge_key(self) -> str | None:

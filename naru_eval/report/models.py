@@ -19,6 +19,8 @@ from typing import Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from naru_eval.report.experiment import ExperimentDoc
+
 #: a metric value: None when no question is in scope; ints stay ints (counts, reported values)
 Number = int | float | None
 #: a 95% interval ``[low, high]``; None when there is none
@@ -311,19 +313,25 @@ class ManifestData(Doc):
 
 
 class SweepManifest(Doc):
-    """`manifest.json` of one budget's run directory, written by `scripts/frame_sweep.sh`."""
+    """`manifest.json` of one cell's run directory (a budget of the frame sweep, an arm of an
+    ablation), written by `naru-eval experiment run` (`scripts/frame_sweep.sh`, `scripts/audio_ablation.sh`)."""
 
     status: Literal["running", "done", "failed", "cancelled"] = Field(
         description="the run's state (`cancelled`: stopped by a signal: scancel, a time limit, preemption, Ctrl-C)"
     )
     updated_at: str = Field(description="UTC ISO time of the last update")
     manifest_version: int | None = Field(default=None, description="`1`")
-    tool: str | None = Field(default=None, description="`scripts/frame_sweep.sh`")
+    tool: str | None = Field(default=None, description="`naru-eval experiment run`")
     label: str | None = Field(default=None, description="the model label of the sweep")
     model: str | None = Field(default=None, description="lmms-eval `--model`")
     model_args: dict[str, str] | None = Field(default=None, description="`--model_args` as a dict, secrets dropped")
     model_args_string: str | None = Field(default=None, description="the same as lmms-eval's `k=v,...` string")
-    budget: dict[str, int | None] | None = Field(default=None, description="`{num_frames}`")
+    experiment: ExperimentDoc | None = Field(
+        default=None, description="the grid the cell belongs to: model, tasks, axes (variants and the pairs compared)"
+    )
+    cell: str | None = Field(default=None, description="the cell's folder: its variants' names joined by `-`")
+    variants: dict[str, str] | None = Field(default=None, description="axis -> the cell's variant (`{frames: f8}`)")
+    budget: dict[str, int | None] | None = Field(default=None, description="`{num_frames}` (a frames axis)")
     sampling: str | None = Field(default=None, description="the sampling label")
     tasks: list[str] | None = Field(default=None, description="the tasks")
     launcher: str | None = Field(default=None, description="the launcher command (secrets masked)")
@@ -342,6 +350,10 @@ class SweepManifest(Doc):
         default=None, description="the SLURM job of the last start (`<array job>_<task>`, else the job id)"
     )
     started_at: str | None = Field(default=None, description="UTC ISO time of the last start")
+    started_unix: float | None = Field(default=None, description="the same, in Unix seconds")
+    run_keys: list[str] | None = Field(
+        default=None, description="the response-store run keys the cell's invocations used (its usage sums them)"
+    )
     finished_at: str | None = Field(default=None, description="UTC ISO time of the last finish")
     results_file: str | None = Field(
         default=None, description="the finished run's results file, relative to the directory"

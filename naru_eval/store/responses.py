@@ -15,14 +15,17 @@ redacted (:mod:`naru_eval.redaction`).
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
+import math
 import os
+import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,6 +92,46 @@ class UsageRow:
 
     status: str  # "ok" or "failed"
     usage: dict[str, Any] | None
+    question_id: str = field(default="", compare=False)  # which answer (a sum over several stores counts it once)
+
+
+#: the columns of a responses row, in the order :func:`row_problems` checks them
+ROW_COLUMNS = ("run_key", "question_id", "status", "response", "error", "usage", "attempts", "updated")
+
+
+def row_problems(values: Sequence[object]) -> list[str]:
+    """Why a responses row (the :data:`ROW_COLUMNS` in order) is not one this store writes: SQLite
+    keeps any value in any column, so a row made by hand or by another program may hold text where
+    a number belongs. Empty: the row is sound."""
+    rk, qid, status, response, error, usage, attempts, updated = values
+    out = []
+    for name, v in (("run_key", rk), ("question_id", qid)):
+        if not isinstance(v, str) or not v:
+            out.append(f"{name} is {v!r}, not a non-empty text")
+    if status not in ("ok", "failed"):
+        out.append(f"status is {status!r}, not 'ok' or 'failed'")
+    for name, v in (("response", response), ("error", error)):
+        if v is not None and not isinstance(v, str):
+            out.append(f"{name} is {v!r}, not a text or NULL")
+    if status == "ok" and not isinstance(response, str):
+        out.append("an ok row without a response")
+    if usage is not None:
+        try:
+            parsed = json.loads(usage) if isinstance(usage, str) else None
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            out.append(f"usage is {_shown(usage)}, not a JSON object or NULL")
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        out.append(f"attempts is {_shown(attempts)}, not a whole number")
+    if isinstance(updated, bool) or not isinstance(updated, (int, float)) or not math.isfinite(updated):
+        out.append(f"updated is {_shown(updated)}, not a time (seconds)")
+    return out
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def runs(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
@@ -120,8 +163,20 @@ def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = 
     out: dict[str, list[UsageRow]] = {}
     for rk, status, usage, qid in rows:
         value = row_json(usage, Path(path), WHAT, f"question {qid.split(':')[0]} (run {rk})") if usage else None
-        out.setdefault(rk, []).append(UsageRow(status, value))
+        out.setdefault(rk, []).append(UsageRow(status, value, qid))
     return out
+
+
+def keys_since(path: str | os.PathLike[str], since: float) -> set[str]:
+    """The run keys registered, or holding an answer written, at or after ``since`` (Unix time),
+    read-only: what one invocation of a run used (an experiment's manifest sums their usage)."""
+    conn = open_readonly(Path(path), WHAT)
+    try:
+        made = conn.execute("SELECT run_key FROM runs WHERE created >= ?", (since,)).fetchall()
+        answered = conn.execute("SELECT DISTINCT run_key FROM responses WHERE updated >= ?", (since,)).fetchall()
+    finally:
+        conn.close()
+    return {k for (k,) in made} | {k for (k,) in answered}
 
 
 def default_store_path() -> Path:
@@ -136,6 +191,21 @@ RANK_FIELD = "{rank}"
 def store_path_for_rank(path: str | os.PathLike[str]) -> Path:
     """``path`` with :data:`RANK_FIELD` replaced by this process's rank (``RANK``, 0 without a launcher)."""
     return Path(str(path).replace(RANK_FIELD, str(rank_from_env())))
+
+
+def rank_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The files a store path names: itself; with :data:`RANK_FIELD` (in the file's name or in a
+    folder's) every rank's existing file, by rank. A rank is digits, the same at each place, so a
+    merged store beside them (``responses.all.sqlite``) is not one of them."""
+    text = str(path)
+    if RANK_FIELD not in text:
+        return [Path(text)]
+    parts = text.split(RANK_FIELD)
+    rx = re.compile(
+        re.escape(parts[0]) + r"(\d+)" + "".join(re.escape(p) + r"\1" for p in parts[1:-1]) + re.escape(parts[-1])
+    )
+    found = [(int(m[1]), Path(f)) for f in glob.glob("*".join(glob.escape(p) for p in parts)) if (m := rx.fullmatch(f))]
+    return [p for _, p in sorted(found)]
 
 
 class ResponseStore:
