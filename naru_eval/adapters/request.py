@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from naru_eval.core.doc import NaruDoc
 from naru_eval.core.inputs import InputPlan
+from naru_eval.core.json_types import number
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
 #: invalid ("failed"), so it is scored wrong and counted, never parsed as an answer.
@@ -57,7 +58,7 @@ class NaruRequest(NamedTuple):
         """The video's duration as the doc carries it (the annotation's, else the preflight's
         probe); None when not known."""
         value = self.doc.get("duration_s")
-        return float(value) if value else None
+        return number(value) if value else None
 
     @property
     def video(self) -> str | None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from naru_eval.core.json_types import as_int, as_str
 from naru_eval.core.metrics import Metric
 from naru_eval.core.numbers import fmt_num
 
@@ -254,7 +255,7 @@ def cmd_score(args: argparse.Namespace) -> int:
                 continue
             # the data the logged run was on and what its model was given
             samples = [
-                s.with_provenance(p.get("data_fingerprint") or None, p, p.get("world_size"))
+                s.with_provenance(as_str(p.get("data_fingerprint")) or None, p, as_int(p.get("world_size")))
                 for s, (p, _) in zip(samples, rows, strict=True)
             ]
             rows_out = [s.to_dict() | {"model": label} for s in samples]

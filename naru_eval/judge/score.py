@@ -34,6 +34,7 @@ from typing import Any, TypedDict
 from pydantic import BaseModel
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.core.json_types import JSONObject, as_str
 from naru_eval.core.metrics import Metric, MetricTable, Payload, compute
 from naru_eval.core.provenance import FIELDS as PROVENANCE_FIELDS
 from naru_eval.core.provenance import Provenance
@@ -386,14 +387,14 @@ def samples_from_open_log(path: str | Path) -> list[JudgedSample]:
     return [JudgedSample.from_dict(p) for _, p in sample_records(path, ("reference",), "naru_open")]
 
 
-def responses_from_open_log(path: str | Path) -> list[tuple[dict[str, Any], str | None]]:
+def responses_from_open_log(path: str | Path) -> list[tuple[JSONObject, str | None]]:
     """(overall payload, response) pairs: what ``naru-eval judge score`` re-judges."""
     out = []
     for rec, p in sample_records(path, ("reference", "question"), "naru_open"):
-        response = p.get("response")
+        response = as_str(p.get("response"))
         if response is None:
-            fr = rec.get("filtered_resps") or []
-            response = fr[0] if fr and isinstance(fr[0], str) else None
+            fr = rec.get("filtered_resps")
+            response = fr[0] if isinstance(fr, list) and fr and isinstance(fr[0], str) else None
         out.append((p, response))
     return out
 

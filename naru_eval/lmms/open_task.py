@@ -30,6 +30,7 @@ from typing import Any
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core import provenance
 from naru_eval.core.doc import NaruDoc, question_of
+from naru_eval.core.json_types import as_str
 from naru_eval.core.metrics import Payload
 from naru_eval.core.sharding import world_size_from_env
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
@@ -141,7 +142,9 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
     # the data the question came from and what the model was given, as the MCQ payloads record them
     return open_payloads(
         sample.with_provenance(
-            doc.get("data_fingerprint") or None, provenance.current(doc.get("video_id")), world_size_from_env()
+            as_str(doc.get("data_fingerprint")) or None,
+            provenance.current(as_str(doc.get("video_id"))),
+            world_size_from_env(),
         )
     )
 

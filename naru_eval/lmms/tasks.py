@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from naru_eval.core import provenance
 from naru_eval.core.data import Dataset, NaruQuestion
 from naru_eval.core.doc import NaruDoc, Rotation, question_of, rotation_of, run_fields, to_doc
+from naru_eval.core.json_types import as_str
 from naru_eval.core.metrics import Payload, aggregate_score, aggregate_sum
 from naru_eval.core.metrics import aggregate_macro as _aggregate_macro
 from naru_eval.core.prompts import mcq_prompt
@@ -134,7 +135,7 @@ def process_results(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
 
 def _score(doc: NaruDoc, response: str | None, input_mode: str | None = None) -> ScoredSample:
     """Score ``response``; ``input_mode`` overrides the adapter's (a blind task sends no media)."""
-    prov = provenance.current(doc.get("video_id"))
+    prov = provenance.current(as_str(doc.get("video_id")))
     if input_mode is not None:
         prov["input_mode"] = input_mode
     return score_response(
