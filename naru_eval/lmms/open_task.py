@@ -25,12 +25,11 @@ import logging
 import threading
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core import provenance
 from naru_eval.core.doc import NaruDoc, question_of
-from naru_eval.core.json_types import as_str
+from naru_eval.core.json_types import JSONMapping, as_str
 from naru_eval.core.metrics import Payload
 from naru_eval.core.sharding import world_size_from_env
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
@@ -121,7 +120,7 @@ def item_of(doc: NaruDoc) -> JudgeItem:
     return JudgeItem.from_question(question_of(doc))
 
 
-def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
+def judge_doc(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payload]:
     response = results[0] if results else None
     if response is not None and not isinstance(response, str):
         response = str(response)
@@ -149,7 +148,7 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
     )
 
 
-def log_run_summary(items: Sequence[Mapping[str, Any]]) -> None:
+def log_run_summary(items: Sequence[JSONMapping]) -> None:
     """Log the judge's usage and cost (called from the aggregation)."""
     with _lock:
         judges = list(_judges.values())
