@@ -25,6 +25,7 @@ import logging
 import threading
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core import provenance
@@ -133,11 +134,7 @@ def judge_doc(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payload]:
         raise  # a wrong key, model or setting: stop the run with the API's message
     except Exception as e:  # never let lmms-eval retry-and-crash the run over the judge
         log.error("naru judge: %s could not be judged:\n%s", item.question_id, traceback.format_exc())
-        sample = JudgedSample.unscored(
-            item,
-            response,
-            reason=f"judge error: {type(e).__name__}: {e}",
-        )
+        sample = replace(JudgedSample.unscored(item, response), reason=f"judge error: {type(e).__name__}: {e}")
     # the data the question came from and what the model was given, as the MCQ payloads record them
     return open_payloads(
         sample.with_provenance(
