@@ -36,7 +36,12 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    import av
+    from av.audio.stream import AudioStream
+    from av.container import OutputContainer
 
 #: MIME types Gemini accepts for video, by extension (ai.google.dev video understanding docs)
 MIME_TYPES: dict[str, str] = {
@@ -184,7 +189,7 @@ def _reencode(src: Path, dst: Path, spec: PrepSpec) -> None:
             n_slots = max(1, int(round(duration * float(out_fps)))) if duration > 0 else None
             previous = None
 
-            def emit(frame: Any) -> None:
+            def emit(frame: av.VideoFrame) -> None:
                 nonlocal slot
                 img = frame.reformat(width=width, height=height, format="yuv420p")
                 img.pts = slot
@@ -208,14 +213,14 @@ def _reencode(src: Path, dst: Path, spec: PrepSpec) -> None:
                 _encode_audio(src, out, aout)
 
 
-def _audio_stream(out: Any) -> Any:
+def _audio_stream(out: OutputContainer) -> AudioStream:
     aout = out.add_stream("aac", rate=16000)
     aout.layout = "mono"
     aout.bit_rate = 32000
     return aout
 
 
-def _encode_audio(src: Path, out: Any, aout: Any) -> None:
+def _encode_audio(src: Path, out: OutputContainer, aout: AudioStream) -> None:
     """Write the source's first audio stream as 16 kHz mono AAC (Gemini keeps ~1 kbps of it)."""
     import av
     from av.audio.resampler import AudioResampler
