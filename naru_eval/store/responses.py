@@ -48,6 +48,9 @@ CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT 
 """
 
 V = TypeVar("V")
+#: what an answer used and was given (tokens, cost, frames, audio, transcript): an adapter's own
+#: record (a TypedDict or JSON), JSON-encodable; the store writes it as it is
+Usage = Mapping[str, object]
 
 log = logging.getLogger("naru_eval.store")
 
@@ -206,7 +209,7 @@ class ResponseStore:
         return dict(rows)
 
     def _put(
-        self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: JSONObject | None
+        self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Usage | None
     ) -> None:
         try:
             self._write(key, qid, status, response, error, usage)
@@ -221,7 +224,7 @@ class ResponseStore:
         self.stored += 1
 
     def _write(
-        self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: JSONObject | None
+        self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Usage | None
     ) -> None:
         with self._lock:
             self._conn.execute(
@@ -234,10 +237,11 @@ class ResponseStore:
             )
             self._conn.commit()
 
-    def put_ok(self, key: str, question_id: str, response: str, usage: JSONMapping | None = None) -> None:
+    def put_ok(self, key: str, question_id: str, response: str, usage: Usage | None = None) -> None:
+        """An answer, with its usage (an adapter's record, JSON-encodable: written as it is)."""
         self._put(key, question_id, "ok", response, None, dict(usage) if usage else None)
 
-    def put_failed(self, key: str, question_id: str, error: str, usage: JSONMapping | None = None) -> None:
+    def put_failed(self, key: str, question_id: str, error: str, usage: Usage | None = None) -> None:
         """A failure, its text and usage redacted (naru_eval.redaction): an API's error may echo the key."""
         self._put(key, question_id, "failed", None, redact_text(error), redact_data(dict(usage)) if usage else None)
 
