@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from naru_eval.cli.main import Subcommands
 
 
 def cmd_adapters(args: argparse.Namespace) -> int:
@@ -35,7 +38,7 @@ def cmd_adapters(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add ``adapters`` to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
         "adapters",

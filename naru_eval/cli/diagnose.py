@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from naru_eval.cli.main import Subcommands
 
 
 def _edges(text: str) -> list[float]:
@@ -86,7 +89,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     """Add the ``diagnose`` subcommand to ``naru-eval``'s subparsers."""
     p = subparsers.add_parser(
         "diagnose",
