@@ -238,7 +238,7 @@ class Gemini(NaruModel):
         """Everything that changes the answers (not the URL, concurrency, retries or key)."""
         a = self.args
         # content layers only where sent: the run key of every other configuration is unchanged
-        layers = {"content_layers": self.content_layers} if self.content_layers else {}
+        layers: JSONObject = {"content_layers": [*self.content_layers]} if self.content_layers else {}
         return {
             **super().describe(),
             **layers,

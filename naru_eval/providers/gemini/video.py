@@ -36,7 +36,9 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
+
+from naru_eval.core.json_types import JSONObject
 
 if TYPE_CHECKING:
     import av
@@ -62,15 +64,6 @@ def mime_type(path: str | os.PathLike[str]) -> str | None:
     return MIME_TYPES.get(Path(path).suffix.lower())
 
 
-class PrepDescription(TypedDict):
-    """A :class:`PrepSpec` in the adapter's description (the run key): what the upload is made of."""
-
-    audio: bool
-    fps: float | None
-    max_height: int | None
-    crf: int
-
-
 @dataclass(frozen=True)
 class PrepSpec:
     """What to do to a video before upload (the identity by default)."""
@@ -88,7 +81,8 @@ class PrepSpec:
         height = "src" if self.max_height is None else str(self.max_height)
         return f"a{int(self.audio)}_f{fps}_h{height}_c{self.crf}"
 
-    def describe(self) -> PrepDescription:
+    def describe(self) -> JSONObject:
+        """In the adapter's description (the run key): what the upload is made of."""
         return {"audio": self.audio, "fps": self.fps, "max_height": self.max_height, "crf": self.crf}
 
 
