@@ -6,10 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from naru_eval.cli.main import Subcommands
 
 
 def cmd_adapters(args: argparse.Namespace) -> int:
@@ -38,7 +34,7 @@ def cmd_adapters(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def register(subparsers: Subcommands) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``adapters`` to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
         "adapters",

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from naru_eval.cli.main import Subcommands
 
 
 def _edges(text: str) -> list[float]:
@@ -89,7 +85,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Subcommands) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``diagnose`` subcommand to ``naru-eval``'s subparsers."""
     p = subparsers.add_parser(
         "diagnose",

@@ -33,7 +33,6 @@ from naru_eval.settings import settings
 
 if TYPE_CHECKING:
     from model_adapters.gemini import Gemini
-    from naru_eval.cli.main import Subcommands
 
 #: the task template that holds every prompt variant (tasks/naru/_default_template_yaml, shipped
 #: as lmms_eval/tasks/naru/): the one copy of naru_gemini's instruction
@@ -225,7 +224,7 @@ def cmd_estimate_cost(args: argparse.Namespace) -> int:
     return 0 if est.fits else 1
 
 
-def register(subparsers: Subcommands) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``estimate-cost`` subcommand to ``naru-eval``'s subparsers."""
     p = subparsers.add_parser(
         "estimate-cost",

@@ -28,7 +28,6 @@ from naru_eval.core.metrics import Metric
 from naru_eval.core.numbers import fmt_num
 
 if TYPE_CHECKING:
-    from naru_eval.cli.main import Subcommands
     from naru_eval.judge.client import LedgerSummary
     from naru_eval.judge.config import JudgeConfig
     from naru_eval.judge.protocols import MinervaReport
@@ -406,7 +405,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- the parser
 
 
-def register(subparsers: Subcommands) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``judge`` (facts / score / audit export / audit report / ...) to ``naru-eval``."""
     judge = subparsers.add_parser(
         "judge",

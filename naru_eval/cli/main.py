@@ -13,18 +13,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from naru_eval.cli import adapters, diagnose, gemini, judge, results, store, sweep, transcribe
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
-
-if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    #: what each command group's ``register`` adds its subcommands to
-    Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

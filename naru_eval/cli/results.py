@@ -17,7 +17,6 @@ from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.runfiles import RunConfig
 
 if TYPE_CHECKING:
-    from naru_eval.cli.main import Subcommands
     from naru_eval.providers.gemini.usage import UsageTotals
     from naru_eval.report.models import LeaderboardDocument
 
@@ -294,7 +293,7 @@ def cmd_metric_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Subcommands) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the results subcommands to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
         "leaderboard",

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from naru_eval.cli.main import Subcommands
     from naru_eval.media.asr_cache import AsrSettings
 
 
@@ -126,7 +125,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Subcommands) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from naru_eval.media.asr_cache import DEFAULT_ASR_MODEL, DTYPES, AsrSettings
 
     d = AsrSettings()
