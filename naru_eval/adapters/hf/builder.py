@@ -435,7 +435,7 @@ def cut_at_stops(text: str, until: JSON) -> str:
         [until]
         if isinstance(until, str)
         else [s for s in until if isinstance(s, str)]
-        if isinstance(until, list)
+        if isinstance(until, (list, tuple))
         else []
     )
     for s in stops:
