@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
@@ -57,8 +57,13 @@ from naru_eval.settings import UserError, exit_on_user_error, settings
 from naru_eval.store.responses import ResponseStore, run_key
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    import torch
+
     from naru_eval.adapters.transcript import Rendered, TranscriptFeed
     from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.prefetch import FramePrefetcher
     from naru_eval.media.sampler import SampledFrames
 
 
@@ -279,7 +284,7 @@ class NaruModel(lmms):
 
     # -- shared machinery ---------------------------------------------------------------------
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         """Where lmms-eval puts the counts it gathers across ranks under ``accelerate launch``:
         the device of the ``Accelerator`` its evaluator gives the model first, else the CPU. An
         adapter that holds no weights (replay, the API adapters) needs nothing else; the HF loader
@@ -331,7 +336,7 @@ class NaruModel(lmms):
             raise RequestFailed(f"video {request.video}: no frames sampled")
         return sampled
 
-    def decode_ahead(self, videos: Sequence[str]) -> Any:
+    def decode_ahead(self, videos: Sequence[str]) -> AbstractContextManager[FramePrefetcher | None]:
         """A context that decodes ``videos`` (in the order they will be asked) in worker
         processes while the model answers (``decode_workers`` > 0), else does nothing."""
         import contextlib
