@@ -49,6 +49,7 @@ from naru_eval.adapters.hf.positions import NO_ROPE
 from naru_eval.adapters.hf.reasoning import think_split
 from naru_eval.adapters.request import NaruRequest, RequestFailed
 from naru_eval.core.budgets import FrameBudget, Sampling
+from naru_eval.core.json_types import JSONObject
 from naru_eval.media.audio_plan import NEMOTRON_OMNI
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class NemotronInputs(InputBuilder):
         self.template_kwargs = {"enable_thinking": self.thinking}
         self.reasoning_max_new_tokens = REASONING_MAX_NEW_TOKENS if self.thinking else None
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JSONObject:
         return {
             "video_pruning_rate": self.args.video_pruning_rate,
             "reasoning_budget": self.reasoning_max_new_tokens,

@@ -33,7 +33,11 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar, overload
+
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
 
 #: the variables known to hold a key (any other whose name says so is found by its name)
 KEY_VARIABLES: tuple[str, ...] = (
@@ -129,8 +133,13 @@ def holds_secret(text: str) -> bool:
     return redact(text) != text
 
 
-def redact_data(value: Any) -> Any:
-    """A copy of a JSON-like value (dicts, lists, strings) with every string redacted."""
+@overload
+def redact_data(value: Mapping[K, V]) -> dict[K, V]: ...
+@overload
+def redact_data(value: T) -> T: ...
+def redact_data(value: object) -> object:
+    """A copy of a JSON-like value (dicts, lists, strings) with every string redacted: the same
+    kind of value (a mapping becomes a dict), anything else as it is."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, Mapping):
@@ -188,7 +197,7 @@ def redact_http_logs() -> None:
         previous = logging.getLogRecordFactory()
         _previous_factory.append(previous)
 
-        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        def factory(*args: object, **kwargs: object) -> logging.LogRecord:
             record = previous(*args, **kwargs)
             name = record.name
             if any(name == p or name.startswith(p + ".") or name.startswith(p + "2") for p in HTTP_LOGGERS):

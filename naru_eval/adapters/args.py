@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Annotated, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.json_schema import JsonDict
 
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.provenance import variant_string
@@ -33,17 +34,17 @@ from naru_eval.settings import UserError, parse_flag
 from naru_eval.store.responses import is_secret
 
 #: the field marker of an argument that changes the model's answers (``json_schema_extra``)
-ANSWERS: dict[str, Any] = {"naru_answers": True}
+ANSWERS: JsonDict = {"naru_answers": True}
 #: the field marker of the arguments the sampling label already names (``num_frames``, ``fps``)
-IN_SAMPLING: dict[str, Any] = {"naru_answers": "sampling"}
+IN_SAMPLING: JsonDict = {"naru_answers": "sampling"}
 
 
-def is_none(value: Any) -> bool:
+def is_none(value: object) -> bool:
     """None, or a string lmms-eval users write for "unset"."""
     return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
 
 
-def _flag(value: Any) -> bool:
+def _flag(value: object) -> bool:
     try:
         return parse_flag(value, "it")
     except ValueError as e:  # "it must be one of 1/true/yes/on or 0/false/no/off, got ..."
@@ -107,7 +108,7 @@ class AdapterArgs(BaseModel):
 A = TypeVar("A", bound=AdapterArgs)
 
 
-def _refused_secrets(model: type[AdapterArgs], args: Mapping[str, Any]) -> list[str]:
+def _refused_secrets(model: type[AdapterArgs], args: Mapping[str, object]) -> list[str]:
     """Secret-named args, and args whose value holds a key from the adapter's ``key_env``."""
     named = {k for k, v in args.items() if is_secret(k) and not is_none(v)}
     keys = [v.strip() for v in (os.environ.get(n) for n in model.key_env) if v and len(v.strip()) >= 8]
@@ -115,7 +116,7 @@ def _refused_secrets(model: type[AdapterArgs], args: Mapping[str, Any]) -> list[
     return sorted(named | leaked)
 
 
-def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | None = None) -> A:
+def parse_model_args(model: type[A], kwargs: Mapping[str, object], adapter: str | None = None) -> A:
     """``kwargs`` (lmms-eval's ``--model_args``, strings or typed values) as ``model``.
 
     Unset-looking values (``none``, ``null``, empty) are dropped so the default applies. Every

@@ -27,16 +27,20 @@ into its adapter and names its audio front end (``encoder``: a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypedDict
 
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, HFArgs
-from naru_eval.adapters.request import NaruRequest, RequestFailed
+from naru_eval.adapters.request import Answer, NaruRequest, RequestFailed
 from naru_eval.core import provenance
 from naru_eval.core.inputs import AudioInput, FramesInput, InputPlan
+from naru_eval.core.json_types import JSONObject
+from naru_eval.media.audio_plan import AudioRecord
 
 if TYPE_CHECKING:
+    from lmms_eval.api.instance import Instance
+
     from naru_eval.media.audio import SampledAudio
     from naru_eval.media.audio_plan import AudioEncoder, AudioPlan
     from naru_eval.media.sampler import SampledFrames
@@ -56,6 +60,20 @@ class AudioOffArgs(AudioArgs):
     )
 
 
+class AudioHeard(AudioRecord, total=False):
+    """What one answer heard: its plan's record, the seconds its windows cover, and (with
+    ``audio_source=other``) the video the soundtrack came from."""
+
+    covered_s: float
+    from_video: str
+
+
+class AudioUsage(TypedDict):
+    """An omni answer's usage part: what it heard."""
+
+    audio: AudioHeard
+
+
 class AudioMixin:
     """The soundtrack machinery of an omni adapter (the module docstring); mixed in before
     ``HFVideoModel``."""
@@ -63,7 +81,6 @@ class AudioMixin:
     #: the family's audio front end (token count per clip, block length)
     encoder: ClassVar[AudioEncoder]
     inputs: InputPlan
-    model: Any
     model_id: ClassVar[str]
     #: video -> the video whose soundtrack it is given (``audio_source=other``), set by prepare
     _audio_from: dict[str, str]
@@ -74,23 +91,23 @@ class AudioMixin:
     context_tokens: Callable[[], int]
     frame_tokens_of: Callable[[SampledFrames], int]
 
-    def __init__(self, **model_args: Any) -> None:
+    def __init__(self, **model_args: object) -> None:
         self._audio_from = {}
         self._audio_plans = {}
         #: video -> what its answers heard (the processor may run ahead, in another thread)
-        self._audio_records: dict[str, dict[str, Any]] = {}
+        self._audio_records: dict[str, AudioUsage] = {}
         super().__init__(**model_args)
 
-    def respond(self, request: NaruRequest) -> Any:
+    def respond(self, request: NaruRequest) -> Answer:
         """The answer, with what it heard in its usage (the response store keeps it)."""
         return self.with_audio_usage(request, super().respond(request))  # type: ignore[misc]
 
-    def with_audio_usage(self, request: NaruRequest, ans: Any) -> Any:
+    def with_audio_usage(self, request: NaruRequest, ans: Answer) -> Answer:
         """``ans`` with what its video's soundtrack gave in its usage."""
         if ans.usage is None:
             return ans
-        record = self._audio_records.get(request.video or "", {})
-        usage = {**ans.usage, **record}
+        record = self._audio_records.get(request.video or "")
+        usage: dict[str, object] = {**ans.usage, **(record or {})}
         if not self.gives_frames:
             usage["frames"] = 0  # sampled for their times only
         video_id = request.doc.get("video_id")
@@ -98,7 +115,7 @@ class AudioMixin:
             provenance.record_video(str(video_id), audio=provenance.audio_summary(record["audio"]))
         return ans._replace(usage=usage)
 
-    def to_naru_requests(self, requests: Sequence[Any]) -> list[NaruRequest]:
+    def to_naru_requests(self, requests: Sequence[Instance]) -> list[NaruRequest]:
         reqs: list[NaruRequest] = super().to_naru_requests(requests)  # type: ignore[misc]
         self.derange(reqs)
         self.recall_audio(reqs)
@@ -253,7 +270,7 @@ class AudioMixin:
         return audio, plan
 
     # -- what was given -----------------------------------------------------------------------
-    def audio_description(self) -> dict[str, Any]:
+    def audio_description(self) -> JSONObject:
         """The run key's audio part: what changes what the model hears (the plan's inputs, the
         front end, the control's derangement)."""
         from naru_eval.media.audio import CONVERSION, SAMPLE_RATE
@@ -276,10 +293,9 @@ class AudioMixin:
             "derangement": derangement_key(self._audio_from) if a.audio_source == "other" else None,
         }
 
-    def audio_usage(self, audio: SampledAudio, plan: AudioPlan) -> dict[str, Any]:
+    def audio_usage(self, audio: SampledAudio, plan: AudioPlan) -> AudioUsage:
         """What one answer heard (kept with it in the response store)."""
-        record: dict[str, Any] = dict(plan.record())
-        record["covered_s"] = round(float(sum(audio.covered_s)), 3)
+        record: AudioHeard = {**plan.record(), "covered_s": round(float(sum(audio.covered_s)), 3)}
         if self.audio_args.audio_source == "other":
             record["from_video"] = audio.path
         return {"audio": record}

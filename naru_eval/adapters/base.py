@@ -36,12 +36,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from loguru import logger
 from tqdm import tqdm
+from typing_extensions import Self
 
 from naru_eval.adapters.answers import AnswerLog, HeldFailures, RequestPlan
 from naru_eval.adapters.args import RunArgs, parse_model_args
@@ -51,12 +52,18 @@ from naru_eval.api.retry import ConfigErrorBreaker
 from naru_eval.core import provenance
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.inputs import TEXT, FramesInput, InputPlan
+from naru_eval.core.json_types import JSONObject
 from naru_eval.settings import UserError, exit_on_user_error, settings
 from naru_eval.store.responses import ResponseStore, run_key
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    import torch
+
     from naru_eval.adapters.transcript import Rendered, TranscriptFeed
     from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.prefetch import FramePrefetcher
     from naru_eval.media.sampler import SampledFrames
 
 
@@ -92,14 +99,14 @@ class NaruModel(lmms):
     #: the run's input plan: what a request with media gives the model (``naru_eval.core.inputs``)
     inputs: InputPlan
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         declared = cls.__dict__.get("family")
         if isinstance(declared, Family):
             cls.model_id = declared.id
             cls.Args = declared.args
 
-    def __init__(self, **model_args: Any) -> None:
+    def __init__(self, **model_args: object) -> None:
         super().__init__()
         self.args = parse_model_args(self.Args, model_args, self.model_id)
         self.batch_size = self.args.batch_size
@@ -128,7 +135,7 @@ class NaruModel(lmms):
             raise TypeError(f"{self.model_id}: its input plan gives {undeclared}, which its family does not declare")
 
     @classmethod
-    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> Any:
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict[str, object] | None = None) -> Self:
         """lmms-eval's constructor: a user's mistake (a setting, a file) is its message, exit 2."""
         with exit_on_user_error(cls.model_id):
             return super().create_from_arg_string(arg_string, additional_config)
@@ -174,13 +181,21 @@ class NaruModel(lmms):
         spec = transcript_input(self.args)
         return TranscriptFeed(spec, self.model_id) if spec is not None else None
 
-    def render_transcript(self, request: NaruRequest, *args: Any, **kwargs: Any) -> Rendered | None:
+    def render_transcript(
+        self,
+        request: NaruRequest,
+        frame_times: Sequence[float] | None,
+        count_tokens: Callable[[str], int],
+        frame_tokens: Callable[[int], int],
+        budget_tokens: int | None,
+        group: int = 1,
+    ) -> Rendered | None:
         """:meth:`TranscriptFeed.render` for ``request`` (None without a transcript); frames that
         alone overflow the context fail the request for good."""
         if self.transcripts is None:
             return None
         try:
-            return self.transcripts.render(request, *args, **kwargs)
+            return self.transcripts.render(request, frame_times, count_tokens, frame_tokens, budget_tokens, group)
         except ValueError as e:
             raise RequestFailed(f"transcript: {e}") from None
 
@@ -215,7 +230,7 @@ class NaruModel(lmms):
             "variant": self.args.variant(),
         }
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """What, besides the task and prompt, changes this adapter's answers (for the run key).
         ``args`` stays (empty: every arg is typed now) so that run keys are unchanged. An adapter
         that sends naru-eval's frames names how their pixels are made (``pixels``:
@@ -223,7 +238,7 @@ class NaruModel(lmms):
         the frames' own colour matrix and range, and the families' reference resize) are never
         reused."""
         s = self.sampling
-        desc: dict[str, Any] = {
+        desc: JSONObject = {
             "model": self.model_id,
             "args": {},
             "num_frames": s.frames,
@@ -269,7 +284,7 @@ class NaruModel(lmms):
 
     # -- shared machinery ---------------------------------------------------------------------
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         """Where lmms-eval puts the counts it gathers across ranks under ``accelerate launch``:
         the device of the ``Accelerator`` its evaluator gives the model first, else the CPU. An
         adapter that holds no weights (replay, the API adapters) needs nothing else; the HF loader
@@ -321,7 +336,7 @@ class NaruModel(lmms):
             raise RequestFailed(f"video {request.video}: no frames sampled")
         return sampled
 
-    def decode_ahead(self, videos: Sequence[str]) -> Any:
+    def decode_ahead(self, videos: Sequence[str]) -> AbstractContextManager[FramePrefetcher | None]:
         """A context that decodes ``videos`` (in the order they will be asked) in worker
         processes while the model answers (``decode_workers`` > 0), else does nothing."""
         import contextlib
@@ -355,8 +370,8 @@ class NaruModel(lmms):
         names), so a blind variant (no video) or a rotated one (another prompt, another id)
         stays its own request.
         """
-        desc = {**self.describe(), "gen_kwargs": request.gen_kwargs}
-        asked: dict[str, Any] = {"prompt": request.prompt, "media": [Path(v).name for v in request.videos]}
+        desc: JSONObject = {**self.describe(), "gen_kwargs": dict(request.gen_kwargs)}
+        asked: JSONObject = {"prompt": request.prompt, "media": [Path(v).name for v in request.videos]}
         if self.transcripts is not None and request.videos:
             asked["transcript"] = self.transcripts.fingerprint(request)
         digest = hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]

@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from naru_eval.core.numbers import fmt_ci, fmt_num
 
@@ -175,7 +175,7 @@ def cmd_metric_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the results subcommands to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
         "leaderboard",

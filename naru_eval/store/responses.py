@@ -27,8 +27,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from naru_eval.core.json_types import JSONMapping, JSONObject
 from naru_eval.core.sharding import rank_from_env
 from naru_eval.redaction import redact as redact_text
 from naru_eval.redaction import redact_data
@@ -50,6 +51,9 @@ CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT 
 """
 
 V = TypeVar("V")
+#: what an answer used and was given (tokens, cost, frames, audio, transcript): an adapter's own
+#: record (a TypedDict or JSON), JSON-encodable; the store writes it as it is
+Usage = Mapping[str, object]
 
 log = logging.getLogger("naru_eval.store")
 
@@ -71,7 +75,7 @@ def redact(mapping: Mapping[str, V]) -> dict[str, V]:
     return {k: v for k, v in mapping.items() if not is_secret(k)}
 
 
-def run_key(description: Mapping[str, Any]) -> str:
+def run_key(description: JSONMapping) -> str:
     """A stable hash of what determines the answers; secrets are dropped first."""
     clean = redact(description)
     return hashlib.sha256(json.dumps(clean, sort_keys=True, default=str).encode()).hexdigest()[:32]
@@ -82,7 +86,7 @@ class StoredResponse:
     status: str  # "ok" or "failed"
     response: str | None
     error: str | None
-    usage: dict[str, Any] | None
+    usage: JSONObject | None
     attempts: int
 
 
@@ -91,7 +95,7 @@ class UsageRow:
     """One stored answer's status and ``usage`` (tokens, cost), as :func:`usage_by_run` reads it."""
 
     status: str  # "ok" or "failed"
-    usage: dict[str, Any] | None
+    usage: JSONObject | None
     question_id: str = field(default="", compare=False)  # which answer (a sum over several stores counts it once)
 
 
@@ -134,7 +138,7 @@ def _shown(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def runs(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+def runs(path: str | os.PathLike[str]) -> dict[str, JSONObject]:
     """run key -> the description it hashes (secrets already dropped), read-only."""
     conn = open_readonly(Path(path), WHAT)
     try:
@@ -235,7 +239,7 @@ class ResponseStore:
                 "failure; the rerun reuses every stored answer.",
             )
 
-    def register_run(self, key: str, description: Mapping[str, Any]) -> None:
+    def register_run(self, key: str, description: JSONMapping) -> None:
         with self._lock:
             self._conn.execute(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?)",
@@ -274,7 +278,9 @@ class ResponseStore:
             ).fetchall()
         return dict(rows)
 
-    def _put(self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Any) -> None:
+    def _put(
+        self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Usage | None
+    ) -> None:
         try:
             self._write(key, qid, status, response, error, usage)
         except StoreWriteError as e:
@@ -287,7 +293,9 @@ class ResponseStore:
             ) from None
         self.stored += 1
 
-    def _write(self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Any) -> None:
+    def _write(
+        self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Usage | None
+    ) -> None:
         with self._lock:
             self._conn.execute(
                 """INSERT INTO responses (run_key, question_id, status, response, error, usage, attempts, updated)
@@ -299,10 +307,11 @@ class ResponseStore:
             )
             self._conn.commit()
 
-    def put_ok(self, key: str, question_id: str, response: str, usage: Mapping[str, Any] | None = None) -> None:
+    def put_ok(self, key: str, question_id: str, response: str, usage: Usage | None = None) -> None:
+        """An answer, with its usage (an adapter's record, JSON-encodable: written as it is)."""
         self._put(key, question_id, "ok", response, None, dict(usage) if usage else None)
 
-    def put_failed(self, key: str, question_id: str, error: str, usage: Mapping[str, Any] | None = None) -> None:
+    def put_failed(self, key: str, question_id: str, error: str, usage: Usage | None = None) -> None:
         """A failure, its text and usage redacted (naru_eval.redaction): an API's error may echo the key."""
         self._put(key, question_id, "failed", None, redact_text(error), redact_data(dict(usage)) if usage else None)
 

@@ -33,8 +33,11 @@ from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.family import CAP, NATIVE, PROCESSOR
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.request import NaruRequest
+from naru_eval.core.json_types import JSON, JSONObject
 
 if TYPE_CHECKING:
+    import torch
+
     from naru_eval.adapters.transcript import Rendered
     from naru_eval.media.frame_cache import SamplingParams
     from naru_eval.media.sampler import SampledFrames
@@ -237,7 +240,7 @@ class InputBuilder:
         budget = self.adapter.family.budget
         return int(budget.tokens_per_frame if budget is not None else 0) * int(n)
 
-    def position_ids(self, input_ids: Any, inputs: Mapping[str, Any]) -> Any | None:
+    def position_ids(self, input_ids: torch.Tensor, inputs: Mapping[str, Any]) -> torch.Tensor | None:
         """The ``position_ids`` of the whole prompt ``input_ids`` (1 x L) when this family computes
         them itself (the Qwen families: ``naru_eval.adapters.hf.positions``), with ``inputs`` the
         processor's other outputs (grids); None: the model's own."""
@@ -301,7 +304,7 @@ class InputBuilder:
             max_pixels=s.max_pixels if s.max_pixels is not None else DEFAULT_MAX_PIXELS,
         )
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JSONObject:
         """What else changes this family's answers (its own args, in a fixed order): the keys the
         run key's ``hf`` part adds after the base's."""
         return {}
@@ -426,9 +429,15 @@ class InputBuilder:
         return None if view is None else [p for p in view.pieces if isinstance(p, range)]
 
 
-def cut_at_stops(text: str, until: Any) -> str:
+def cut_at_stops(text: str, until: JSON) -> str:
     """``text`` up to the first of the task's stop strings (``until``: one or a list)."""
-    stops = [until] if isinstance(until, str) else list(until or [])
+    stops = (
+        [until]
+        if isinstance(until, str)
+        else [s for s in until if isinstance(s, str)]
+        if isinstance(until, (list, tuple))
+        else []
+    )
     for s in stops:
         if s and s in text:
             text = text[: text.index(s)]

@@ -29,7 +29,13 @@ agree, and they use this same function.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
+
+T = TypeVar("T")
 
 #: the layouts an adapter records (provenance ``positions`` and the run key)
 QWEN_REFERENCE = "qwen-reference"  # M-RoPE as above, computed by this module in both paths
@@ -53,7 +59,7 @@ class MRopeGeometry(NamedTuple):
     split_video_frames: bool
 
 
-def geometry_of(config: Any, split_video_frames: bool) -> MRopeGeometry:
+def geometry_of(config: PretrainedConfig, split_video_frames: bool) -> MRopeGeometry:
     """The geometry of a loaded Qwen model's config (top level + ``vision_config``)."""
     vision = config.vision_config
     tps = getattr(vision, "tokens_per_second", None)
@@ -96,17 +102,20 @@ def _blocks(
     return iter(images), iter(videos)
 
 
-def _as_list(x: Any) -> Any:
-    return None if x is None else (x.tolist() if hasattr(x, "tolist") else list(x))
+def _as_list(x: torch.Tensor | Sequence[T] | None) -> list[T] | None:
+    """A processor output (a tensor, or a list where the processor gives one) as a list."""
+    if x is None:
+        return None
+    return x.tolist() if hasattr(x, "tolist") else list(x)
 
 
 def mrope_positions(
-    input_ids: Sequence[int] | Any,
+    input_ids: torch.Tensor | Sequence[int],
     geo: MRopeGeometry,
-    image_grid_thw: Sequence[Sequence[int]] | Any | None = None,
-    video_grid_thw: Sequence[Sequence[int]] | Any | None = None,
-    second_per_grid_ts: Sequence[float] | Any | None = None,
-) -> tuple[Any, int]:
+    image_grid_thw: torch.Tensor | Sequence[Sequence[int]] | None = None,
+    video_grid_thw: torch.Tensor | Sequence[Sequence[int]] | None = None,
+    second_per_grid_ts: torch.Tensor | Sequence[float] | None = None,
+) -> tuple[torch.Tensor, int]:
     """The reference M-RoPE positions of one sequence: a ``3 x L`` int64 tensor, and the delta
     decoding adds to the cache position (the largest position + 1 - L).
 
@@ -123,7 +132,7 @@ def mrope_positions(
         if tok is not None:
             kind[ids == int(tok)] = int(tok)
     cuts = [0, *(torch.nonzero(kind[1:] != kind[:-1]).reshape(-1) + 1).tolist(), n] if n else [0]
-    parts: list[Any] = []
+    parts: list[torch.Tensor] = []
     next_pos = 0
     for start, end in zip(cuts[:-1], cuts[1:], strict=True):
         token = int(kind[start])
@@ -156,12 +165,12 @@ def mrope_positions(
 
 
 def generation_position_ids(
-    input_ids: Any,
+    input_ids: torch.Tensor,
     geo: MRopeGeometry,
-    image_grid_thw: Any | None = None,
-    video_grid_thw: Any | None = None,
-    second_per_grid_ts: Any | None = None,
-) -> Any:
+    image_grid_thw: torch.Tensor | None = None,
+    video_grid_thw: torch.Tensor | None = None,
+    second_per_grid_ts: torch.Tensor | Sequence[float] | None = None,
+) -> torch.Tensor:
     """The ``position_ids`` a Qwen model's ``forward`` / ``generate`` takes for a ``1 x L`` prompt:
     ``4 x 1 x L``, the plain token index (what the attention mask is built from) above the three
     M-RoPE rows, on the ids' device. ``generate`` extends every row by one per new token, so

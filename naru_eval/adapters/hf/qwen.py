@@ -22,8 +22,9 @@ in the shared-prefix and the per-question path, whatever the installed transform
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
@@ -35,8 +36,11 @@ from naru_eval.adapters.hf.positions import generation_position_ids, geometry_of
 from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
 from naru_eval.adapters.request import RequestFailed
 from naru_eval.core.budgets import Sampling
+from naru_eval.core.json_types import JSONObject
 
 if TYPE_CHECKING:
+    import torch
+
     from naru_eval.media.frame_cache import SamplingParams
     from naru_eval.media.sampler import SampledFrames
 
@@ -56,14 +60,6 @@ class QwenArgs(HFArgs):
         return replace(super().sampling, min_frames=self.min_frames)
 
 
-class QwenSizing(TypedDict):
-    """The run key's record of qwen-vl-utils' sizing, for a rate-sampled run."""
-
-    patch_size: int
-    min_frames: int | None
-    model_seq_len: int
-
-
 class QwenInputs(InputBuilder):
     """The Qwen families' shared rate sampling and positions (the module docstring); a family
     sets its ``patch_size``."""
@@ -81,13 +77,13 @@ class QwenInputs(InputBuilder):
         super().__init__(adapter, checkpoint)
         self._plans: dict[str, QwenVideoPlan] = {}
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JSONObject:
         s = self.adapter.sampling
         if s.fps is None:
             return {}
         from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
 
-        sizing: QwenSizing = {
+        sizing: JSONObject = {  # the run key's record of qwen-vl-utils' sizing, for a rate-sampled run
             "patch_size": self.patch_size,
             "min_frames": s.min_frames,
             "model_seq_len": vp.MODEL_SEQ_LEN,
@@ -127,7 +123,7 @@ class QwenInputs(InputBuilder):
         plan = self.video_plan(video)
         return sampling_params(num_frames=plan.nframes, size=(plan.height, plan.width), resize="float")
 
-    def position_ids(self, input_ids: Any, inputs: Any) -> Any | None:
+    def position_ids(self, input_ids: torch.Tensor, inputs: Mapping[str, Any]) -> torch.Tensor | None:
         """Qwen's reference M-RoPE positions (``naru_eval.adapters.hf.positions``), the same in the
         shared-prefix and the per-question path, whatever the installed transformers computes."""
         if inputs.get("video_grid_thw") is None and inputs.get("image_grid_thw") is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -102,7 +102,7 @@ class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
 
     @field_validator("model", mode="before")
     @classmethod
-    def _model(cls, v: Any) -> Any:
+    def _model(cls, v: object) -> str:
         if v is None or not str(v).strip():
             raise ValueError("required: a Gemini model id, e.g. gemini-3-flash-preview")
         return str(v).strip()
@@ -116,7 +116,7 @@ class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
 
     @field_validator("media_resolution", mode="before")
     @classmethod
-    def _resolution(cls, v: Any) -> str:
+    def _resolution(cls, v: object) -> str:
         return normalise_resolution(v)
 
     @field_validator("thinking_level")
@@ -131,7 +131,7 @@ class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
 
     @field_validator("temperature", mode="before")
     @classmethod
-    def _auto(cls, v: Any) -> Any:
+    def _auto(cls, v: object) -> object:
         return "auto" if isinstance(v, str) and v.strip().lower() == "auto" else v
 
     @field_validator("temperature")

@@ -7,7 +7,7 @@ keeps it whole on ``self.args``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -87,7 +87,7 @@ class OpenAICompatArgs(RetryArgs, TranscriptFields, SamplingArgs, AudioFields):
 
     @field_validator("model", mode="before")
     @classmethod
-    def _model(cls, v: Any) -> Any:
+    def _model(cls, v: object) -> str:
         if v is None or not str(v).strip():
             raise ValueError("model=<served model name> is required")
         return str(v)
@@ -103,14 +103,14 @@ class OpenAICompatArgs(RetryArgs, TranscriptFields, SamplingArgs, AudioFields):
 
     @field_validator("video_mode", mode="before")
     @classmethod
-    def _mode(cls, v: Any) -> Any:
+    def _mode(cls, v: object) -> object:
         if v is not None and v not in VIDEO_MODES:
             raise ValueError(f"must be one of {VIDEO_MODES}")
         return v
 
     @field_validator("reasoning", mode="before")
     @classmethod
-    def _auto(cls, v: Any) -> Any:
+    def _auto(cls, v: object) -> object:
         return "auto" if v is None or (isinstance(v, str) and v.strip().lower() == "auto") else v
 
     @model_validator(mode="after")
