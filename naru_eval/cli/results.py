@@ -131,7 +131,7 @@ def cmd_paper_reference(args: argparse.Namespace) -> int:
 
 def cmd_leaderboard_schema(args: argparse.Namespace) -> int:
     """Print the result schema (Markdown, from the models), or write it into a doc between its markers."""
-    from naru_eval.report.models import schema_markdown, with_schema
+    from naru_eval.report.schema_doc import schema_markdown, with_schema
 
     if not args.write:
         print(schema_markdown(), end="")
