@@ -627,7 +627,7 @@ def test_docs_schema_section_is_generated_from_the_models(capsys):
 
 def test_leaderboard_schema_command_checks_and_writes(tmp_path, capsys):
     doc = tmp_path / "doc.md"
-    from naru_eval.report.models import SCHEMA_BEGIN, SCHEMA_END
+    from naru_eval.report.schema_doc import SCHEMA_BEGIN, SCHEMA_END
 
     doc.write_text(f"intro\n{SCHEMA_BEGIN}\nold\n{SCHEMA_END}\noutro\n", encoding="utf-8")
     parser = argparse.ArgumentParser()
