@@ -141,7 +141,9 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
     # the data the question came from and what the model was given, as the MCQ payloads record them
     return open_payloads(
         sample.with_provenance(
-            doc.get("data_fingerprint") or None, provenance.current(doc.get("video_id")), world_size_from_env()
+            doc.get("data_fingerprint") or None,
+            provenance.current(doc.get("video_id"), doc.get("question_id")),
+            world_size_from_env(),
         )
     )
 
