@@ -71,6 +71,7 @@ from naru_eval.providers.openai_compat.wire import (
     audio_parts,
     video_url,
 )
+from naru_eval.settings import UserError
 
 if TYPE_CHECKING:
     from naru_eval.media.frame_cache import SamplingParams
@@ -79,6 +80,11 @@ if TYPE_CHECKING:
 #: video_mode -> how the frames reach the model (the input plan's delivery, its input mode)
 DELIVERY: dict[str, FrameDelivery] = {"video": "video", "frames": "images", "video_url": "server-sampled"}
 DEFAULT_MAX_TOKENS = 16
+#: the audio plan fills the served context
+NO_CONTEXT = (
+    "the server did not report its max_model_len (GET /models); give max_model_len=<the --max-model-len it was "
+    "started with> for the audio plan"
+)
 
 
 class ServerUnreachable(RuntimeError):
@@ -210,20 +216,40 @@ class OpenAICompat(AudioMixin, NaruModel):
         """The served context: ``max_model_len=``, else what ``GET /models`` reported."""
         ctx = self.args.max_model_len or self.served_max_model_len
         if not ctx:
-            raise RequestFailed(
-                "audio: the server did not report its max_model_len; give max_model_len=<the --max-model-len it was "
-                "started with> for the audio plan"
-            )
+            raise RequestFailed(f"audio: {NO_CONTEXT}")
         return int(ctx)
 
     def frame_tokens_of(self, sampled: SampledFrames) -> int:
         n, h, w = sampled.frames.shape[:3]
         tokens = media_tokens(self.model, self.video_mode if self.video_mode != "video_url" else "video", n, h, w)
         if tokens is None:
-            raise RequestFailed(
-                f"audio: the frames' tokens of {self.model!r} are not known here (a Qwen-Omni model is)"
-            )
+            raise RequestFailed(f"audio: {self.unknown_frame_tokens()}")
         return tokens
+
+    def unknown_frame_tokens(self) -> str:
+        return (
+            f"the frames' tokens of the served model {self.model!r} are not known here, and the audio plan counts "
+            "them beside the audio (audio alone too): the rule is read from a Qwen-Omni family's name, which a "
+            "vLLM --served-model-name hides; serve it under a name that says its family (e.g. "
+            "--served-model-name Qwen/Qwen2.5-Omni-7B) and give that as model="
+        )
+
+    def check_audio_plan(self, requests: Sequence[NaruRequest]) -> None:
+        """``audio=true``: what every answer's audio plan needs, known before the first question
+        (each failed every question at answer time): the frames' token rule of the served model
+        and the served context. All problems in one :class:`UserError`."""
+        if not self.gives_audio or not any(r.video for r in requests):
+            return
+        problems = []
+        if (
+            media_tokens(self.model, self.video_mode if self.video_mode != "video_url" else "video", 1, 448, 448)
+            is None
+        ):
+            problems.append(self.unknown_frame_tokens())
+        if not (self.args.max_model_len or self.served_max_model_len):
+            problems.append(NO_CONTEXT)
+        if problems:
+            raise UserError(f"{self.model_id}: audio=true, and nothing was asked: " + "; ".join(problems))
 
     def audio_url_parts(self, request: NaruRequest) -> list[AudioUrlPart]:
         """The soundtrack's windows of the request's video, in time order, as ``audio_url`` parts
@@ -287,6 +313,7 @@ class OpenAICompat(AudioMixin, NaruModel):
             return
         preflight.check_before_asking(self, requests)
         self.check_audio(requests)  # audio=true: every video's track, all problems at once
+        self.check_audio_plan(requests)  # and what each answer's audio plan needs
 
     # -- the frames -------------------------------------------------------------------------------
     def video_plan(self, video: str) -> QwenVideoPlan | None:

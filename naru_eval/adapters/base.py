@@ -443,7 +443,8 @@ class NaruModel(lmms):
         # one video at a time: the frame cache then decodes each video once
         pending = sorted(plan.pending, key=lambda i: (reqs[i].video or "", i))
         self.prepare_selection([reqs[i] for i in pending])  # every video's pool, before any answer
-        self.prepare([reqs[i] for i in pending])
+        with exit_on_user_error(self.model_id):  # a preflight's UserError: its message, exit 2, nothing asked
+            self.prepare([reqs[i] for i in pending])
 
         def record_failure(i: int, e: RequestFailed) -> None:
             self.failures[reqs[i].question_id] = str(e)

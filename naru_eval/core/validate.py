@@ -20,7 +20,7 @@ from naru_eval.core.data import (
 )
 from naru_eval.core.hub import load_dataset_from_env
 from naru_eval.core.transcripts import TranscriptSource, transcript_or_problem
-from naru_eval.media.audio import AudioInfo, probe_audio
+from naru_eval.media.audio import AudioInfo, audio_note, probe_audio
 from naru_eval.media.video import VideoError, VideoInfo, duration_problem, probe_video, stream_note
 
 
@@ -116,9 +116,9 @@ def _probe_paths(dataset: Dataset, workers: int) -> tuple[dict[str, VideoInfo], 
 def check_audio(
     dataset: Dataset, paths: dict[str, VideoInfo], workers: int = 8
 ) -> tuple[dict[str, AudioInfo], list[str]]:
-    """The audio track of every readable path (``paths``, the probes by path): a silent file or an
-    undecodable track is one problem naming the video and its questions, found before any model
-    runs; the tracks by video id (its first path)."""
+    """The audio track of every readable path (``paths``, the probes by path), decoded whole as a
+    run decodes it: a silent file or an undecodable track is one problem naming the video and its
+    questions, found before any model runs; the tracks by video id (its first path)."""
     users: dict[str, list[tuple[str, str]]] = {}  # path -> (video_id, question_id)
     for q in dataset.questions:
         path = dataset.video_file(q)
@@ -127,7 +127,7 @@ def check_audio(
 
     def probe(where: str) -> tuple[str, AudioInfo | str]:
         try:
-            return where, probe_audio(where)
+            return where, probe_audio(where, whole=True)  # what the run decodes, every packet
         except VideoError as e:
             return where, str(e)
 
@@ -195,6 +195,7 @@ def validate(
             report.audio, audio_problems = check_audio(dataset, report.paths)
             report.problems += audio_problems
         report.notes = [f"video {vid!r}: {note}" for vid, i in report.videos.items() if (note := stream_note(i))]
+        report.notes += [f"video {vid!r}: {note}" for vid, a in report.audio.items() if (note := audio_note(a))]
     if transcript is not None and transcript.enabled:
         report.transcripts, transcript_problems = check_transcripts(dataset, transcript, asr_model)
         report.problems += transcript_problems

@@ -17,7 +17,8 @@ generated from them: naru_eval/lmms/metric_lists.py).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from naru_eval.core import provenance
@@ -159,13 +160,30 @@ def mcq_fallback() -> Fallback | None:
     return fallback_for(get_judge)
 
 
+def stop_if_nothing_answered(items: Sequence[Mapping[str, Any]]) -> None:
+    """Every aggregation's first step: a run whose every question failed (each request failed for
+    good: a setting that cannot work, a server that never answered) ends here, exit 1, before
+    lmms-eval writes a results file of nothing but failures that would read as a score. The
+    failures are in the response store, asked again on the next run; the model's log says why."""
+    if items and all(x.get("method") == "invalid:failed" or x.get("status") == "failed" for x in items):
+        print(
+            f"naru: every one of the run's {len(items)} questions failed (no request was answered; the model's "
+            "log above says why), so no results are written. The failures are asked again on the next run.",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(1)
+
+
 def aggregate(items: list[Mapping[str, Any]]) -> float | None:
     """A per-item mean (``accuracy``, a category, ``invalid_rate``): mean ``score``."""
+    stop_if_nothing_answered(items)
     return aggregate_score(items)
 
 
 def aggregate_macro(items: list[Mapping[str, Any]]) -> float | None:
     """``overall``/``narrative``/``cultural``: the authors' mean of category means."""
+    stop_if_nothing_answered(items)
     return _aggregate_macro(items, MCQ.overall)
 
 
@@ -243,6 +261,7 @@ def aggregate_circular(items: list[Mapping[str, Any]]) -> float | None:
     """``circular``: percent of questions right in all rotations (grouped by base_question_id)."""
     from naru_eval.core.variants import aggregate_circular as _agg
 
+    stop_if_nothing_answered(items)
     return _agg(items)
 
 
@@ -288,6 +307,7 @@ def aggregate_open_mean(items: list[Mapping[str, Any]]) -> float | None:
     the judge could not be reached for too many responses."""
     from naru_eval.judge.score import OPEN
 
+    stop_if_nothing_answered(items)
     return OPEN.aggregate_as("mean", items)
 
 
@@ -295,11 +315,13 @@ def aggregate_open_macro(items: list[Mapping[str, Any]]) -> float | None:
     """naru_open ``overall``/``narrative``/``cultural``: mean of the category mean recalls."""
     from naru_eval.judge.score import OPEN
 
+    stop_if_nothing_answered(items)
     return OPEN.aggregate_as("macro", items)
 
 
 def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float | None:
     """Sum of ``score``: ``n_scored``, ``n_unscored``."""
+    stop_if_nothing_answered(items)
     return aggregate_sum(items)
 
 
@@ -310,5 +332,6 @@ def aggregate_open_cost(items: list[Mapping[str, Any]]) -> float | None:
     ``null`` to results.json, never a partial sum shown as the total."""
     from naru_eval.lmms.open_task import log_run_summary
 
+    stop_if_nothing_answered(items)
     log_run_summary(items)
     return aggregate_sum(items)

@@ -25,15 +25,19 @@ A file without an audio stream is a :class:`~naru_eval.media.video.VideoError` n
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from naru_eval.media.audio_decode import DecodeReport, Placer, decode_into
 from naru_eval.media.video import VideoError, check_file, video_stream
 
 if TYPE_CHECKING:
     import numpy as np
+
+log = logging.getLogger(__name__)
 
 #: what every audio path here feeds its model: 16 kHz mono (Whisper, Parakeet)
 SAMPLE_RATE = 16_000
@@ -47,7 +51,9 @@ CONVERSION = "mono-mean/swr/f32"
 class AudioInfo(NamedTuple):
     """What :func:`probe_audio` reads of a file's audio: the stream a player plays, where it starts
     on the frames' time axis (container timestamps: the video stream's start is the origin),
-    and how long the container says it is."""
+    and how long the container says it is. Decoded whole (``whole=True``), also what the run's
+    decode meets: ``decoded_s`` seconds of samples, the packets the decoder refused (skipped:
+    their time is silence) and each run's format (several: it changes mid-stream)."""
 
     path: str
     stream_index: int
@@ -57,6 +63,9 @@ class AudioInfo(NamedTuple):
     start_s: float
     duration_s: float
     audio_streams: int
+    decoded_s: float | None = None
+    skipped_packets: int = 0
+    formats: tuple[str, ...] = ()
 
 
 class SampledAudio(NamedTuple):
@@ -143,9 +152,11 @@ def _seconds(value: Any, time_base: Any) -> float | None:
     return float(value * time_base) if value is not None and time_base is not None else None
 
 
-def probe_audio(path: str | os.PathLike[str], stream: int | None = None) -> AudioInfo:
+def probe_audio(path: str | os.PathLike[str], stream: int | None = None, whole: bool = False) -> AudioInfo:
     """Open ``path``, choose its audio stream and decode its first audio frame (a silent file or an
-    undecodable track is a :class:`VideoError` naming the file)."""
+    undecodable track is a :class:`VideoError` naming the file). ``whole``: then decode the whole
+    track as the sampler does (``naru-eval validate-data --audio``), so what a run would meet is
+    found, and said (:func:`audio_note`), before it."""
     import av
 
     p = Path(path)
@@ -159,17 +170,17 @@ def probe_audio(path: str | os.PathLike[str], stream: int | None = None) -> Audi
             duration = _seconds(a.duration, a.time_base)
             if duration is None and container.duration is not None:
                 duration = container.duration / 1_000_000 - ((a_start or 0.0) - (container.start_time or 0) / 1_000_000)
-            first_time: float | None = None
-            decoded = False
+            first: Any = None  # the first decoded audio frame
             for packet in container.demux(a):
-                for frame in packet.decode():
-                    decoded, first_time = True, getattr(frame, "time", None)
+                try:
+                    first = next(iter(packet.decode()), None)
+                except av.error.FFmpegError:
+                    continue  # a packet the decoder refuses is skipped, as the sampler skips it
+                if first is not None:
                     break
-                if decoded:
-                    break
-            if not decoded:
+            if first is None:
                 raise VideoError(p, f"audio stream #{a.index}: no decodable audio frame")
-            start = first_time if first_time is not None else (a_start or 0.0)
+            start = first.time if first.time is not None else (a_start or 0.0)
             info = AudioInfo(
                 str(p),
                 int(a.index),
@@ -180,6 +191,13 @@ def probe_audio(path: str | os.PathLike[str], stream: int | None = None) -> Audi
                 float(duration or 0.0),
                 len(container.streams.audio),
             )
+        if whole:
+            with av.open(str(p)) as container:
+                placer = Placer((), SAMPLE_RATE, 0.0)
+                report = _decode(p, container, audio_stream(p, container, stream), placer, SAMPLE_RATE)
+            info = info._replace(
+                decoded_s=placer.placed / SAMPLE_RATE, skipped_packets=report.skipped_packets, formats=report.formats
+            )
     except VideoError:
         raise
     except Exception as e:  # PyAV raises several error types for corrupt files
@@ -187,89 +205,42 @@ def probe_audio(path: str | os.PathLike[str], stream: int | None = None) -> Audi
     return info
 
 
-def _graph(stream: Any, first: Any, rate: int) -> Any:
-    """abuffer -> mean of the channels -> swr to ``rate`` -> float32 mono: one filter graph."""
-    from av.filter import Graph
-
-    graph = Graph()
-    src = graph.add(
-        "abuffer",
-        sample_rate=str(first.sample_rate),
-        sample_fmt=first.format.name,
-        channel_layout=first.layout.name,
-        time_base=str(first.time_base),
-    )
-    n = len(first.layout.channels)
-    gains = "+".join(f"{1.0 / n!r}*c{i}" for i in range(n))
-    pan = graph.add("pan", f"mono|c0={gains}")
-    resample = graph.add("aresample", str(rate))
-    fmt = graph.add("aformat", sample_fmts="flt", channel_layouts="mono", sample_rates=str(rate))
-    sink = graph.add("abuffersink")
-    src.link_to(pan)
-    pan.link_to(resample)
-    resample.link_to(fmt)
-    fmt.link_to(sink)
-    graph.configure()
-    return graph
+def audio_note(info: AudioInfo) -> str | None:
+    """``validate-data --audio``'s note on a track the run decodes past a problem of: packets the
+    decoder refused, a format that changes mid-stream; else None."""
+    said = []
+    if info.skipped_packets:
+        said.append(
+            f"{info.skipped_packets} packet(s) the decoder refused are skipped, their time silence "
+            f"({info.decoded_s or 0.0:.1f} s of audio decoded)"
+        )
+    if len(info.formats) > 1:
+        said.append(
+            f"the format changes mid-stream ({' -> '.join(info.formats)}); each run is downmixed and resampled "
+            "with its own layout and rate"
+        )
+    return f"{info.path}: audio stream #{info.stream_index}: {'; '.join(said)}" if said else None
 
 
-class _Placer:
-    """Copies resampled chunks into the windows' buffer by their timestamps."""
+def _decode(p: Path, container: Any, stream: Any, placer: Placer, rate: int) -> DecodeReport:
+    """The one decode pass (:func:`~naru_eval.media.audio_decode.decode_into`); a stream with no
+    decodable frame is a :class:`VideoError`."""
+    report = decode_into(container, stream, placer, rate)
+    if not report.formats:
+        refused = f" (the decoder refused all {report.skipped_packets} packets)" if report.skipped_packets else ""
+        raise VideoError(p, f"audio stream #{stream.index}: no decodable audio frame{refused}")
+    return report
 
-    def __init__(self, windows: tuple[tuple[float, float], ...], rate: int, origin_s: float) -> None:
-        import numpy as np
 
-        self.rate = rate
-        self.origin_s = origin_s
-        self.bounds = [(round(s * rate), round(e * rate)) for s, e in windows]
-        self.starts = [s for s, _ in self.bounds]
-        sizes = [e - s for s, e in self.bounds]
-        self.offsets = [0, *np.cumsum(sizes).tolist()]
-        self.out = np.zeros(self.offsets[-1], np.float32)
-        self.covered = [0] * len(windows)
-        self.next_at: int | None = None  # where a chunk without a timestamp goes
-        self.first: int | None = None
-        self.last: int | None = None
-        #: with the sink's time base 1/rate, a timestamp is a sample number: ``pts - shift``
-        self.shift: int | None = None
-        self.time_base: Any = None
-
-    def place(self, frame: Any) -> None:
-        import bisect
-
-        import numpy as np
-
-        x = np.frombuffer(frame.planes[0], dtype=np.float32, count=frame.samples)
-        if frame.pts is not None and frame.time_base is not None:
-            if frame.time_base != self.time_base:
-                self.time_base = frame.time_base
-                exact = frame.time_base.numerator == 1 and frame.time_base.denominator == self.rate
-                self.shift = round(self.origin_s * self.rate) if exact else None
-            if self.shift is not None:
-                at = int(frame.pts) - self.shift
-            else:
-                at = round((float(frame.pts * frame.time_base) - self.origin_s) * self.rate)
-        elif self.next_at is not None:
-            at = self.next_at
-        else:
-            at = round(-self.origin_s * self.rate)
-        end = at + len(x)
-        self.next_at = end
-        self.first = at if self.first is None else min(self.first, at)
-        self.last = end if self.last is None else max(self.last, end)
-        w = max(0, bisect.bisect_right(self.starts, at) - 1)
-        while w < len(self.bounds) and self.bounds[w][0] < end:
-            s, e = self.bounds[w]
-            lo, hi = max(s, at), min(e, end)
-            if lo < hi:
-                self.out[self.offsets[w] + lo - s : self.offsets[w] + hi - s] = x[lo - at : hi - at]
-                self.covered[w] += hi - lo
-            w += 1
-
-    @property
-    def done(self) -> bool:
-        """Past the last window (nothing later can land in one)."""
-        return bool(self.bounds) and self.next_at is not None and self.next_at >= self.bounds[-1][1] + self.rate
+def _warn_skipped(p: Path, stream: int, report: DecodeReport) -> None:
+    if report.skipped_packets:
+        log.warning(
+            "%s: audio stream #%d: %d packet(s) the decoder refused were skipped; their time is silence, "
+            "not counted as covered",
+            p,
+            stream,
+            report.skipped_packets,
+        )
 
 
 def sample_audio(
@@ -298,21 +269,8 @@ def sample_audio(
         with av.open(str(p)) as container:
             a = audio_stream(p, container, stream)
             chosen = int(a.index)  # read while the container is open
-            placer = _Placer(wins, rate, origin_s)
-            graph = None
-            for packet in container.demux(a):
-                for frame in packet.decode():
-                    if graph is None:
-                        graph = _graph(a, frame, rate)
-                    graph.push(frame)
-                    _drain(graph, placer)
-                if placer.done:
-                    break
-            if graph is None:
-                raise VideoError(p, f"audio stream #{chosen}: no decodable audio frame")
-            if not placer.done:
-                graph.push(None)
-                _drain(graph, placer)
+            placer = Placer(wins, rate, origin_s)
+            _warn_skipped(p, chosen, _decode(p, container, a, placer, rate))
     except VideoError:
         raise
     except Exception as e:  # PyAV raises several error types for corrupt files
@@ -325,7 +283,7 @@ def sample_audio(
         covered_s=tuple(c / rate for c in placer.covered),
         stream_index=chosen,
         track_start_s=(placer.first or 0) / rate,
-        track_end_s=(placer.last or 0) / rate,
+        track_end_s=(placer.next_at or 0) / rate,
         path=str(p),
     )
 
@@ -351,17 +309,6 @@ def sample_track(
     except Exception as e:  # PyAV raises several error types for corrupt files
         raise VideoError(p, f"cannot be indexed ({type(e).__name__}: {e})") from None
     return sample_audio(p, [(0.0, duration)], rate=rate, stream=stream, index_dir=index_dir)
-
-
-def _drain(graph: Any, placer: _Placer) -> None:
-    import av
-
-    while True:
-        try:
-            out = graph.pull()
-        except (EOFError, av.error.BlockingIOError):
-            return
-        placer.place(out)
 
 
 def wav_bytes(samples: np.ndarray, rate: int = SAMPLE_RATE) -> bytes:

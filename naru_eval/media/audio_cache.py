@@ -2,12 +2,13 @@
 on-disk cache (``<NARU_FRAME_CACHE>/audio/``, or ``disk_dir``).
 
 Entries are keyed by the file's *content* fingerprint
-(:func:`naru_eval.media.fingerprint.content_fingerprint`), not its path or mtime, so the same video
-under another data directory or copied to another node is the same entry, and by every parameter
-of :func:`naru_eval.media.audio.sample_audio` (windows on the 10-ms grid, rate, stream) and how
-the samples are made (:data:`naru_eval.media.audio.CONVERSION`). Disk entries are written
-atomically and say what they are: one whose stored key, windows or length disagree with what it
-is asked for is a miss, never an answer.
+(:func:`naru_eval.media.fingerprint.content_fingerprint`, a hash of the whole file), not its path
+or mtime, so the same video under another data directory or copied to another node is the same
+entry, and by every parameter of :func:`naru_eval.media.audio.sample_audio` (windows on the 10-ms
+grid, rate, stream) and how the samples are made (:data:`naru_eval.media.audio.CONVERSION`).
+Disk entries are written atomically and carry that identity, as frame cache entries carry
+theirs: one whose identity (its video's fingerprint and size, the parameters), windows or length
+disagree with what it is asked for is a miss, never an answer.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from naru_eval.media.entries import MemoryLRU, NpzFolder
 from naru_eval.media.fingerprint import content_fingerprint
 from naru_eval.settings import settings
 
-#: part of every key: a change to what an entry holds makes older entries misses
-AUDIO_CACHE_FORMAT = 1
+#: part of every key: a change to what an entry holds makes older entries misses (2: Matroska
+#: frames placed within their timestamps' rounding, gaps filled before the resampler)
+AUDIO_CACHE_FORMAT = 2
 
 
 class AudioParams(TypedDict):
@@ -45,15 +47,22 @@ def audio_params(
     return {"windows": [(s, e) for s, e in normalise_windows(windows)], "rate": int(rate), "stream": stream}
 
 
-def audio_cache_key(path: str | os.PathLike[str], params: AudioParams) -> str:
-    """Hash of the file's content fingerprint, the parameters and how samples are made."""
+def audio_identity(path: str | os.PathLike[str], params: AudioParams) -> str:
+    """What an entry is: its video's content fingerprint and size, the parameters and how samples
+    are made (JSON, the text an entry carries)."""
     ident = {
         "content": content_fingerprint(path),
+        "size": Path(path).stat().st_size,
         "format": AUDIO_CACHE_FORMAT,
         "conversion": CONVERSION,
         **params,
     }
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()
+    return json.dumps(ident, sort_keys=True)
+
+
+def audio_cache_key(path: str | os.PathLike[str], params: AudioParams) -> str:
+    """Hash of :func:`audio_identity`."""
+    return hashlib.sha256(audio_identity(path, params).encode()).hexdigest()
 
 
 @dataclass
@@ -91,18 +100,19 @@ class AudioCache:
         import time
 
         params = audio_params(windows, rate, stream)
-        key = self.key(path, params)
+        ident = audio_identity(path, params)
+        key = hashlib.sha256(ident.encode()).hexdigest()
         held = self._memory.get(key)
         if held is not None:
             self.stats.memory_hits += 1
             return held
         start = time.perf_counter()
         try:
-            return self._fetch(key, params, path)
+            return self._fetch(key, ident, params, path)
         finally:
             self.stats.wait_s += time.perf_counter() - start
 
-    def _fetch(self, key: str, params: AudioParams, path: str | os.PathLike[str]) -> SampledAudio:
+    def _fetch(self, key: str, ident: str, params: AudioParams, path: str | os.PathLike[str]) -> SampledAudio:
         """From memory, disk or one decode (one per key, however many threads ask)."""
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
@@ -110,17 +120,17 @@ class AudioCache:
             held = self._memory.get(key)
             if held is not None:
                 return held
-            sampled = self._load_disk(key, params, str(path))
+            sampled = self._load_disk(key, ident, params, str(path))
             if sampled is not None:
                 self.stats.disk_hits += 1
             else:
                 sampled = sample_audio(path, params["windows"], rate=params["rate"], stream=params["stream"])
                 self.stats.decodes += 1
-                self._save_disk(key, sampled)
+                self._save_disk(key, ident, sampled)
             self._memory.put(key, sampled)
             return sampled
 
-    def _load_disk(self, key: str, params: AudioParams, path: str) -> SampledAudio | None:
+    def _load_disk(self, key: str, ident: str, params: AudioParams, path: str) -> SampledAudio | None:
         import numpy as np
 
         file = self._disk.path(key)
@@ -134,7 +144,7 @@ class AudioCache:
             offsets = tuple(int(o) for o in meta["offsets"])
             expected = [(s, e) for s, e in params["windows"]]
             if (
-                meta["key"] != key
+                meta["identity"] != ident
                 or [tuple(w) for w in windows] != [tuple(w) for w in expected]
                 or samples.dtype != np.float32
                 or len(samples) != offsets[-1]
@@ -155,11 +165,11 @@ class AudioCache:
         except Exception:  # a damaged entry is a miss, never an error
             return None
 
-    def _save_disk(self, key: str, s: SampledAudio) -> None:
+    def _save_disk(self, key: str, ident: str, s: SampledAudio) -> None:
         import numpy as np
 
         meta = {
-            "key": key,
+            "identity": ident,
             "rate": s.rate,
             "windows": [list(w) for w in s.windows],
             "offsets": list(s.offsets),

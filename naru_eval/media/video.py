@@ -111,19 +111,35 @@ def video_stream(p: Path, container: Any) -> Any:
     return best
 
 
+def _end_times(container: Any) -> bool:
+    """Whether the container's durations are end times: FFmpeg's Matroska muxer (``Lavf``, which
+    writes yt-dlp's merges and every ``ffmpeg -c copy`` remux) writes a track's ``DURATION`` tag
+    and the segment's duration as the end timestamp of the last frame, so a file whose streams
+    start at 10 s claims 20 s for 10 s of video; the specification and mkvmerge mean a length."""
+    if "matroska" not in (container.format.name or ""):
+        return False
+    writer = {str(k).lower(): str(v) for k, v in (container.metadata or {}).items()}.get("encoder", "")
+    return writer.startswith("Lavf")
+
+
 def claimed_duration(container: Any, stream: Any) -> float:
-    """Seconds of video the container claims: the stream's own duration, else the file's."""
+    """Seconds of video the container claims: the stream's own duration, else its Matroska
+    ``DURATION`` tag, else the file's; an end time (:func:`_end_times`) less the stream's start."""
     if stream.duration is not None and stream.time_base is not None:
         return float(stream.duration * stream.time_base)
+    start = float(stream.start_time * stream.time_base) if stream.start_time is not None and stream.time_base else 0.0
+    end_times = _end_times(container)
     tag = (stream.metadata or {}).get("DURATION")  # Matroska writes the track's duration as a tag
     if tag:
         try:
             h, m, sec = tag.split(":")
-            return int(h) * 3600 + int(m) * 60 + float(sec)
+            value = int(h) * 3600 + int(m) * 60 + float(sec)
+            return max(0.0, value - start) if end_times else value
         except ValueError:
             pass
     if container.duration is not None:
-        start = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
+        if end_times:
+            return max(0.0, container.duration / 1_000_000 - start)
         return max(0.0, container.duration / 1_000_000 - (start - (container.start_time or 0) / 1_000_000))
     return 0.0
 

@@ -193,3 +193,22 @@ def test_every_path_of_every_question_is_probed(copy_data, capsys):
     assert "vid002" in report.videos  # the default path of vid002 is readable
     assert main(["validate-data", str(d)]) == 1
     assert "vid002_cut.mp4" in capsys.readouterr().err
+
+
+def test_validate_audio_decodes_what_the_run_decodes(tmp_path, capsys):
+    """``--audio`` decoded one frame, so it said OK of a track the run then met a damaged packet
+    in (issue 33, finding 2): it now decodes each track whole, as the run does, and says what the
+    run will decode past (the packet skipped, its time silence)."""
+    from naru_eval.core.synthetic import SyntheticSpec, make_dataset
+    from tests.helpers.soundtrack import audio_packet_at, remux
+
+    data = make_dataset(tmp_path / "d", SyntheticSpec(counts={"N.1": 2}, n_videos=2, audio=True))
+    video = data / "videos" / "vid001.mp4"
+    damaged = remux(video, tmp_path / "damaged.mp4", damage=audio_packet_at(video, 1.0))
+    damaged.replace(video)
+    report = validate(data, audio=True)
+    assert report.ok and report.audio["vid001"].skipped_packets == 1
+    (note,) = [n for n in report.notes if "vid001" in n]
+    assert "1 packet(s) the decoder refused are skipped" in note and str(video) in note
+    assert main(["validate-data", str(data), "--audio"]) == 0
+    assert "note: video 'vid001'" in capsys.readouterr().out

@@ -146,3 +146,42 @@ def onsets(samples: np.ndarray, rate: int, threshold: float = 0.1, gap_s: float 
             out.append(i / rate)
         last = i
     return out
+
+
+def remux(src: Path, dst: Path, shift_s: dict[str, float] | None = None, damage: int | None = None) -> Path:
+    """``src``'s packets, copied by PyAV (FFmpeg's muxers, ``Lavf``) into ``dst``'s container:
+    ``shift_s`` moves the streams of a kind (``"video"``, ``"audio"``) later by that many seconds;
+    ``damage`` zeroes the payload of that audio packet (counted from 0), which the AAC decoder
+    then refuses. Returns ``dst``."""
+    import av
+
+    shift_s = shift_s or {}
+    with av.open(str(src)) as i, av.open(str(dst), "w") as o:
+        out = {s.index: o.add_stream_from_template(s) for s in i.streams if s.type in ("video", "audio")}
+        n = 0
+        for p in i.demux():
+            source = p.stream
+            if p.dts is None or source.index not in out:
+                continue
+            if source.type == "audio":
+                if n == damage:
+                    q = av.Packet(bytes(p.size))
+                    q.pts, q.dts, q.duration, q.time_base, q.is_keyframe = p.pts, p.dts, p.duration, p.time_base, True
+                    p = q
+                n += 1
+            move = round(shift_s.get(source.type, 0.0) / p.time_base)
+            p.pts, p.dts = p.pts + move if p.pts is not None else None, p.dts + move
+            p.stream = out[source.index]
+            o.mux(p)
+    return dst
+
+
+def audio_packet_at(path: Path, t: float) -> int:
+    """The number (from 0) of the audio packet playing at ``t`` seconds of the file's clock."""
+    import av
+
+    with av.open(str(path)) as c:
+        for n, p in enumerate(q for q in c.demux(c.streams.audio[0]) if q.dts is not None):
+            if p.pts is not None and float((p.pts + (p.duration or 0)) * p.time_base) > t:
+                return n
+    raise ValueError(f"{path}: no audio packet at {t} s")

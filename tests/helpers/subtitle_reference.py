@@ -24,8 +24,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-REALAV = (ROOT / ".." / "shared" / "realav").resolve()
+from tests.helpers.shared_files import REALAV, ROOT
+
 NODE_MODULES = ROOT / ".node" / "node_modules"
 _WEBVTT_DRIVER = Path(__file__).with_name("webvtt_reference.js")
 

@@ -72,3 +72,18 @@ def test_check_and_write(tmp_path, capsys):
 
 def test_each_table_is_declared_in_one_yaml():
     assert sorted(t.kind for t in task_yamls().values()) == sorted(t.kind for t in tables())
+
+
+def test_aggregation_stops_a_run_whose_every_question_failed(capsys):
+    """The guard before lmms-eval writes results (issue 33): all failed, exit 1 and why; one
+    answer, or an open-ended run with one judged answer, aggregates as before."""
+    from naru_eval.lmms import tasks
+
+    failed = {"method": "invalid:failed", "score": 0.0, "category": "N.1"}
+    with pytest.raises(SystemExit) as stop:
+        tasks.aggregate([failed, failed])
+    assert stop.value.code == 1 and "every one of the run's 2 questions failed" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        tasks.aggregate_open_sum([{"status": "failed", "score": 0.0}])
+    assert tasks.aggregate([failed, {"method": "explicit", "score": 100.0, "category": "N.1"}]) == 50.0
+    assert tasks.aggregate_open_sum([{"status": "failed", "score": 0.0}, {"status": "scored", "score": 1.0}]) == 1.0

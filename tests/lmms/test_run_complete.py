@@ -143,3 +143,21 @@ def test_the_demo_reports_a_run_cut_by_a_full_disk(tmp_path, capsys):
         err = capsys.readouterr().err
     assert "demo: FAILED: the lmms-eval run is not complete" in err
     assert "cut short: was the disk full?" in err or "line(s), expected one per question" in err, err[-3000:]
+
+
+def test_a_run_whose_every_question_failed_writes_no_results(small_data, tmp_path):
+    """Issue 33: a run whose every request failed (here a server that answers every question with
+    HTTP 500, no retries) went on to a results file of failures that read as a 0 % score. It now
+    ends before lmms-eval writes one, exit 1, saying so; one answered question is a run again."""
+    store = tmp_path / "responses.sqlite"
+    env = {"NARU_DATA_DIR": str(small_data), "NARU_RESPONSE_STORE": str(store), "OPENAI_API_KEY": "sk-naru-test"}
+    n = len(docs_of(small_data))
+    with OpenAIStub(responder=lambda req: "The answer is C.", statuses=[500] * n) as stub:
+        args = f"model=stub,base_url={stub.base_url},num_frames=2,max_retries=0,abort_after={n + 1}"
+        failed = run_lmms_eval("naru_openai_compat", args, [TASK], tmp_path / "out", env=env, timeout=300)
+        assert len(stub.chat_requests()) == n
+        assert failed.returncode == 1 and failed.results_file is None, failed.stderr[-3000:]
+        assert f"every one of the run's {n} questions failed" in failed.stderr
+        assert not list((tmp_path / "out").rglob("*_results.json"))
+        again = run_lmms_eval("naru_openai_compat", args, [TASK], tmp_path / "out", env=env, timeout=300)
+        assert again.ok, again.failure()  # the failures were asked again, and answered

@@ -203,3 +203,60 @@ def test_wav_bytes_are_the_samples_bit_for_bit():
     x = np.random.default_rng(0).normal(0, 0.3, 16_001).astype(np.float32)
     rate, y = wavfile.read(io.BytesIO(wav_bytes(x)))
     assert rate == SAMPLE_RATE and y.dtype == np.float32 and np.array_equal(x, y)
+
+
+def _sampled_before(size: int) -> list[tuple[int, int]]:
+    """The byte ranges the fingerprint read before issue 33: the first and last MiB and 16 blocks
+    of 64 KiB evenly spaced between."""
+    edge, block = 1 << 20, 1 << 16
+    return [(0, edge), (max(0, size - edge), size)] + [
+        (size * (i + 1) // 17, size * (i + 1) // 17 + block) for i in range(16)
+    ]
+
+
+def test_two_videos_the_old_blocks_could_not_tell_apart(tmp_path):
+    """Issue 33, finding 5: two real videos of one size whose soundtracks differ only between the
+    blocks the fingerprint sampled shared one fingerprint, and the audio cache handed one the
+    other's samples. The fingerprint now hashes the whole file: each gets its own."""
+    import av
+
+    spec = replace(SPEC, seconds=30.0, fmt="matroska", audio_codec="pcm_s16le")
+    a = write(tmp_path / "a.mkv", spec)
+    data = bytearray(a.read_bytes())
+    sampled = _sampled_before(len(data))
+    with av.open(str(a)) as c:  # an audio packet between the sampled blocks
+        for p in c.demux(c.streams.audio[0]):
+            at = data.find(bytes(p), p.pos or 0) if p.size else -1
+            if at > 0 and all(at + p.size <= lo or hi <= at for lo, hi in sampled):
+                data[at : at + p.size] = bytes(x ^ 0x5A for x in data[at : at + p.size])  # noise
+                break
+        else:
+            pytest.fail("no audio packet lies between the sampled blocks")
+    b = tmp_path / "b.mkv"
+    b.write_bytes(bytes(data))
+    assert all(a.read_bytes()[lo:hi] == data[lo:hi] for lo, hi in sampled)  # the old fingerprint's view: one file
+    assert content_fingerprint(a) != content_fingerprint(b)
+    cache = AudioCache(disk_dir=tmp_path / "audio")
+    got_a, got_b = cache.get(a, [(0.0, 30.0)]), cache.get(b, [(0.0, 30.0)])
+    assert cache.stats.decodes == 2 and not np.array_equal(got_a.samples, got_b.samples)
+    assert np.array_equal(got_b.samples, sample_audio(b, [(0.0, 30.0)]).samples)
+
+
+def test_the_fingerprint_is_hashed_once_per_file(files, tmp_path, monkeypatch):
+    """The whole-file hash is paid once: a later process finds it in the memo beside the frame
+    index (under the file's stat identity); a file written again (its ctime moves) is hashed again."""
+    from naru_eval.media import fingerprint
+
+    monkeypatch.setenv("NARU_FRAME_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "v.mp4"
+    path.write_bytes(files["mp4"].read_bytes())
+    first = content_fingerprint(path)
+    hashed: list[str] = []
+    real = fingerprint.hash_file
+    monkeypatch.setattr(fingerprint, "hash_file", lambda p: hashed.append(str(p)) or real(p))  # counts, then hashes
+    fingerprint._MEMO.clear()  # a new process
+    assert content_fingerprint(path) == first and hashed == []
+    path.write_bytes(files["late_mp4"].read_bytes())
+    fingerprint._MEMO.clear()
+    assert content_fingerprint(path) == content_fingerprint(files["late_mp4"]) != first
+    assert hashed == [str(path.resolve()), str(files["late_mp4"].resolve())]

@@ -49,8 +49,8 @@ def docs_for(video: Path, n: int = 2) -> list[dict[str, Any]]:
 
 
 def make_model(stub: OpenAIStub, tmp_path: Path, docs, **args: Any) -> OpenAICompat:
+    args = {"model": OMNI, **args}
     m = OpenAICompat(
-        model=OMNI,
         base_url=stub.base_url,
         response_store=str(tmp_path / "store.sqlite"),
         retry_base_delay=0.01,
@@ -164,3 +164,25 @@ def test_the_audio_recipe_holds_what_the_adapter_sends():
     assert parts <= limits["audio"] and limits["video"] == 1
     assert frames + plan.tokens + m.audio_reserve() <= max_len
     assert "--enable-prefix-caching" in serve and '"num_frames": -1' in block
+
+
+def test_what_fails_at_answer_time_is_refused_before_any_request(tmp_path, videos, capsys):
+    """Issue 33, finding 4: a Qwen-Omni served under its own name (vLLM --served-model-name) with
+    audio=true passed the preflight, then failed every question at answer time (its frames'
+    tokens are read from a family's name), and the run went on to its results. Now it is
+    refused before anything is asked, with the fix, as is a server that does not say its
+    context; each question's failure at answer time said the same, once per question."""
+    docs = docs_for(videos["late"])
+    with OpenAIStub(models=["my-omni"], owner="vllm", max_model_len=16_000, responder=lambda r: "A") as stub:
+        m = make_model(stub, tmp_path, docs, model="my-omni", audio_encoder="qwen2_5_omni")
+        with pytest.raises(SystemExit) as stop:
+            run(m, docs)
+        assert stop.value.code == 2 and stub.chat_requests() == []
+    said = capsys.readouterr().err
+    assert "naru_openai_compat: audio=true, and nothing was asked" in said and "--served-model-name" in said
+    with OpenAIStub(models=[OMNI], owner="vllm", responder=lambda r: "A") as stub:  # no max_model_len listed
+        m = make_model(stub, tmp_path, docs)
+        with pytest.raises(SystemExit):
+            run(m, docs)
+        assert stub.chat_requests() == []
+    assert "did not report its max_model_len" in capsys.readouterr().err
