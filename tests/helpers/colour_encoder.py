@@ -59,8 +59,13 @@ def build_colour_encoder(out: str | Path) -> Path:
     layer = {"hidden_size": DIM, "intermediate_size": DIM, "num_hidden_layers": 1, "num_attention_heads": 1}
     config = SiglipConfig(
         text_config={
-            **layer, "vocab_size": len(vocab), "max_position_embeddings": 16, "projection_size": DIM,
-            "pad_token_id": 0, "bos_token_id": 0, "eos_token_id": 0,
+            **layer,
+            "vocab_size": len(vocab),
+            "max_position_embeddings": 16,
+            "projection_size": DIM,
+            "pad_token_id": 0,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
         },  # fmt: skip
         vision_config={**layer, "image_size": SIDE, "patch_size": SIDE},
     )
