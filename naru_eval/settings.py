@@ -171,6 +171,11 @@ class Settings(BaseModel):
         "directory of the ASR transcripts `naru-eval transcribe` writes (and their checkpoints)",
         "NARU_CACHE_DIR/transcripts",
     )
+    select_cache: str | None = _var(
+        None,
+        "directory of the candidate pools' frame embeddings (`select=`: one per video, encoder and pool rate)",
+        "NARU_CACHE_DIR/pools",
+    )
     # -- API runs
     config_error_after: int | None = _var(
         None,

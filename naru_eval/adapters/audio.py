@@ -84,7 +84,8 @@ class AudioMixin:
     model_id: ClassVar[str]
     #: video -> the video whose soundtrack it is given (``audio_source=other``), set by prepare
     _audio_from: dict[str, str]
-    #: video -> its plan (per video, the same for all its questions)
+    #: a video's frames (``media.sampler.frames_key``) -> its plan (the same for all the questions
+    #: asked with those frames: every question of the video, unless frames are chosen per question)
     _audio_plans: dict[str, AudioPlan]
     #: what the adapter gives: the language model's context, and what the frames cost in it
     #: (audio only plans as if they were given)
@@ -223,10 +224,12 @@ class AudioMixin:
         """The plan of the video ``sampled`` is from, beside ``video_tokens`` of frames (0 for audio
         only: then the frames' windows, so both arms of an ablation hear the same audio)."""
         from naru_eval.media.audio_plan import AudioPlanError, plan_audio
+        from naru_eval.media.sampler import frames_key
 
         video = sampled.info.path
-        if video in self._audio_plans:
-            return self._audio_plans[video]
+        key = frames_key(sampled)  # the windows follow the frames (chosen per question with select=)
+        if key in self._audio_plans:
+            return self._audio_plans[key]
         budget = self.context_tokens() - self.audio_reserve()
         if self.gives_frames:
             budget -= video_tokens
@@ -243,7 +246,7 @@ class AudioMixin:
             )
         except AudioPlanError as e:
             raise RequestFailed(f"audio: {e}") from None
-        self._audio_plans[video] = plan
+        self._audio_plans[key] = plan
         return plan
 
     def audio_path(self, video: str) -> str:

@@ -282,6 +282,12 @@ class SampleLog:
         return mode or (OWN_INPUT_MODE if self.own_sampler else None)
 
     @property
+    def selection(self) -> str | None:
+        """How the frames were chosen (``select=``: the payloads' ``selection``); None for
+        uniform sampling, the official protocol (and for logs that predate the field)."""
+        return ", ".join(self.values("selection")) or None
+
+    @property
     def variant(self) -> str:
         """The answer-changing arguments that differ from the adapter's defaults (``k=v,...``; ""
         when none, or when the log predates the field)."""

@@ -139,7 +139,7 @@ def judge_doc(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payload]:
     return open_payloads(
         sample.with_provenance(
             as_str(doc.get("data_fingerprint")) or None,
-            provenance.current(as_str(doc.get("video_id"))),
+            provenance.current(as_str(doc.get("video_id")), as_str(doc.get("question_id"))),
             world_size_from_env(),
         )
     )

@@ -139,7 +139,7 @@ def process_results(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payloa
 
 def _score(doc: NaruDoc, response: str | None, input_mode: str | None = None) -> ScoredSample:
     """Score ``response``; ``input_mode`` overrides the adapter's (a blind task sends no media)."""
-    prov = provenance.current(as_str(doc.get("video_id")))
+    prov = provenance.current(as_str(doc.get("video_id")), as_str(doc.get("question_id")))
     if input_mode is not None:
         prov["input_mode"] = input_mode
     return score_response(

@@ -255,6 +255,7 @@ def _entry(
         data=data,
         data_status=status,
         input_mode=input_mode,
+        selection=log.selection,
         variant=variant,
         metrics=metrics,
         ci95=ci95,

@@ -157,6 +157,11 @@ class Entry(Doc):
         description="runs: what the model was given, from the payloads (`video`, `images`, `server-sampled`, "
         "`text`; `model-sampled` for a model that sampled its frames itself); null for older logs",
     )
+    selection: str | None = Field(
+        default=None,
+        description="runs: how the frames were chosen (`select=`: the method, encoder, parameters and pool rate, "
+        "from the payloads); null: uniform sampling, the official protocol",
+    )
     variant: str | None = Field(
         default=None,
         description='runs: the answer-changing arguments that differ from the adapter\'s defaults (`"k=v,..."`, '

@@ -153,6 +153,13 @@ def input_cell(e: Entry) -> str:
     return e.input_mode or ("-" if e.published else "unknown")
 
 
+def sampling_cell(e: Entry) -> str:
+    """The sampling column: the budget, then how the frames were chosen when they were
+    (``select=``: ``128 Frames, its(...)``); the budget alone for uniform sampling (the official
+    protocol, the authors' rows included)."""
+    return ", ".join(x for x in (e.sampling or "-", e.selection) if x)
+
+
 def markdown(data: LeaderboardDocument | JSONMapping) -> str:
     """The leaderboard as Markdown: one table per (task, data), the paper comparison and check."""
     from naru_eval.report.paper import ConsistencyCheck, format_checks
@@ -191,7 +198,7 @@ def markdown(data: LeaderboardDocument | JSONMapping) -> str:
             ]
             mode = f"{md(input_cell(e))} | "
             lines.append(
-                f"| {md(e.model)}{flag} | {_who(e)} | {md(e.from_ or '-')} | {md(e.sampling or '-')} | {mode}"
+                f"| {md(e.model)}{flag} | {_who(e)} | {md(e.from_ or '-')} | {md(sampling_cell(e))} | {mode}"
                 f"{md(e.data or 'unknown')} | " + " | ".join(cells) + f" | {e.n.get('overall')} |"
             )
         lines.append("")
@@ -261,6 +268,7 @@ def render_html(
         fmt_num=fmt_num,
         fmt_ci=fmt_ci,
         input_cell=input_cell,
+        sampling_cell=sampling_cell,
         comparison_digits=comparison_digits,
         versions=_versions,
         dumps=json.dumps,

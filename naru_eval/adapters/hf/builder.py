@@ -34,6 +34,7 @@ from naru_eval.adapters.family import CAP, NATIVE, PROCESSOR
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.request import NaruRequest
 from naru_eval.core.json_types import JSON, JSONObject
+from naru_eval.media.sampler import frames_key
 
 if TYPE_CHECKING:
     import torch
@@ -179,7 +180,8 @@ class InputBuilder:
         #: a reasoning family's generation budget: it replaces the task's ``max_new_tokens``, which
         #: budgets an answer, not the reasoning before it
         self.reasoning_max_new_tokens: int | None = None
-        #: video -> its transcript as given (processor_inputs splits an interleaved video by it)
+        #: a video's frames (``frames_key``) -> its transcript as given (processor_inputs splits an
+        #: interleaved video by it)
         self._views: dict[str, Rendered] = {}
 
     @property
@@ -410,7 +412,7 @@ class InputBuilder:
         budget = self.checkpoint.context_tokens() - self.transcript_reserve()
         view = adapter.render_transcript(request, times, count, frame_tokens, budget, group=self.interleave_group())
         if view is not None and sampled is not None:
-            self._views[sampled.info.path] = view
+            self._views[frames_key(sampled)] = view
         return view
 
     def transcript_reserve(self) -> int:
@@ -420,7 +422,7 @@ class InputBuilder:
 
     def interleaved_view(self, sampled: SampledFrames) -> Rendered | None:
         """The video's transcript as given, when it goes between the frames (None otherwise)."""
-        view = self._views.get(sampled.info.path) if self.adapter.transcripts is not None else None
+        view = self._views.get(frames_key(sampled)) if self.adapter.transcripts is not None else None
         return view if view is not None and view.interleaved else None
 
     def chunks(self, sampled: SampledFrames) -> list[range] | None:

@@ -78,6 +78,9 @@ class _Block(NamedTuple):
     h: int
     w: int
     seconds_per_t: float | None  # None: the patch number itself (images, no tokens_per_second)
+    #: each temporal patch's own time (seconds from the block's first), where the frames are not
+    #: evenly spaced (frames chosen for the question): the time axis at the true times
+    patch_seconds: tuple[float, ...] | None = None
 
 
 def _blocks(
@@ -85,6 +88,7 @@ def _blocks(
     image_grid_thw: Sequence[Sequence[int]] | None,
     video_grid_thw: Sequence[Sequence[int]] | None,
     second_per_grid_ts: Sequence[float] | None,
+    patch_seconds: Sequence[Sequence[float]] | None = None,
 ) -> tuple[Iterator[_Block], Iterator[_Block]]:
     m = geo.spatial_merge_size
     images = [
@@ -95,10 +99,13 @@ def _blocks(
     for i, (t, h, w) in enumerate(video_grid_thw or []):
         sec = float(second_per_grid_ts[i]) if second_per_grid_ts is not None else 1.0
         spacing = sec if geo.tokens_per_second is not None else None
+        own = tuple(float(x) for x in patch_seconds[i]) if patch_seconds is not None else None
+        if own is not None and len(own) != int(t):
+            raise ValueError(f"M-RoPE positions: video {i} has {t} temporal patches and {len(own)} patch times")
         if geo.split_video_frames:
             videos += [_Block(int(geo.video_token_id or -1), 1, int(h) // m, int(w) // m, spacing)] * int(t)
         else:
-            videos.append(_Block(int(geo.video_token_id or -1), int(t), int(h) // m, int(w) // m, spacing))
+            videos.append(_Block(int(geo.video_token_id or -1), int(t), int(h) // m, int(w) // m, spacing, own))
     return iter(images), iter(videos)
 
 
@@ -115,17 +122,24 @@ def mrope_positions(
     image_grid_thw: torch.Tensor | Sequence[Sequence[int]] | None = None,
     video_grid_thw: torch.Tensor | Sequence[Sequence[int]] | None = None,
     second_per_grid_ts: torch.Tensor | Sequence[float] | None = None,
+    patch_seconds: Sequence[Sequence[float]] | None = None,
 ) -> tuple[torch.Tensor, int]:
     """The reference M-RoPE positions of one sequence: a ``3 x L`` int64 tensor, and the delta
     decoding adds to the cache position (the largest position + 1 - L).
 
     ``input_ids``: the sequence's token ids (no padding); the grids and ``second_per_grid_ts``
     as the processor returns them. A vision block must hold exactly its grid's merged tokens.
+    ``patch_seconds``: per video, each temporal patch's time from the video's first patch, for
+    frames not evenly spaced (chosen for the question): the time axis then puts patch ``k`` at
+    ``floor(patch_seconds[k] x tokens_per_second)`` (the reference's ``k x second_per_grid_t x
+    tokens_per_second`` where the spacing is even), so the positions keep the true times.
     """
     import torch
 
     ids = torch.as_tensor(input_ids).reshape(-1).cpu()
-    images, videos = _blocks(geo, _as_list(image_grid_thw), _as_list(video_grid_thw), _as_list(second_per_grid_ts))
+    images, videos = _blocks(
+        geo, _as_list(image_grid_thw), _as_list(video_grid_thw), _as_list(second_per_grid_ts), patch_seconds
+    )
     n = int(ids.numel())
     kind = torch.full((n,), -1, dtype=torch.long)  # -1: text, else the vision token id
     for tok in (geo.image_token_id, geo.video_token_id):
@@ -149,7 +163,11 @@ def mrope_positions(
             if i + size > end:
                 raise ValueError(f"M-RoPE positions: the block at {i} does not hold its grid's {size} tokens")
             steps = torch.arange(block.t, dtype=torch.long)
-            if block.seconds_per_t is not None and geo.tokens_per_second is not None:
+            if block.patch_seconds is not None and geo.tokens_per_second is not None:
+                # float32, as the reference's product: seconds x tokens/second, floored
+                own = torch.tensor(block.patch_seconds, dtype=torch.float32)
+                steps = (own * geo.tokens_per_second).long()
+            elif block.seconds_per_t is not None and geo.tokens_per_second is not None:
                 # float32, in the reference's order: patch number x seconds per patch x tokens/second
                 steps = (steps.to(torch.float32) * block.seconds_per_t * geo.tokens_per_second).long()
             shape = (block.t, block.h, block.w)
@@ -170,6 +188,7 @@ def generation_position_ids(
     image_grid_thw: torch.Tensor | None = None,
     video_grid_thw: torch.Tensor | None = None,
     second_per_grid_ts: torch.Tensor | Sequence[float] | None = None,
+    patch_seconds: Sequence[Sequence[float]] | None = None,
 ) -> torch.Tensor:
     """The ``position_ids`` a Qwen model's ``forward`` / ``generate`` takes for a ``1 x L`` prompt:
     ``4 x 1 x L``, the plain token index (what the attention mask is built from) above the three
@@ -179,6 +198,6 @@ def generation_position_ids(
 
     if input_ids.shape[0] != 1:
         raise ValueError("M-RoPE positions are computed for one sequence at a time (batch size 1)")
-    mrope, _ = mrope_positions(input_ids[0], geo, image_grid_thw, video_grid_thw, second_per_grid_ts)
+    mrope, _ = mrope_positions(input_ids[0], geo, image_grid_thw, video_grid_thw, second_per_grid_ts, patch_seconds)
     text = torch.arange(mrope.shape[1], dtype=torch.long).view(1, -1)
     return torch.cat([text, mrope], dim=0).unsqueeze(1).to(input_ids.device)

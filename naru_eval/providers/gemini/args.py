@@ -13,7 +13,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from naru_eval.adapters.args import ANSWERS, IN_SAMPLING, Flag, RunArgs, TranscriptFields
+from naru_eval.adapters.args import ANSWERS, IN_SAMPLING, Flag, RunArgs, SelectionFields, TranscriptFields
 from naru_eval.api.retry import RetryArgs
 from naru_eval.api.urls import check_endpoint
 from naru_eval.core.budgets import Sampling
@@ -32,8 +32,13 @@ def check_base_url(url: str) -> str:
     return check_endpoint(url, key_env=KEY_ENV, query=False)
 
 
-class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
+class GeminiArgs(RetryArgs, SelectionFields, TranscriptFields, RunArgs):
     """The Gemini adapter's ``--model_args`` (docs/gemini.md has the protocol behind each)."""
+
+    select_refusal: ClassVar[str | None] = (
+        "Gemini is given the video file and samples it at its own rate (fps=), so it cannot be given frames "
+        "chosen for the question with their times; run select= with an open-weight adapter (docs/selection.md)"
+    )
 
     key_env: ClassVar[tuple[str, ...]] = KEY_ENV
     not_taken: ClassVar[Mapping[str, str]] = {n: _SAMPLES_ITSELF for n in ("num_frames", "max_frames", "max_pixels")}

@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, SamplingArgs, TranscriptFields
+from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, SamplingArgs, SelectionFields, TranscriptFields
 from naru_eval.api.retry import RetryArgs
 from naru_eval.api.urls import check_endpoint
 from naru_eval.providers.openai_compat.served import is_qwen_video_family
@@ -36,8 +36,13 @@ def check_server_url(url: str) -> str:
     return check_endpoint(url, key_env=KEY_ENV)
 
 
-class OpenAICompatArgs(RetryArgs, TranscriptFields, SamplingArgs, AudioFields):
+class OpenAICompatArgs(RetryArgs, SelectionFields, TranscriptFields, SamplingArgs, AudioFields):
     """The OpenAI-compatible adapter's ``--model_args``; docs/openai_compat.md explains each."""
+
+    select_refusal: ClassVar[str | None] = (
+        "the server is sent one video whose frames it times by one rate (vLLM's video input), which frames chosen "
+        "for the question do not have; run select= with an open-weight adapter (docs/selection.md)"
+    )
 
     audio: Flag = Field(
         False,
