@@ -87,12 +87,14 @@ class Selection:
         return out
 
     def label(self) -> str:
-        """The leaderboard's selection column: ``uniform``, or the method and its parameters."""
+        """The payloads' ``selection`` and the leaderboard's: ``uniform``, or the method and its
+        parameters, the encoder as its name and its weights' fingerprint (``name@1a2b3c4d``)."""
         if not self.chosen:
             return "uniform"
         shown = {k: v for k, v in self.params().items() if k not in ("method", "encoder_fingerprint")}
         if "encoder" in shown and isinstance(shown["encoder"], str):
-            shown["encoder"] = shown["encoder"].rstrip("/").rsplit("/", 1)[-1]
+            name = shown["encoder"].rstrip("/").rsplit("/", 1)[-1]
+            shown["encoder"] = f"{name}@{self.encoder_fingerprint[:8]}" if self.encoder_fingerprint else name
         return (
             f"{self.method}("
             + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())

@@ -4,8 +4,10 @@ one sampler (the same pixels and colour as every frame a model gets) and embedde
 The pool's frames are the sampler's plan at that rate (``frames_for_fps`` frames, the centres of
 equal stretches of the frame index: at 1 fps, one a second); they are decoded and embedded in
 chunks, so a 4-hour video's 14,400 frames are never held at once, and the embeddings are written
-to the pool cache (``NARU_SELECT_CACHE``, else ``NARU_CACHE_DIR/pools``) after every chunk: a run
-killed halfway resumes from the last chunk written. The entry's key is the video's content
+to the pool cache (``NARU_SELECT_CACHE``, else ``NARU_CACHE_DIR/pools``) every 16 chunks (1,024
+frames): a run killed halfway resumes from the last chunk written. The next chunk is decoded in a
+thread while the encoder embeds this one (on a GPU node the encoder runs on the GPU), so the pool
+costs about its decode. The entry's key is the video's content
 fingerprint, the encoder and its weights' fingerprint, the pool rate, how the frames are decoded
 (their size cap and ``naru_eval.media.pixels.CONVERSION``) and the pool format; the entry records
 the video it is for, so an entry copied beside another video is not served.
@@ -18,6 +20,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -34,8 +37,10 @@ POOL_FORMAT = 1
 #: the pool's frames are decoded at most this many pixels (the encoder's processor resizes them to
 #: its own input: 224-384 px a side for the CLIP/SigLIP family)
 POOL_MAX_PIXELS = 448 * 448
-#: frames decoded and embedded at a time (and written to the cache after each chunk)
+#: frames decoded and embedded at a time
 CHUNK = 64
+#: the entry is written after every this many chunks (and at the end): what a killed run redoes
+SAVE_EVERY = 16
 
 
 class Pool(NamedTuple):
@@ -108,20 +113,28 @@ def build_pool(
     if done == len(indices):
         return Pool(indices, times, np.concatenate(parts) if parts else np.zeros((0, 0), np.float32))
     start = time.perf_counter()
-    for at in range(done, len(indices), CHUNK):
-        chunk = [int(i) for i in indices[at : at + CHUNK]]
-        frames = sample_frames(path, indices=chunk, max_pixels=POOL_MAX_PIXELS).frames
-        parts.append(encoder.images(frames))
-        done = at + len(chunk)
+    chunks = [[int(i) for i in indices[at : at + CHUNK]] for at in range(done, len(indices), CHUNK)]
+
+    def decode(chunk: list[int]) -> np.ndarray:
+        return sample_frames(path, indices=chunk, max_pixels=POOL_MAX_PIXELS).frames
+
+    def save(done: int) -> None:
         folder.save(
-            key,
-            embeddings=np.concatenate(parts),
-            indices=indices,
-            done=np.asarray(done),
-            video=np.asarray(fingerprint),
+            key, embeddings=np.concatenate(parts), indices=indices, done=np.asarray(done), video=np.asarray(fingerprint)
         )
-        if progress is not None:
-            progress(done, len(indices))
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="pool-decode") as ahead:
+        pending = ahead.submit(decode, chunks[0]) if chunks else None
+        for k, chunk in enumerate(chunks):
+            assert pending is not None
+            frames = pending.result()
+            pending = ahead.submit(decode, chunks[k + 1]) if k + 1 < len(chunks) else None
+            parts.append(encoder.images(frames))
+            done += len(chunk)
+            if (k + 1) % SAVE_EVERY == 0 or k + 1 == len(chunks):
+                save(done)
+            if progress is not None:
+                progress(done, len(indices))
     return Pool(indices, times, np.concatenate(parts), time.perf_counter() - start)
 
 

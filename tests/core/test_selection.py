@@ -73,5 +73,5 @@ def test_a_selection_records_only_what_chooses_its_frames():
         "method": "its", "pool_fps": 1.0, "encoder": "org/enc", "encoder_fingerprint": "ab", "query": "question",
         "alpha": 2.0,
     }  # fmt: skip
-    assert its.label() == "its(pool_fps=1, encoder=enc, query=question, alpha=2)"
+    assert its.label() == "its(pool_fps=1, encoder=enc@ab, query=question, alpha=2)"
     assert Selection(method="random", seed=3).params() == {"method": "random", "pool_fps": 1.0, "seed": 3}

@@ -46,7 +46,7 @@ def test_its_on_qwen3_vl_end_to_end(tmp_path):
         assert s["overall"].get("selection") is None and s["overall"].get("frame_times") is None
     for s in its:
         p = s["overall"]
-        assert p["selection"].startswith("its(pool_fps=1, encoder=colour-siglip") and "alpha=3" in p["selection"]
+        assert p["selection"].startswith("its(pool_fps=1, encoder=colour-siglip@") and "alpha=3" in p["selection"]
         times = [float(t) for t in p["frame_times"].split(",")]
         video = data / "videos" / f"{p['video_id']}.mp4"
         duration = index_duration(video, frame_index(video))

@@ -109,7 +109,8 @@ def test_the_payloads_and_the_run_key_record_the_selection(tiny_checkpoint, enco
     assert its.describe()["selection"]["encoder_fingerprint"] == its.selector.encoder.fingerprint()
     keys = {a.request_key(r)[0] for a in (uniform, its, aks)}
     assert len(keys) == 3  # never served one another's answers
-    assert its.provenance()["selection"].startswith("its(pool_fps=1, encoder=colour-siglip, query=question, alpha=3")
+    fp = its.selector.encoder.fingerprint()
+    assert its.provenance()["selection"] == f"its(pool_fps=1, encoder=colour-siglip@{fp[:8]}, query=question, alpha=3)"
     provenance.clear()
     chosen = its.frames(r)
     assert provenance.current("v", "q1")["frame_times"] == ",".join(f"{t:.3f}" for t in chosen.timestamps)
@@ -126,6 +127,7 @@ def test_a_pool_is_paid_once_and_resumed_after_a_kill(encoder, colour_video, tmp
     real = enc.images
     monkeypatch.setattr(enc, "images", lambda frames: calls.append(len(frames)) or real(frames))
     monkeypatch.setattr(pool_mod, "CHUNK", 32)
+    monkeypatch.setattr(pool_mod, "SAVE_EVERY", 1)
     root = tmp_path / "pools"
 
     class Killed(Exception):
@@ -203,3 +205,75 @@ def test_a_pool_smaller_than_the_budget_stops_the_run_before_any_answer(tiny_che
         a.prepare_selection([ask(colour_video)])
     with pytest.raises(PoolTooSmall, match=r"6 pool frames at 0.05 fps < 8"):
         a.selector.prepare({str(colour_video): 8})
+
+
+def test_dialogue_takes_the_frames_where_the_lines_speak_of_the_question(
+    tiny_checkpoint, encoder, colour_video, tmp_path
+):
+    """select=dialogue: the transcript's lines scored against the question by the encoder's text
+    tower; the frames at the lines that name blue (said while blue is shown), the rest uniform."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    lines = [(10.0, 12.0, "the red one"), (26.0, 28.0, "now blue"), (61.0, 63.0, "blue again"), (89.0, 91.0, "blue")]
+    srt = "".join(
+        f"{k}\n00:{int(a // 60):02d}:{a % 60:06.3f} --> 00:{int(b // 60):02d}:{b % 60:06.3f}\n{t}\n\n".replace(".", ",")
+        for k, (a, b, t) in enumerate(lines, 1)
+    )
+    (subs / "v.srt").write_text(srt, encoding="utf-8")
+    m = "naru_qwen3_vl"
+    a = make(m, tiny_checkpoint(m), num_frames=N, select="dialogue", select_encoder=str(encoder), transcript=str(subs))
+    r = ask(colour_video)
+    a.transcripts.check([r])
+    times = [float(t) for t in a.frames(r).timestamps]
+    for a_s, b_s, text in lines[1:]:  # a frame at each blue line
+        assert any(a_s - 1 <= t <= b_s + 1 for t in times), (text, times)
+    assert in_target(times) >= 3 and len(times) == N
+
+
+def test_a_resumed_run_reuses_its_pools_and_its_answers(tiny_checkpoint, encoder, colour_video, tmp_path):
+    """A second run of the same question: the pool read from the cache (no frame embedded again),
+    the answer from the response store (no model call), the payload's frame times recalled."""
+    from naru_eval.core import provenance
+    from tests.helpers.data import lmms_instances
+
+    m = "naru_qwen3_vl"
+    store = tmp_path / "store.sqlite"
+    doc = {"question_id": "q1", "video_id": "v", "question": QUESTION, "options": ["a", "b", "c", "d"]}
+    doc |= {"video": str(colour_video)}
+
+    def run() -> tuple[object, list[str]]:
+        a = selecting(m, tiny_checkpoint(m), encoder, "its", store="true", response_store=str(store))
+        a.task_dict = {"naru_mcq": {"test": [doc]}}
+        reqs = lmms_instances([doc], "naru_mcq", "test")
+        return a, a.generate_until(reqs)
+
+    first, out1 = run()
+    assert first.selector.pool(str(colour_video)).build_s > 0
+    provenance.clear()
+    again, out2 = run()
+    assert out1 == out2 and again.reused == 1 and again.model is None  # answered from the store, nothing loaded
+    assert first.generator.stats["questions"] == 1
+    assert again.selector.pool(str(colour_video)).build_s == 0.0  # the pool read back, not embedded again
+    times = provenance.current("v", "q1")["frame_times"]
+    assert times == first.chosen_frames(first.to_naru_requests(lmms_instances([doc], "naru_mcq", "test"))[0]).record()
+
+
+def test_another_encoders_weights_are_another_pool_and_another_run(encoder, tmp_path, colour_video):
+    """The same architecture with one weight changed: another fingerprint, so another pool key
+    and another run key (answers given with other frames are never reused)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from naru_eval.select.encoder import Encoder
+    from naru_eval.select.pool import pool_key
+
+    other = tmp_path / "other-siglip"
+    shutil.copytree(encoder, other)
+    weights = load_file(str(other / "model.safetensors"))
+    name = next(k for k in weights if k.endswith("probe"))
+    weights[name] = weights[name] + 1.0
+    save_file(weights, str(other / "model.safetensors"), metadata={"format": "pt"})
+    a, b = Encoder(str(encoder), "cpu"), Encoder(str(other), "cpu")
+    assert a.fingerprint() != b.fingerprint()
+    assert pool_key("fp", a.describe(), 1.0) != pool_key("fp", b.describe(), 1.0)
