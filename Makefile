@@ -37,11 +37,14 @@ test: $(PKG)
 test-fast: $(PKG)
 	$(BIN)/python -m pytest -m "not slow"
 
-# ruff; the import rule of docs/architecture.md (layers, no SDK in core, no cycle); mypy, zero errors
+# ruff; the import rule of docs/architecture.md (layers, no SDK in core, no cycle); the code's budgets
+# (Any and dict[str, Any] counts, module sizes, one definition per class name, NARU_* through settings);
+# mypy, zero errors
 lint: $(DEPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m tests.helpers.imports
+	$(BIN)/python -m tests.helpers.code_budget
 	$(BIN)/mypy
 
 format: $(DEPS)

@@ -9,10 +9,13 @@ model is actually requested. docs/extending.md says how to add a family.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lmms_eval.models.registry_v2 import ModelManifest
 
 
-def manifests() -> list[Any]:
+def manifests() -> list[ModelManifest]:
     """The ``ModelManifest`` list lmms-eval's registry loads (derived from the family modules)."""
     from naru_eval.adapters.registry import manifests as derived
 

@@ -21,15 +21,13 @@ question but the last two steps, each in naru_eval.providers.gemini:
    answer raises :class:`RequestFailed`: stored as a failure, scored invalid, retried on the next
    run. One explicit context cache per video (``caching``), or one batch job (``batch``).
 5. **Usage** (``usage``, ``pricing``): tokens and cost stored with each answer; the run's
-   :class:`~naru_eval.providers.gemini.usage.UsageSummary` written to
-   ``gemini_usage_<timestamp>.json``.
+   :class:`~naru_eval.providers.gemini.usage.UsageSummary` written to ``gemini_usage_<timestamp>.json``.
 
 This module is the lmms-eval class; its typed arguments are :class:`GeminiArgs`
 (``naru_eval.providers.gemini.args``, kept whole on ``self.args``) and the work is in
-naru_eval.providers.gemini: ``client`` (the SDK client),
-``request`` (parts, generationConfig, the reply's answer and usage), ``uploads``, ``preflight``
-(estimates and calibration), ``caching``, ``batch``, ``families``, ``tokens``, ``pricing`` and
-``usage`` (the run's summary).
+naru_eval.providers.gemini: ``client`` (the SDK client), ``request`` (parts, generationConfig,
+the reply's answer and usage), ``uploads``, ``preflight`` (estimates and calibration),
+``caching``, ``batch``, ``families``, ``tokens``, ``pricing`` and ``usage`` (the run's summary).
 
 Thinking settings are checked against the model's family at start (``families.check_thinking``):
 a pairing the API would answer 400 on every request is refused, naming what the model takes.
@@ -50,7 +48,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -63,11 +61,12 @@ from naru_eval.api.limiter import AdaptiveLimiter, limiter_for
 from naru_eval.api.retry import RetryError, RetryPolicy
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.inputs import AudioInput, FramesInput, InputPlan
+from naru_eval.core.json_types import JSONObject
 from naru_eval.providers.gemini import request as request_
 from naru_eval.providers.gemini.args import DEFAULT_MODEL, GeminiArgs, check_base_url
 from naru_eval.providers.gemini.batch import BatchPolicy, GeminiBatchRunner
 from naru_eval.providers.gemini.caching import CachePolicy, VideoCaches
-from naru_eval.providers.gemini.client import DEFAULT_BASE_URL, api_key_from_env, genai_errors, make_client
+from naru_eval.providers.gemini.client import DEFAULT_BASE_URL, T, api_key_from_env, genai_errors, make_client
 from naru_eval.providers.gemini.families import check_thinking, family
 from naru_eval.providers.gemini.preflight import (
     Asked,
@@ -96,6 +95,9 @@ from naru_eval.settings import settings
 from naru_eval.store.gemini_jobs import GeminiJobs
 from naru_eval.store.uploads import UploadRegistry, account_id, default_registry_path
 
+if TYPE_CHECKING:
+    from google.genai import Client, types
+
 __all__ = ["DEFAULT_MODEL", "ConfigurationRefused", "ContextOverflow", "Gemini", "GeminiArgs", "UploadFailed"]
 
 
@@ -111,7 +113,7 @@ class Gemini(NaruModel):
     max_concurrency = 8
     args: GeminiArgs
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)
         args = self.args
         fps = self.sampling.fps
@@ -147,7 +149,7 @@ class Gemini(NaruModel):
             self.model_id, policy, catch=genai_errors, limiter=self.limiter, warn=logger.warning, sleep=self._sleep
         )
         self._account: str | None = None
-        self._client: Lazy[Any] = Lazy(self._make_client)
+        self._client: Lazy[Client] = Lazy(self._make_client)
         self._registry: Lazy[UploadRegistry] = Lazy(self._open_registry)
         self._jobs: Lazy[GeminiJobs] = Lazy(lambda: GeminiJobs(self.registry.path))
         self.uploads = self._uploader()
@@ -218,10 +220,10 @@ class Gemini(NaruModel):
             call_once=lambda fn, what: self._call(fn, what, policy=RetryPolicy(max_attempts=1)),
         )
 
-    def _batcher(self) -> GeminiBatchRunner[NaruRequest]:
+    def _batcher(self) -> GeminiBatchRunner[NaruRequest, Answer]:
         """Batch mode (providers/gemini/batch.py): the questions go as one resumable batch job."""
         a = self.args
-        return GeminiBatchRunner[NaruRequest](
+        return GeminiBatchRunner[NaruRequest, Answer](
             BatchPolicy(a.batch_poll_interval, a.batch_poll_max, a.batch_timeout),
             model=a.model,
             client=lambda: self.client,
@@ -232,11 +234,11 @@ class Gemini(NaruModel):
             sleep=lambda s: self.poll_sleep(s),
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """Everything that changes the answers (not the URL, concurrency, retries or key)."""
         a = self.args
         # content layers only where sent: the run key of every other configuration is unchanged
-        layers = {"content_layers": self.content_layers} if self.content_layers else {}
+        layers: JSONObject = {"content_layers": [*self.content_layers]} if self.content_layers else {}
         return {
             **super().describe(),
             **layers,
@@ -254,20 +256,19 @@ class Gemini(NaruModel):
 
     # -- the client -----------------------------------------------------------------------------
     @property
-    def client(self) -> Any:
-        """The ``genai.Client``, built on first use; the SDK's own retries are off."""
+    def client(self) -> Client:
+        """The ``Client``, built on first use; the SDK's own retries are off."""
         return self._client.get()
 
-    def _make_client(self) -> Any:
+    def _make_client(self) -> Client:
         key = api_key_from_env()
         if not key:
             raise RuntimeError(
                 f"{self.model_id}: no API key: set GOOGLE_API_KEY (or GEMINI_API_KEY) in the environment"
             )
         self._account = account_id(key, self.endpoint)
-        return make_client(
-            key, api_version=self.args.api_version, timeout=self.args.timeout, base_url=self.args.base_url
-        )
+        a = self.args
+        return make_client(key, api_version=a.api_version, timeout=a.timeout, base_url=a.base_url)
 
     @property
     def account(self) -> str:
@@ -288,7 +289,7 @@ class Gemini(NaruModel):
         """Context caches and batch jobs, in the upload registry's file (naru_eval.store.gemini_jobs)."""
         return self._jobs.get()
 
-    def _call(self, fn: Callable[[], Any], what: str, policy: RetryPolicy | None = None) -> Any:
+    def _call(self, fn: Callable[[], T], what: str, policy: RetryPolicy | None = None) -> T:
         return self.caller.call(fn, what, policy=policy).value
 
     # -- the request ----------------------------------------------------------------------------
@@ -327,7 +328,7 @@ class Gemini(NaruModel):
     def input_limit(self) -> int:
         return self.plan.input_limit
 
-    def _count(self, parts: list[Any]) -> int:
+    def _count(self, parts: list[types.Part]) -> int:
         """``countTokens`` of ``parts``: its ``totalTokens``, all the Gemini API reports (the SDK's
         ``CountTokensResponse`` has no per-modality details)."""
         contents = request_.text_contents(parts)
@@ -452,7 +453,7 @@ class Gemini(NaruModel):
             name = Path(request.video).name
             raise RequestFailed(f"gemini: upload of {name} failed: {e}", {"stage": "upload"}) from e
 
-    def _video_part(self, config: request_.RequestConfig, uploaded: Uploaded) -> Any:
+    def _video_part(self, config: request_.RequestConfig, uploaded: Uploaded) -> types.Part:
         """The video part as the questions (or their cache) carry it."""
         gemini3 = family(self.args.model) == "gemini-3"
         return request_.video_part(config, uploaded.uri, uploaded.mime_type, per_part_resolution=gemini3)
@@ -471,7 +472,7 @@ class Gemini(NaruModel):
         contents = request_.contents(config, video, self.transcript_prompt(request))
         generation = request_.generation_config(config, cached_content=cache)
 
-        def generate() -> Any:
+        def generate() -> types.GenerateContentResponse:
             return self.client.models.generate_content(model=self.args.model, contents=contents, config=generation)
 
         try:
@@ -491,7 +492,7 @@ class Gemini(NaruModel):
         return answer
 
     # -- batch mode -------------------------------------------------------------------------------
-    def _batch_request(self, request: NaruRequest) -> tuple[list[Any], Any]:
+    def _batch_request(self, request: NaruRequest) -> tuple[list[types.Content], types.GenerateContentConfig]:
         """(contents, config) of one question in a batch job; RequestFailed if its upload failed."""
         uploaded = self._uploaded_for(request)
         config = self.request_config()
@@ -514,7 +515,7 @@ class Gemini(NaruModel):
         view = self.render_transcript(request, None, text_tokens, lambda n: 0, budget)
         return f"{view.block}\n{request.prompt}" if view is not None and view.block else request.prompt
 
-    def _batch_answer(self, request: NaruRequest, response: Any, job: str) -> Answer:
+    def _batch_answer(self, request: NaruRequest, response: types.GenerateContentResponse, job: str) -> Answer:
         """The answer in one batch result, priced at the batch price; RequestFailed otherwise."""
         try:
             text, usage = request_.answer_text(response, 1, self.price, self._estimated(request), batch=True)
@@ -525,7 +526,10 @@ class Gemini(NaruModel):
 
     @staticmethod
     def answer_from(
-        response: Any, attempts: int = 1, price: Mapping[str, float] | None = None, estimated: int | None = None
+        response: types.GenerateContentResponse,
+        attempts: int = 1,
+        price: Mapping[str, float] | None = None,
+        estimated: int | None = None,
     ) -> Answer:
         """The answer in a response (providers/gemini/request.py), or RequestFailed: blocked prompt,
         no candidate, a non-answer finish (SAFETY, RECITATION, ...), or no text."""

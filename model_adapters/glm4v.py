@@ -21,7 +21,7 @@ that does not open ``<think>`` (a Base checkpoint) is read as it is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -35,6 +35,7 @@ from naru_eval.adapters.hf.positions import MODEL_OWN
 from naru_eval.adapters.hf.reasoning import THINK_OPEN, answer_of, think_split, token_id
 from naru_eval.adapters.request import NaruRequest
 from naru_eval.core.budgets import FrameBudget, Sampling
+from naru_eval.core.json_types import JSONObject
 
 if TYPE_CHECKING:
     from naru_eval.media.sampler import SampledFrames
@@ -116,7 +117,7 @@ class GLMInputs(InputBuilder):
             return think_split(tok, new_ids, until, answer_tags=True)
         return cut_at_stops(answer_of(tok, new_ids), until)
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JSONObject:
         return {"reasoning_budget": self.reasoning_max_new_tokens, "answer": "answer-tag"}
 
 

@@ -43,6 +43,7 @@ from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.hf.positions import SEQUENTIAL
 from naru_eval.adapters.request import Answer, NaruRequest
 from naru_eval.core.budgets import FrameBudget, Sampling
+from naru_eval.core.json_types import JSONObject
 from naru_eval.media.audio_plan import MINICPM_O
 
 #: tokens one frame costs the remote chat (64 resampler queries and its image delimiters)
@@ -96,7 +97,7 @@ class MiniCPMInputs(InputBuilder):
         assert isinstance(adapter, AudioMixin), f"{type(adapter).__name__}: MiniCPM-o's adapter hears audio"
         self.omni: AudioMixin = adapter
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JSONObject:
         a = self.args
         return {
             "max_slice_nums": a.max_slice_nums,

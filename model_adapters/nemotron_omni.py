@@ -49,7 +49,9 @@ from naru_eval.adapters.hf.positions import NO_ROPE
 from naru_eval.adapters.hf.reasoning import think_split
 from naru_eval.adapters.request import NaruRequest, RequestFailed
 from naru_eval.core.budgets import FrameBudget, Sampling
+from naru_eval.core.json_types import JSONObject
 from naru_eval.media.audio_plan import NEMOTRON_OMNI
+from naru_eval.media.sampler import frames_key
 
 if TYPE_CHECKING:
     from naru_eval.media.sampler import SampledFrames
@@ -107,13 +109,14 @@ class NemotronInputs(InputBuilder):
         super().__init__(adapter, checkpoint)
         assert isinstance(adapter, AudioMixin), f"{type(adapter).__name__}: Nemotron-Omni's adapter hears audio"
         self.omni: AudioMixin = adapter
-        #: video -> its audio items (seconds on the frames' axis), as the chat and the processor take them
+        #: a video's frames (``frames_key``) -> its audio items (seconds on the frames' axis), as the
+        #: chat and the processor take them
         self._clips: dict[str, list[tuple[float, float]]] = {}
         self.thinking = self.args.enable_thinking
         self.template_kwargs = {"enable_thinking": self.thinking}
         self.reasoning_max_new_tokens = REASONING_MAX_NEW_TOKENS if self.thinking else None
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JSONObject:
         return {
             "video_pruning_rate": self.args.video_pruning_rate,
             "reasoning_budget": self.reasoning_max_new_tokens,
@@ -154,10 +157,10 @@ class NemotronInputs(InputBuilder):
         return parts
 
     def clips_of(self, sampled: SampledFrames) -> list[tuple[float, float]]:
-        video = sampled.info.path
-        if video not in self._clips:
-            self._clips[video] = self.clip_bounds(sampled)
-        return self._clips[video]
+        key = frames_key(sampled)  # the clips follow the frames (chosen per question with select=)
+        if key not in self._clips:
+            self._clips[key] = self.clip_bounds(sampled)
+        return self._clips[key]
 
     def frame_tokens(self, sampled: SampledFrames, n: int) -> int:
         if int(n) == 0:

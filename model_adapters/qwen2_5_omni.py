@@ -10,7 +10,10 @@ shared machinery: :mod:`naru_eval.adapters.hf.qwen_omni`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from naru_eval.adapters.audio import AudioArgs, AudioMixin
 from naru_eval.adapters.family import CAP, Family, Official
@@ -26,7 +29,7 @@ class Qwen2_5_OmniInputs(QwenOmniInputs):
 
     layout = "qwen2_5_omni"
 
-    def clip_tokens(self, mel_lengths: Any) -> list[int]:
+    def clip_tokens(self, mel_lengths: torch.Tensor) -> list[int]:
         from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import _get_feat_extract_output_lengths
 
         return [int(n) for n in _get_feat_extract_output_lengths(mel_lengths)]

@@ -11,7 +11,10 @@ different clocks: the adapter stops such a run with both numbers. The shared mac
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 from naru_eval.adapters.audio import AudioArgs, AudioMixin
 from naru_eval.adapters.family import CAP, Family, Official
@@ -27,7 +30,7 @@ class Qwen3_OmniInputs(QwenOmniInputs):
 
     layout = "qwen3_omni"
 
-    def clip_tokens(self, mel_lengths: Any) -> list[int]:
+    def clip_tokens(self, mel_lengths: torch.Tensor) -> list[int]:
         from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import _get_feat_extract_output_lengths
 
         n_window = int(getattr(self.model.config.audio_config, "n_window", 50))

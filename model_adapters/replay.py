@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
@@ -88,7 +87,7 @@ class NaruReplay(NaruModel):
     uses_store = False  # the predictions file is the store
     args: ReplayArgs
 
-    def __init__(self, **model_args: Any) -> None:
+    def __init__(self, **model_args: object) -> None:
         super().__init__(**model_args)
         self.predictions_path = self.args.predictions
         self.predictions = load_predictions(self.args.predictions)

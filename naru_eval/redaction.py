@@ -13,8 +13,9 @@ again where it is kept (the response store, the Gemini usage file), with :func:`
   shorter than 8, is no key and is left alone; a key shorter than 8 is replaced only as a whole
   word;
 * any text that looks like a key becomes ``[REDACTED]``: ``sk-…`` (OpenAI), ``AIza…`` (Google),
-  ``hf_…`` (Hugging Face), ``Bearer …``, a ``key=``/``token=``/``signature=`` URL parameter and
-  an ``api-key: …``/``x-goog-api-key: …``/``authorization: …`` header or field.
+  ``hf_…`` (Hugging Face), ``Bearer …``, a ``key=``/``token=``/``signature=`` URL parameter,
+  an ``api-key: …``/``x-goog-api-key: …``/``authorization: …`` header or field, a secret-named
+  ``k=v`` (``hf_token=…``, ``client_secret=…``) and a URL's ``user:password@``.
 
 :func:`redact_http_logs` makes the HTTP stack's own log records safe too (httpx, httpcore, the
 SDKs: at DEBUG they print the response headers a server echoed the key in); the API layer's
@@ -32,7 +33,11 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar, overload
+
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
 
 #: the variables known to hold a key (any other whose name says so is found by its name)
 KEY_VARIABLES: tuple[str, ...] = (
@@ -60,6 +65,16 @@ _LOOKS_LIKE_A_KEY: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(
             r"(?i)\b((?:x-goog-api-key|x-api-key|api[_-]?key|authorization|access[_-]?token)[\"']?\s*[:=]\s*[\"']?)"
             r"(?!bearer\b|\[REDACTED)[^\s'\",;}&]{4,}"
+        ),
+        r"\1[REDACTED]",
+    ),
+    # a URL's user:password@ (``base_url=http://user:pass@host/v1``)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)(?!\[REDACTED)[^/\s:@'\"<>]*:[^/\s@'\"<>]+@"), r"\1[REDACTED]@"),
+    # a secret-named ``k=v`` or ``'k': 'v'`` (``hf_token=…``, ``client_secret=…``; not ``max_new_tokens=4``)
+    (
+        re.compile(
+            r"(?i)\b((?:[a-z0-9]+[_-])*(?:key|apikey|token|secret|password|passwd)[\"']?\s*[:=]\s*[\"']?)"
+            r"(?!\[REDACTED|\*\*\*|none\b|null\b|true\b|false\b)[^\s'\",;}&)]{4,}"
         ),
         r"\1[REDACTED]",
     ),
@@ -112,8 +127,19 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_data(value: Any) -> Any:
-    """A copy of a JSON-like value (dicts, lists, strings) with every string redacted."""
+def holds_secret(text: str) -> bool:
+    """Whether :func:`redact` would change ``text``: it holds a configured key, something
+    key-shaped or a URL's password (a model arg's value that must never be written)."""
+    return redact(text) != text
+
+
+@overload
+def redact_data(value: Mapping[K, V]) -> dict[K, V]: ...
+@overload
+def redact_data(value: T) -> T: ...
+def redact_data(value: object) -> object:
+    """A copy of a JSON-like value (dicts, lists, strings) with every string redacted: the same
+    kind of value (a mapping becomes a dict), anything else as it is."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, Mapping):
@@ -171,7 +197,7 @@ def redact_http_logs() -> None:
         previous = logging.getLogRecordFactory()
         _previous_factory.append(previous)
 
-        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        def factory(*args: object, **kwargs: object) -> logging.LogRecord:
             record = previous(*args, **kwargs)
             name = record.name
             if any(name == p or name.startswith(p + ".") or name.startswith(p + "2") for p in HTTP_LOGGERS):

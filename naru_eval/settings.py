@@ -28,9 +28,13 @@ import sys
 import typing
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
+from pydantic.json_schema import JsonDict
+from typing_extensions import TypedDict, Unpack
+
+T = TypeVar("T")
 
 PREFIX = "NARU_"
 _TRUE = ("1", "true", "yes", "on")
@@ -38,8 +42,9 @@ _FALSE = ("0", "false", "no", "off")
 _FLAG_HELP = f"must be one of {'/'.join(_TRUE)} or {'/'.join(_FALSE)} (any case)"
 
 
-def parse_flag(value: Any, name: str) -> bool:
-    """``value`` as a boolean: a bool, or one of ``1/true/yes/on`` / ``0/false/no/off`` (any case).
+def parse_flag(value: object, name: str) -> bool:
+    """``value`` (a bool, or any value read as its text) as a boolean: a bool, or one of
+    ``1/true/yes/on`` / ``0/false/no/off`` (any case).
     Anything else raises a ValueError naming ``name`` (a variable or an adapter's model arg)."""
     if isinstance(value, bool):
         return value
@@ -57,7 +62,7 @@ def env_flag(name: str, default: bool = False, env: Mapping[str, str] | None = N
     return default if raw is None or not raw.strip() else parse_flag(raw, name)
 
 
-def _flag(value: Any) -> bool:
+def _flag(value: object) -> bool:
     try:
         return parse_flag(value, "")
     except ValueError:
@@ -68,18 +73,27 @@ def _flag(value: Any) -> bool:
 Flag = Annotated[bool, BeforeValidator(_flag)]
 
 
-def _var(default: Any, text: str, default_doc: str | None = None, **limits: Any) -> Any:
+class Limits(TypedDict, total=False):
+    """A number field's limits, as pydantic's ``Field`` takes them."""
+
+    gt: float
+    ge: float
+    le: float
+    allow_inf_nan: bool
+
+
+def _var(default: T, text: str, default_doc: str | None = None, **limits: Unpack[Limits]) -> T:
     """A field: its default, its description (one line of the docs table) and, where the default
-    is applied by the reader (None here), the default the docs state; ``limits`` are pydantic's
-    (``gt``, ``ge``, ``allow_inf_nan``)."""
-    extra: dict[str, Any] | None = {"default_doc": default_doc} if default_doc else None
+    is applied by the reader (None here), the default the docs state; ``limits`` are pydantic's.
+    Typed as the value, as pydantic's ``Field`` is (the class reads it as the field's declaration)."""
+    extra: JsonDict | None = {"default_doc": default_doc} if default_doc else None
     return Field(default, description=text, json_schema_extra=extra, **limits)
 
 
 #: a count or a number of seconds that must be positive and finite (a NaN or a negative timeout
 #: would wait forever or not at all)
-_POSITIVE = {"gt": 0, "allow_inf_nan": False}
-_NON_NEGATIVE = {"ge": 0, "allow_inf_nan": False}
+_POSITIVE: Limits = {"gt": 0, "allow_inf_nan": False}
+_NON_NEGATIVE: Limits = {"ge": 0, "allow_inf_nan": False}
 
 
 class UserError(ValueError):
@@ -98,7 +112,7 @@ class SettingsError(UserError):
         )
 
 
-def _json_object(value: Any) -> Any:
+def _json_object(value: str | None) -> str | None:
     """NARU_HF_COLUMNS: a JSON object of dataset column -> NARU field (strings)."""
     if value is None:
         return None
@@ -157,6 +171,11 @@ class Settings(BaseModel):
         "directory of the ASR transcripts `naru-eval transcribe` writes (and their checkpoints)",
         "NARU_CACHE_DIR/transcripts",
     )
+    select_cache: str | None = _var(
+        None,
+        "directory of the candidate pools' frame embeddings (`select=`: one per video, encoder and pool rate)",
+        "NARU_CACHE_DIR/pools",
+    )
     # -- API runs
     config_error_after: int | None = _var(
         None,
@@ -206,7 +225,9 @@ class Settings(BaseModel):
     judge_prefetch: Flag = _var(True, "flag: decompose the run's questions in one batch before judging (0: one by one)")
     # -- shell only
     eval_repo: str | None = _var(
-        None, "scripts/frame_sweep.slurm only: the checkout to run from", "the sbatch directory"
+        None,
+        "the naru-eval checkout: scripts/frame_sweep.slurm runs from it, an experiment manifest records its revision",
+        "the sbatch directory",
     )
 
     def judge_key(self) -> str | None:
@@ -257,7 +278,7 @@ class Settings(BaseModel):
         return out
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """A value in a message: its repr, cut to 80 characters (a setting may hold a whole JSON file)."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -268,9 +289,26 @@ def _cached(snapshot: tuple[tuple[str, str], ...]) -> Settings:
     return Settings.from_env(dict(snapshot))
 
 
+def snapshot(env: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """The ``NARU_*`` variables of ``env`` (default: the process's), as sorted (name, value) pairs:
+    a hashable key of the configuration (what :func:`settings` is cached on, and a per-process
+    singleton such as the judge's, ``naru_eval.judge.config.env_fingerprint``)."""
+    env = os.environ if env is None else env
+    return tuple(sorted((k, v) for k, v in env.items() if k.startswith(PREFIX)))
+
+
+#: the OpenAI SDK's own variable for its endpoint: the judge's when ``NARU_JUDGE_BASE_URL`` is unset
+OPENAI_BASE_URL = "OPENAI_BASE_URL"
+
+
+def openai_base_url(env: Mapping[str, str] | None = None) -> str | None:
+    """``OPENAI_BASE_URL`` of ``env`` (default: the process's), as it is set (None: unset)."""
+    return (os.environ if env is None else env).get(OPENAI_BASE_URL)
+
+
 def settings() -> Settings:
     """The process's settings now (cached per distinct ``NARU_*`` environment)."""
-    return _cached(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(PREFIX))))
+    return _cached(snapshot())
 
 
 def check_environment() -> None:
@@ -292,7 +330,7 @@ def exit_on_user_error(who: str) -> Iterator[None]:
         raise SystemExit(2) from None
 
 
-def _kind(annotation: Any) -> str:
+def _kind(annotation: object) -> str:
     """The docs' type of a field: flag, integer, number, secret or text."""
     types = set(typing.get_args(annotation)) - {type(None)} or {annotation}
     for t, name in ((bool, "flag"), (int, "integer"), (float, "number"), (SecretStr, "secret")):

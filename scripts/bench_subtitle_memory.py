@@ -8,7 +8,7 @@ Writes a two-video synthetic data set and, for each video, a SubRip file of ``--
   cue is read and kept: the worst case under the caps).
 
 Then runs ``naru-eval validate-data DATA --no-videos --transcript SUBS`` in a child process and
-reports its peak resident set size (``wait4``'s ``ru_maxrss`` of that child), its wall time and
+reports its peak resident set size (the child's own ``VmHWM``), its wall time and
 its exit code. Run from the repository root:
 ``PYTHONPATH=. .venv/bin/python scripts/bench_subtitle_memory.py --mb 80 --kind long``.
 """

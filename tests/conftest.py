@@ -37,6 +37,26 @@ def copy_data(tmp_path, small_data):
     return _copy
 
 
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """Tiny checkpoints of the transformers families (tests/helpers/tiny_models.py), built once per
+    session: ``tiny_checkpoint(model_id)`` -> the directory of that family's tiny checkpoint;
+    ``raw=True``: one whose random weights are intact where the default is scripted."""
+    root = tmp_path_factory.mktemp("tiny_ckpt")
+    from tests.helpers.tiny_models import BUILDERS, RAW_BUILDERS
+
+    built: dict[tuple[str, bool], Path] = {}
+
+    def get(model_id: str, raw: bool = False) -> Path:
+        key = (model_id, raw and BUILDERS[model_id] is not RAW_BUILDERS[model_id])
+        if key not in built:
+            build = RAW_BUILDERS[model_id] if key[1] else BUILDERS[model_id]
+            built[key] = build(root / (model_id + ("_raw" if key[1] else "")))
+        return built[key]
+
+    return get
+
+
 @pytest.fixture(autouse=True)
 def _fresh_api_limiters():
     """Each test starts with fresh adaptive limits: a stub's port may be reused by a later test."""

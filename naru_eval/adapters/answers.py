@@ -8,10 +8,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from naru_eval.adapters.request import Answer, RequestFailed, failed
+from naru_eval.adapters.request import Answer, RequestFailed, Usage, failed
 from naru_eval.api.retry import ConfigErrorBreaker
+from naru_eval.core.json_types import JSONMapping
 from naru_eval.store.responses import ResponseStore
 
 Key = tuple[str, str]  # (run key, question key)
@@ -84,7 +85,7 @@ class AnswerLog:
         hit = self.store.get(*key) if self.store else None
         return hit.response if hit is not None and hit.status == "ok" else None
 
-    def register_runs(self, run_keys: set[str], describe: Mapping[str, Any]) -> None:
+    def register_runs(self, run_keys: set[str], describe: JSONMapping) -> None:
         if self.store:
             for rk in run_keys:
                 self.store.register_run(rk, {**describe, "store_path": str(self.store.path)})
@@ -102,7 +103,7 @@ class AnswerLog:
         self._write(i, key, "failed", str(e), e.usage, failed(str(e)))
 
     def _write(
-        self, i: int, key: Key, status: Literal["ok", "failed"], text: str, usage: Mapping[str, Any] | None, reply: str
+        self, i: int, key: Key, status: Literal["ok", "failed"], text: str, usage: Usage | None, reply: str
     ) -> None:
         if self.store:
             if status == "ok":

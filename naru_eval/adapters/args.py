@@ -23,27 +23,36 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Annotated, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.json_schema import JsonDict
 
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.provenance import variant_string
+from naru_eval.core.selection import (
+    DEFAULT_AKS_DEPTH,
+    DEFAULT_AKS_THRESHOLD,
+    DEFAULT_ALPHA,
+    DEFAULT_POOL_FPS,
+    DEFAULT_SELECT_ENCODER,
+    Selection,
+)
 from naru_eval.settings import UserError, parse_flag
 from naru_eval.store.responses import is_secret
 
 #: the field marker of an argument that changes the model's answers (``json_schema_extra``)
-ANSWERS: dict[str, Any] = {"naru_answers": True}
+ANSWERS: JsonDict = {"naru_answers": True}
 #: the field marker of the arguments the sampling label already names (``num_frames``, ``fps``)
-IN_SAMPLING: dict[str, Any] = {"naru_answers": "sampling"}
+IN_SAMPLING: JsonDict = {"naru_answers": "sampling"}
 
 
-def is_none(value: Any) -> bool:
+def is_none(value: object) -> bool:
     """None, or a string lmms-eval users write for "unset"."""
     return value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
 
 
-def _flag(value: Any) -> bool:
+def _flag(value: object) -> bool:
     try:
         return parse_flag(value, "it")
     except ValueError as e:  # "it must be one of 1/true/yes/on or 0/false/no/off, got ..."
@@ -107,7 +116,7 @@ class AdapterArgs(BaseModel):
 A = TypeVar("A", bound=AdapterArgs)
 
 
-def _refused_secrets(model: type[AdapterArgs], args: Mapping[str, Any]) -> list[str]:
+def _refused_secrets(model: type[AdapterArgs], args: Mapping[str, object]) -> list[str]:
     """Secret-named args, and args whose value holds a key from the adapter's ``key_env``."""
     named = {k for k, v in args.items() if is_secret(k) and not is_none(v)}
     keys = [v.strip() for v in (os.environ.get(n) for n in model.key_env) if v and len(v.strip()) >= 8]
@@ -115,7 +124,7 @@ def _refused_secrets(model: type[AdapterArgs], args: Mapping[str, Any]) -> list[
     return sorted(named | leaked)
 
 
-def parse_model_args(model: type[A], kwargs: Mapping[str, Any], adapter: str | None = None) -> A:
+def parse_model_args(model: type[A], kwargs: Mapping[str, object], adapter: str | None = None) -> A:
     """``kwargs`` (lmms-eval's ``--model_args``, strings or typed values) as ``model``.
 
     Unset-looking values (``none``, ``null``, empty) are dropped so the default applies. Every
@@ -277,7 +286,85 @@ class TranscriptFields(VideoField):
         return self
 
 
-class HFArgs(TranscriptFields, SamplingArgs):
+class SelectionFields(BaseModel):
+    """How the frames are chosen (``naru_eval.core.selection``): ``select=uniform`` (the default,
+    the official protocol: no variant, the same run key as before selection existed) or a selector
+    over a candidate pool at ``select_pool_fps``, scored against the question by ``select_encoder``.
+    A parameter is refused where its method does not use it."""
+
+    select: Literal["uniform", "its", "aks", "dialogue", "random"] = Field(
+        "uniform",
+        description="uniform (the official protocol), its, aks, dialogue (needs transcript=) or random (the control)",
+        json_schema_extra=ANSWERS,
+    )
+    select_encoder: str | None = Field(
+        None,
+        description=f"its/aks/dialogue: a CLIP/SigLIP/SigLIP2 checkpoint (default {DEFAULT_SELECT_ENCODER})",
+        json_schema_extra=ANSWERS,
+    )
+    select_alpha: float | None = Field(
+        None, ge=0, description=f"its: the similarity's power (default {DEFAULT_ALPHA:g}; 0: uniform over the pool)",
+        json_schema_extra=ANSWERS,
+    )  # fmt: skip
+    select_pool_fps: float | None = Field(
+        None, gt=0, description=f"the candidate pool's frames per second (default {DEFAULT_POOL_FPS:g})",
+        json_schema_extra=ANSWERS,
+    )  # fmt: skip
+    select_query: Literal["question", "question+options"] | None = Field(
+        None, description="what the frames are scored against (default the question text)", json_schema_extra=ANSWERS
+    )
+    select_aks_threshold: float | None = Field(
+        None, description=f"aks: how far a stretch's top frames must stand out (default {DEFAULT_AKS_THRESHOLD:g})",
+        json_schema_extra=ANSWERS,
+    )  # fmt: skip
+    select_aks_depth: int | None = Field(
+        None, ge=0, description=f"aks: how many times a stretch may be halved (default {DEFAULT_AKS_DEPTH})",
+        json_schema_extra=ANSWERS,
+    )  # fmt: skip
+    select_seed: int | None = Field(None, ge=0, description="random: the seed (default 0)", json_schema_extra=ANSWERS)
+
+    #: why an adapter cannot give a model chosen frames with their times (None: it can)
+    select_refusal: ClassVar[str | None] = None
+
+    @model_validator(mode="after")
+    def _select_args(self) -> SelectionFields:
+        if self.select != "uniform" and self.select_refusal:
+            raise ValueError(f"select={self.select} is not available here: {self.select_refusal}")
+        used = {
+            "uniform": (),
+            "its": ("select_encoder", "select_alpha", "select_pool_fps", "select_query"),
+            "aks": ("select_encoder", "select_pool_fps", "select_query", "select_aks_threshold", "select_aks_depth"),
+            "dialogue": ("select_encoder", "select_pool_fps", "select_query"),
+            "random": ("select_pool_fps", "select_seed"),
+        }[self.select]
+        names = [n for n in SelectionFields.model_fields if n != "select"]
+        stray = [n for n in names if getattr(self, n) is not None and n not in used]
+        if stray:
+            raise ValueError(f"{', '.join(stray)} do(es) not apply to select={self.select}")
+        if self.select == "dialogue" and str(getattr(self, "transcript", "none")).strip() == "none":
+            raise ValueError("select=dialogue chooses frames by the transcript's lines: give transcript=")
+        return self
+
+    @property
+    def selection(self) -> Selection:
+        """The one value of how the frames are chosen (the defaults filled in)."""
+        if self.select == "uniform":
+            return Selection()
+        return Selection(
+            method=self.select,
+            pool_fps=self.select_pool_fps or DEFAULT_POOL_FPS,
+            encoder=(self.select_encoder or DEFAULT_SELECT_ENCODER)
+            if self.select in ("its", "aks", "dialogue")
+            else None,
+            alpha=DEFAULT_ALPHA if self.select_alpha is None else self.select_alpha,
+            aks_threshold=DEFAULT_AKS_THRESHOLD if self.select_aks_threshold is None else self.select_aks_threshold,
+            aks_depth=DEFAULT_AKS_DEPTH if self.select_aks_depth is None else self.select_aks_depth,
+            query=self.select_query or "question",
+            seed=self.select_seed or 0,
+        )
+
+
+class HFArgs(SelectionFields, TranscriptFields, SamplingArgs):
     """Args of the transformers families (``naru_eval.adapters.hf.base.HFVideoModel``)."""
 
     key_env: ClassVar[tuple[str, ...]] = ("HF_TOKEN",)

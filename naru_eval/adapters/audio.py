@@ -27,16 +27,20 @@ into its adapter and names its audio front end (``encoder``: a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypedDict
 
 from pydantic import Field
 
 from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, HFArgs
-from naru_eval.adapters.request import NaruRequest, RequestFailed
+from naru_eval.adapters.request import Answer, NaruRequest, RequestFailed
 from naru_eval.core import provenance
 from naru_eval.core.inputs import AudioInput, FramesInput, InputPlan
+from naru_eval.core.json_types import JSONObject
+from naru_eval.media.audio_plan import AudioRecord
 
 if TYPE_CHECKING:
+    from lmms_eval.api.instance import Instance
+
     from naru_eval.media.audio import SampledAudio
     from naru_eval.media.audio_plan import AudioEncoder, AudioPlan
     from naru_eval.media.sampler import SampledFrames
@@ -56,6 +60,20 @@ class AudioOffArgs(AudioArgs):
     )
 
 
+class AudioHeard(AudioRecord, total=False):
+    """What one answer heard: its plan's record, the seconds its windows cover, and (with
+    ``audio_source=other``) the video the soundtrack came from."""
+
+    covered_s: float
+    from_video: str
+
+
+class AudioUsage(TypedDict):
+    """An omni answer's usage part: what it heard."""
+
+    audio: AudioHeard
+
+
 class AudioMixin:
     """The soundtrack machinery of an omni adapter (the module docstring); mixed in before
     ``HFVideoModel``."""
@@ -63,34 +81,34 @@ class AudioMixin:
     #: the family's audio front end (token count per clip, block length)
     encoder: ClassVar[AudioEncoder]
     inputs: InputPlan
-    model: Any
     model_id: ClassVar[str]
     #: video -> the video whose soundtrack it is given (``audio_source=other``), set by prepare
     _audio_from: dict[str, str]
-    #: video -> its plan (per video, the same for all its questions)
+    #: a video's frames (``media.sampler.frames_key``) -> its plan (the same for all the questions
+    #: asked with those frames: every question of the video, unless frames are chosen per question)
     _audio_plans: dict[str, AudioPlan]
     #: what the adapter gives: the language model's context, and what the frames cost in it
     #: (audio only plans as if they were given)
     context_tokens: Callable[[], int]
     frame_tokens_of: Callable[[SampledFrames], int]
 
-    def __init__(self, **model_args: Any) -> None:
+    def __init__(self, **model_args: object) -> None:
         self._audio_from = {}
         self._audio_plans = {}
         #: video -> what its answers heard (the processor may run ahead, in another thread)
-        self._audio_records: dict[str, dict[str, Any]] = {}
+        self._audio_records: dict[str, AudioUsage] = {}
         super().__init__(**model_args)
 
-    def respond(self, request: NaruRequest) -> Any:
+    def respond(self, request: NaruRequest) -> Answer:
         """The answer, with what it heard in its usage (the response store keeps it)."""
         return self.with_audio_usage(request, super().respond(request))  # type: ignore[misc]
 
-    def with_audio_usage(self, request: NaruRequest, ans: Any) -> Any:
+    def with_audio_usage(self, request: NaruRequest, ans: Answer) -> Answer:
         """``ans`` with what its video's soundtrack gave in its usage."""
         if ans.usage is None:
             return ans
-        record = self._audio_records.get(request.video or "", {})
-        usage = {**ans.usage, **record}
+        record = self._audio_records.get(request.video or "")
+        usage: dict[str, object] = {**ans.usage, **(record or {})}
         if not self.gives_frames:
             usage["frames"] = 0  # sampled for their times only
         video_id = request.doc.get("video_id")
@@ -98,7 +116,7 @@ class AudioMixin:
             provenance.record_video(str(video_id), audio=provenance.audio_summary(record["audio"]))
         return ans._replace(usage=usage)
 
-    def to_naru_requests(self, requests: Sequence[Any]) -> list[NaruRequest]:
+    def to_naru_requests(self, requests: Sequence[Instance]) -> list[NaruRequest]:
         reqs: list[NaruRequest] = super().to_naru_requests(requests)  # type: ignore[misc]
         self.derange(reqs)
         self.recall_audio(reqs)
@@ -206,10 +224,12 @@ class AudioMixin:
         """The plan of the video ``sampled`` is from, beside ``video_tokens`` of frames (0 for audio
         only: then the frames' windows, so both arms of an ablation hear the same audio)."""
         from naru_eval.media.audio_plan import AudioPlanError, plan_audio
+        from naru_eval.media.sampler import frames_key
 
         video = sampled.info.path
-        if video in self._audio_plans:
-            return self._audio_plans[video]
+        key = frames_key(sampled)  # the windows follow the frames (chosen per question with select=)
+        if key in self._audio_plans:
+            return self._audio_plans[key]
         budget = self.context_tokens() - self.audio_reserve()
         if self.gives_frames:
             budget -= video_tokens
@@ -226,7 +246,7 @@ class AudioMixin:
             )
         except AudioPlanError as e:
             raise RequestFailed(f"audio: {e}") from None
-        self._audio_plans[video] = plan
+        self._audio_plans[key] = plan
         return plan
 
     def audio_path(self, video: str) -> str:
@@ -253,7 +273,7 @@ class AudioMixin:
         return audio, plan
 
     # -- what was given -----------------------------------------------------------------------
-    def audio_description(self) -> dict[str, Any]:
+    def audio_description(self) -> JSONObject:
         """The run key's audio part: what changes what the model hears (the plan's inputs, the
         front end, the control's derangement)."""
         from naru_eval.media.audio import CONVERSION, SAMPLE_RATE
@@ -276,10 +296,9 @@ class AudioMixin:
             "derangement": derangement_key(self._audio_from) if a.audio_source == "other" else None,
         }
 
-    def audio_usage(self, audio: SampledAudio, plan: AudioPlan) -> dict[str, Any]:
+    def audio_usage(self, audio: SampledAudio, plan: AudioPlan) -> AudioUsage:
         """What one answer heard (kept with it in the response store)."""
-        record: dict[str, Any] = dict(plan.record())
-        record["covered_s"] = round(float(sum(audio.covered_s)), 3)
+        record: AudioHeard = {**plan.record(), "covered_s": round(float(sum(audio.covered_s)), 3)}
         if self.audio_args.audio_source == "other":
             record["from_video"] = audio.path
         return {"audio": record}

@@ -36,12 +36,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from lmms_eval.api.instance import Instance
 from lmms_eval.api.model import lmms
 from loguru import logger
 from tqdm import tqdm
+from typing_extensions import Self
 
 from naru_eval.adapters.answers import AnswerLog, HeldFailures, RequestPlan
 from naru_eval.adapters.args import RunArgs, parse_model_args
@@ -51,13 +52,20 @@ from naru_eval.api.retry import ConfigErrorBreaker
 from naru_eval.core import provenance
 from naru_eval.core.budgets import Sampling
 from naru_eval.core.inputs import TEXT, FramesInput, InputPlan
+from naru_eval.core.json_types import JSONObject, number
 from naru_eval.settings import UserError, exit_on_user_error, settings
 from naru_eval.store.responses import ResponseStore, run_key
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    import torch
+
     from naru_eval.adapters.transcript import Rendered, TranscriptFeed
     from naru_eval.media.frame_cache import SamplingParams
+    from naru_eval.media.prefetch import FramePrefetcher
     from naru_eval.media.sampler import SampledFrames
+    from naru_eval.select.selector import Chosen, FrameSelector
 
 
 class NaruModel(lmms):
@@ -92,14 +100,14 @@ class NaruModel(lmms):
     #: the run's input plan: what a request with media gives the model (``naru_eval.core.inputs``)
     inputs: InputPlan
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         declared = cls.__dict__.get("family")
         if isinstance(declared, Family):
             cls.model_id = declared.id
             cls.Args = declared.args
 
-    def __init__(self, **model_args: Any) -> None:
+    def __init__(self, **model_args: object) -> None:
         super().__init__()
         self.args = parse_model_args(self.Args, model_args, self.model_id)
         self.batch_size = self.args.batch_size
@@ -113,6 +121,7 @@ class NaruModel(lmms):
         #: (a wrong key, model name or setting) instead of storing a failure per question
         self.breaker = ConfigErrorBreaker(self.model_id)
         self.transcripts = self.transcript_feed()
+        self.selector = self.frame_selector()
         plan = self.input_plan()
         if self.transcripts is not None:
             plan = replace(plan, transcript=self.transcripts.spec)
@@ -128,7 +137,7 @@ class NaruModel(lmms):
             raise TypeError(f"{self.model_id}: its input plan gives {undeclared}, which its family does not declare")
 
     @classmethod
-    def create_from_arg_string(cls, arg_string: str, additional_config: dict | None = None) -> Any:
+    def create_from_arg_string(cls, arg_string: str, additional_config: dict[str, object] | None = None) -> Self:
         """lmms-eval's constructor: a user's mistake (a setting, a file) is its message, exit 2."""
         with exit_on_user_error(cls.model_id):
             return super().create_from_arg_string(arg_string, additional_config)
@@ -174,13 +183,21 @@ class NaruModel(lmms):
         spec = transcript_input(self.args)
         return TranscriptFeed(spec, self.model_id) if spec is not None else None
 
-    def render_transcript(self, request: NaruRequest, *args: Any, **kwargs: Any) -> Rendered | None:
+    def render_transcript(
+        self,
+        request: NaruRequest,
+        frame_times: Sequence[float] | None,
+        count_tokens: Callable[[str], int],
+        frame_tokens: Callable[[int], int],
+        budget_tokens: int | None,
+        group: int = 1,
+    ) -> Rendered | None:
         """:meth:`TranscriptFeed.render` for ``request`` (None without a transcript); frames that
         alone overflow the context fail the request for good."""
         if self.transcripts is None:
             return None
         try:
-            return self.transcripts.render(request, *args, **kwargs)
+            return self.transcripts.render(request, frame_times, count_tokens, frame_tokens, budget_tokens, group)
         except ValueError as e:
             raise RequestFailed(f"transcript: {e}") from None
 
@@ -199,6 +216,46 @@ class NaruModel(lmms):
         """Whether this run's frames can take transcript lines between them."""
         return self.interleaves_transcript
 
+    # -- frames chosen for the question (naru_eval.select) -----------------------------------------
+    def frame_selector(self) -> FrameSelector | None:
+        """The run's frame selector (``select=``; None: uniform, the official protocol)."""
+        from naru_eval.adapters.args import SelectionFields
+
+        if not isinstance(self.args, SelectionFields) or not self.args.selection.chosen:
+            return None
+        from naru_eval.select.selector import FrameSelector
+
+        return FrameSelector(self.args.selection, self.model_id, device=self.args.device)
+
+    def chosen_frames(self, request: NaruRequest) -> Chosen:
+        """The frames the selector chose for ``request``: the run's budget (the count the family's
+        sampling gives this video), filled by the selector."""
+        from naru_eval.select.selector import Query, planned_count
+
+        assert self.selector is not None and request.video is not None
+        params = self.frame_params(request.video)
+        n = planned_count(request.video, params["num_frames"], params["fps"], params["max_frames"])
+        given = request.doc.get("options")
+        options = tuple(str(o) for o in given) if isinstance(given, (list, tuple)) else ()
+        q = Query(request.question_id, str(request.doc.get("question") or request.prompt), options)
+        transcript = self.transcripts.given(request) if self.transcripts is not None else None
+        return self.selector.choose(request.video, n, q, transcript)
+
+    def prepare_selection(self, requests: Sequence[NaruRequest]) -> None:
+        """Every video's candidate pool before the first answer (a pool smaller than its budget
+        stops the run, every such video named)."""
+        from naru_eval.select.selector import planned_count
+
+        if self.selector is None:
+            return
+        budgets: dict[str, int] = {}
+        with exit_on_user_error(self.model_id):
+            for r in requests:
+                if r.video and r.video not in budgets and self.plan_of(r).frames is not None:
+                    p = self.frame_params(r.video)
+                    budgets[r.video] = planned_count(r.video, p["num_frames"], p["fps"], p["max_frames"])
+            self.selector.prepare(budgets)
+
     def provenance(self) -> dict[str, str | None]:
         """What the model is given (``naru_eval.core.provenance``): written into every sample
         payload of the run. The input mode comes from the input plan; the HF families add
@@ -208,14 +265,17 @@ class NaruModel(lmms):
             label: str | None = "default"  # the server's own sampling
         else:  # None (not recorded) when the adapter samples nothing itself and was told nothing
             label = s.label if s.frames is not None or s.fps is not None else None
-        return {
+        out: dict[str, str | None] = {
             "adapter": self.model_id,
             "input_mode": self.inputs.mode if self.family.inputs else None,
             "sampling": label,
             "variant": self.args.variant(),
         }
+        if self.selector is not None:  # uniform (the official protocol) records none
+            out["selection"] = self.selector.label()
+        return out
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """What, besides the task and prompt, changes this adapter's answers (for the run key).
         ``args`` stays (empty: every arg is typed now) so that run keys are unchanged. An adapter
         that sends naru-eval's frames names how their pixels are made (``pixels``:
@@ -223,7 +283,7 @@ class NaruModel(lmms):
         the frames' own colour matrix and range, and the families' reference resize) are never
         reused."""
         s = self.sampling
-        desc: dict[str, Any] = {
+        desc: JSONObject = {
             "model": self.model_id,
             "args": {},
             "num_frames": s.frames,
@@ -238,6 +298,8 @@ class NaruModel(lmms):
         if self.transcripts is not None:  # absent with transcript=none: run keys as before
             desc["transcript"] = self.transcripts.describe()
             desc["video"] = self.inputs.frames is not None
+        if self.selector is not None:  # absent with select=uniform: run keys as before
+            desc["selection"] = self.selector.describe()
         return desc
 
     # -- the sampling, as views of the one value ----------------------------------------------
@@ -269,7 +331,7 @@ class NaruModel(lmms):
 
     # -- shared machinery ---------------------------------------------------------------------
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         """Where lmms-eval puts the counts it gathers across ranks under ``accelerate launch``:
         the device of the ``Accelerator`` its evaluator gives the model first, else the CPU. An
         adapter that holds no weights (replay, the API adapters) needs nothing else; the HF loader
@@ -314,20 +376,27 @@ class NaruModel(lmms):
         if request.video is None:
             raise ValueError(f"question {request.question_id}: no video")
         try:
-            sampled = default_cache().get(request.video, **self.frame_params(request.video))
+            params = self.frame_params(request.video)
+            if self.selector is not None:  # exactly the frames chosen for this question
+                from naru_eval.media.frame_cache import chosen_params
+
+                chosen = self.chosen_frames(request)
+                params = chosen_params(params, chosen.indices)
+                provenance.record_question(request.question_id, frame_times=chosen.record())
+            sampled = default_cache().get(request.video, **params)
         except VideoError as e:
             raise RequestFailed(f"video: {e}") from None
         if len(sampled.frames) == 0:
             raise RequestFailed(f"video {request.video}: no frames sampled")
         return sampled
 
-    def decode_ahead(self, videos: Sequence[str]) -> Any:
+    def decode_ahead(self, videos: Sequence[str]) -> AbstractContextManager[FramePrefetcher | None]:
         """A context that decodes ``videos`` (in the order they will be asked) in worker
         processes while the model answers (``decode_workers`` > 0), else does nothing."""
         import contextlib
 
-        if self.decode_workers <= 0 or not self.needs_frames or len(videos) == 0:
-            return contextlib.nullcontext()
+        if self.decode_workers <= 0 or not self.needs_frames or len(videos) == 0 or self.selector is not None:
+            return contextlib.nullcontext()  # chosen frames differ per question: decoded as asked
         from naru_eval.media.frame_cache import default_cache
         from naru_eval.media.prefetch import FramePrefetcher
 
@@ -355,8 +424,8 @@ class NaruModel(lmms):
         names), so a blind variant (no video) or a rotated one (another prompt, another id)
         stays its own request.
         """
-        desc = {**self.describe(), "gen_kwargs": request.gen_kwargs}
-        asked: dict[str, Any] = {"prompt": request.prompt, "media": [Path(v).name for v in request.videos]}
+        desc: JSONObject = {**self.describe(), "gen_kwargs": dict(request.gen_kwargs)}
+        asked: JSONObject = {"prompt": request.prompt, "media": [Path(v).name for v in request.videos]}
         if self.transcripts is not None and request.videos:
             asked["transcript"] = self.transcripts.fingerprint(request)
         digest = hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
@@ -375,6 +444,14 @@ class NaruModel(lmms):
         store = self.store
         if self.transcripts is not None and store is not None and plan.reused_answers:
             self.transcripts.recall([(reqs[i], store.get(*keys[i])) for i in plan.reused_answers])
+        if self.selector is not None and store is not None:  # the reused answers' chosen frames
+            for i in plan.reused_answers:
+                hit = store.get(*keys[i])
+                chosen = (hit.usage or {}).get("selection") if hit is not None else None
+                stamped = chosen.get("times") if isinstance(chosen, dict) else None
+                if isinstance(stamped, list):
+                    times = ",".join(f"{number(t):.3f}" for t in stamped)
+                    provenance.record_question(reqs[i].question_id, frame_times=times)
         log.register_runs({k[0] for k in keys}, self.describe())
         if self.reused:
             logger.info(f"naru: {self.reused} answer(s) reused from {log.where}")
@@ -382,6 +459,7 @@ class NaruModel(lmms):
             logger.info(f"naru: {plan.n_shared} request(s) repeat another task's identical request; asked once")
         # one video at a time: the frame cache then decodes each video once
         pending = sorted(plan.pending, key=lambda i: (reqs[i].video or "", i))
+        self.prepare_selection([reqs[i] for i in pending])  # every video's pool, before any answer
         with exit_on_user_error(self.model_id):  # a preflight's UserError: its message, exit 2, nothing asked
             self.prepare([reqs[i] for i in pending])
 
@@ -401,6 +479,10 @@ class NaruModel(lmms):
                 return
             if self.transcripts is not None and isinstance(ans, Answer) and ans.usage is not None:
                 ans = ans._replace(usage={**ans.usage, **self.transcripts.usage(reqs[i])})
+            if self.selector is not None and isinstance(ans, Answer) and ans.usage is not None and reqs[i].video:
+                chosen = self.chosen_frames(reqs[i])  # kept with the answer: a reused one says its frames
+                record = {"indices": list(chosen.indices), "times": [round(t, 3) for t in chosen.times]}
+                ans = ans._replace(usage={**ans.usage, "selection": record})
             self.breaker.succeeded()
             log.answered(i, keys[i], ans)
             held.flush()

@@ -24,7 +24,10 @@ import importlib.util
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lmms_eval.models.registry_v2 import ModelManifest
 
 #: the package whose modules are the families (lmms-eval's entry point is its ``manifests``)
 PACKAGE = "model_adapters"
@@ -68,7 +71,7 @@ class RegistryError(ValueError):
     """Asked for a family the registry could not take (its module's problem is the message)."""
 
 
-def _literal(node: ast.AST | None) -> Any:
+def _literal(node: ast.AST | None) -> object:
     try:
         return ast.literal_eval(node) if node is not None else None
     except ValueError:
@@ -131,8 +134,9 @@ def _scan(package: str = PACKAGE) -> tuple[dict[str, Registered], list[Problem]]
                     Problem(path, line, f"{cls}.family's id must be a string literal (the registry reads it)")
                 )
                 continue
-            checkpoints = _literal(keywords.get("checkpoints")) or {}
-            found.append((Registered(model_id, f"{package}.{info.name}", cls, path, dict(checkpoints)), line))
+            checkpoints = _literal(keywords.get("checkpoints"))
+            checkpoints = dict(checkpoints) if isinstance(checkpoints, dict) else {}
+            found.append((Registered(model_id, f"{package}.{info.name}", cls, path, checkpoints), line))
     by_id: dict[str, list[tuple[Registered, int]]] = {}
     for entry, line in found:
         by_id.setdefault(entry.id, []).append((entry, line))
@@ -192,7 +196,7 @@ def adapter_class(model_id: str, package: str = PACKAGE) -> type:
     return cls
 
 
-def manifests(package: str = PACKAGE) -> list[Any]:
+def manifests(package: str = PACKAGE) -> list[ModelManifest]:
     """The ``ModelManifest`` list lmms-eval's registry loads (lmms-eval's manifest class only: no
     adapter module is imported until its model is requested)."""
     from lmms_eval.models.registry_v2 import ModelManifest

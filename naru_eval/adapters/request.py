@@ -8,11 +8,13 @@ kept as a failure (:func:`failed`: the marker the extractor reads as invalid), n
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from naru_eval.core.doc import NaruDoc
 from naru_eval.core.inputs import InputPlan
+from naru_eval.core.json_types import JSONMapping, number
+from naru_eval.store.responses import Usage
 
 #: Text recorded for a request that failed after its retries. The extractor reads it as
 #: invalid ("failed"), so it is scored wrong and counted, never parsed as an answer.
@@ -22,7 +24,7 @@ FAILED_MARKER = "[NARU_REQUEST_FAILED]"
 class RequestFailed(RuntimeError):
     """Raised by an adapter when a request failed for good (after its retries)."""
 
-    def __init__(self, reason: str, usage: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, reason: str, usage: Usage | None = None) -> None:
         super().__init__(reason)
         self.usage = dict(usage) if usage else None
 
@@ -31,7 +33,7 @@ class Answer(NamedTuple):
     """An adapter's reply; ``usage`` (tokens, cost) is stored with it."""
 
     text: str
-    usage: Mapping[str, Any] | None = None
+    usage: Usage | None = None
 
 
 class NaruRequest(NamedTuple):
@@ -43,7 +45,7 @@ class NaruRequest(NamedTuple):
     doc: NaruDoc
     prompt: str
     videos: Sequence[str]
-    gen_kwargs: Mapping[str, Any]
+    gen_kwargs: JSONMapping  # the task's generation_kwargs (until, max_new_tokens, temperature, ...)
     task: str
     doc_id: int
     inputs: InputPlan | None = None
@@ -57,7 +59,7 @@ class NaruRequest(NamedTuple):
         """The video's duration as the doc carries it (the annotation's, else the preflight's
         probe); None when not known."""
         value = self.doc.get("duration_s")
-        return float(value) if value else None
+        return number(value) if value else None
 
     @property
     def video(self) -> str | None:

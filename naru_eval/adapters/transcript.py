@@ -27,10 +27,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from naru_eval.adapters.request import NaruRequest
 from naru_eval.core import provenance
+from naru_eval.core.json_types import JSONMapping, JSONObject
 from naru_eval.core.transcripts import (
     TranscriptBook,
     TranscriptInput,
@@ -42,6 +43,7 @@ from naru_eval.core.transcripts import (
     transcript_or_problem,
 )
 from naru_eval.settings import UserError
+from naru_eval.store.responses import StoredResponse
 
 if TYPE_CHECKING:
     from naru_eval.adapters.args import TranscriptFields
@@ -82,14 +84,14 @@ class Rendered:
 
     pieces: tuple[str | range, ...]
     block: str
-    record: Mapping[str, Any]
+    record: JSONMapping
 
     @property
     def interleaved(self) -> bool:
         return bool(self.pieces)
 
 
-def summary(record: Mapping[str, Any]) -> str:
+def summary(record: JSONMapping) -> str:
     """The provenance ``transcript`` field of a video: ``<source> <fingerprint> <layout>: k/n cues,
     t tokens[; cut ...]``."""
     text = (
@@ -109,7 +111,7 @@ class TranscriptFeed:
     _rendered: dict[tuple[str, tuple[float, ...], int], Rendered] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The run key's transcript part."""
         return dict(self.spec.describe())
 
@@ -211,7 +213,7 @@ class TranscriptFeed:
             provenance.record_video(str(vid), transcript=summary(record))
         return rendered
 
-    def recall(self, reused: Sequence[tuple[NaruRequest, Any]]) -> None:
+    def recall(self, reused: Sequence[tuple[NaruRequest, StoredResponse | None]]) -> None:
         """What the answers reused from the response store were given, for their payloads'
         ``transcript`` (an answer reused is not asked again, so its record comes from the store).
         ``reused``: each reused request with its stored response."""
@@ -223,7 +225,7 @@ class TranscriptFeed:
                 provenance.record_video(vid, transcript=summary(record))
                 done.add(vid)
 
-    def usage(self, request: NaruRequest) -> dict[str, Any]:
+    def usage(self, request: NaruRequest) -> JSONObject:
         """What ``request``'s answer was given of the transcript (its usage's ``transcript``)."""
         with self._lock:
             hits = [r for (video, _, _), r in self._rendered.items() if video == str(request.video)]

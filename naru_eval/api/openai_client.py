@@ -12,7 +12,13 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+from naru_eval.core.json_types import JSON, JSONMapping, as_int
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+    from pydantic import BaseModel
 
 _REASONING_FAMILY = re.compile(r"^(?:[\w.-]+/)?(?:gpt-5|gpt-[6-9]|o\d)(?:[.\-_]|$)", re.I)
 
@@ -50,7 +56,7 @@ def make_openai_client(
     key_env: Sequence[str] = ("OPENAI_API_KEY",),
     who: str = "openai",
     info: Callable[[str], object] | None = None,
-) -> Any:
+) -> OpenAI:
     """An ``openai.OpenAI`` client for ``base_url`` with the SDK's retries off.
 
     Without a key in ``key_env`` the placeholder ``EMPTY`` is sent (local servers take any key),
@@ -71,28 +77,27 @@ def openai_errors() -> tuple[type[BaseException], ...]:
     return (openai.OpenAIError, json.JSONDecodeError)
 
 
-def _as_mapping(value: Any) -> Mapping[str, Any]:
-    if value is None:
-        return {}
+def _as_mapping(value: BaseModel | JSON) -> JSONMapping:
+    """An SDK object's JSON (``model_dump``), a JSON object as it is; anything else none."""
     if isinstance(value, Mapping):
         return value
     dump = getattr(value, "model_dump", None)
     return dump() if callable(dump) else {}
 
 
-def usage_of(usage: Any) -> TokenUsage:
+def usage_of(usage: BaseModel | JSON) -> TokenUsage:
     """Tokens of a completion's ``usage`` (an SDK ``CompletionUsage`` or its JSON): prompt,
     completion and total, plus cached and reasoning tokens where the server reports them."""
     u = _as_mapping(usage)
     out: TokenUsage = {
-        "prompt_tokens": u.get("prompt_tokens"),
-        "completion_tokens": u.get("completion_tokens"),
-        "total_tokens": u.get("total_tokens"),
+        "prompt_tokens": as_int(u.get("prompt_tokens")),
+        "completion_tokens": as_int(u.get("completion_tokens")),
+        "total_tokens": as_int(u.get("total_tokens")),
     }
-    cached = _as_mapping(u.get("prompt_tokens_details")).get("cached_tokens")
+    cached = as_int(_as_mapping(u.get("prompt_tokens_details")).get("cached_tokens"))
     if cached is not None:
         out["cached_tokens"] = cached
-    reasoning = _as_mapping(u.get("completion_tokens_details")).get("reasoning_tokens")
+    reasoning = as_int(_as_mapping(u.get("completion_tokens_details")).get("reasoning_tokens"))
     if reasoning is not None:
         out["reasoning_tokens"] = reasoning
     return out

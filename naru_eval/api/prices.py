@@ -39,11 +39,13 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
+
+from naru_eval.core.json_types import JSONMapping, JSONObject, number
 
 #: fields of an entry that are not prices
 META_FIELDS = frozenset({"as_of", "source", "aliases", "note"})
@@ -51,22 +53,22 @@ _SNAPSHOT = re.compile(r"^(?P<base>.+)-\d{4}-\d{2}-\d{2}$")
 
 
 @functools.lru_cache(maxsize=1)
-def _raw() -> dict[str, Any]:
+def _raw() -> JSONObject:
     text = resources.files("naru_eval").joinpath("data_files/prices.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 
-def entries(provider: str) -> dict[str, dict[str, Any]]:
+def entries(provider: str) -> dict[str, JSONObject]:
     """``model -> entry`` (prices, ``as_of``, ``source``, ``aliases``) of one provider; a copy."""
     table = _raw().get(provider)
     if not isinstance(table, Mapping):
         raise KeyError(f"no price table for provider {provider!r} in naru_eval/data_files/prices.json")
-    return {k: dict(v) for k, v in table.items()}
+    return {k: dict(v) for k, v in table.items() if isinstance(v, Mapping)}
 
 
-def numbers(entry: Mapping[str, Any]) -> dict[str, float]:
+def numbers(entry: JSONMapping) -> dict[str, float]:
     """The price fields of an entry (USD per 1M tokens; thresholds in tokens)."""
-    return {k: float(v) for k, v in entry.items() if k not in META_FIELDS}
+    return {k: number(v) for k, v in entry.items() if k not in META_FIELDS}
 
 
 def price_table(provider: str) -> dict[str, dict[str, float]]:
@@ -74,18 +76,19 @@ def price_table(provider: str) -> dict[str, dict[str, float]]:
     return expand(entries(provider))
 
 
-def expand(table: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+def expand(table: Mapping[str, JSONMapping]) -> dict[str, dict[str, float]]:
     """``model -> prices`` of entries as the file holds them: each alias a key of its own, so
     :func:`match` sees them (the built-in table and a user's override file alike)."""
     out: dict[str, dict[str, float]] = {}
     for key, entry in table.items():
         out[str(key)] = numbers(entry)
-        for alias in entry.get("aliases") or ():
+        aliases = entry.get("aliases")
+        for alias in aliases if isinstance(aliases, list) else ():
             out[str(alias)] = out[str(key)]
     return out
 
 
-def match(model: str, keys: Any) -> str | None:
+def match(model: str, keys: Container[str]) -> str | None:
     """The key of ``keys`` whose price ``model`` takes: exact, else ``key-YYYY-MM-DD``; else None."""
     name = model.strip()
     if name in keys:
@@ -148,7 +151,7 @@ class PriceTable:
         return cls(models, as_of, source)
 
 
-def read_override(spec: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+def read_override(spec: str | os.PathLike[str]) -> dict[str, JSONObject]:
     """A price override (inline JSON or a path to a JSON file), checked: every entry is an object
     with ``input`` and ``output`` prices. ValueError naming what is wrong and the format."""
     text = str(spec)

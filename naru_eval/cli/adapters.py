@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 
 def cmd_adapters(args: argparse.Namespace) -> int:
@@ -35,7 +34,7 @@ def cmd_adapters(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``adapters`` to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
         "adapters",

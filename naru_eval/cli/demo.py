@@ -56,8 +56,8 @@ def _run_demo(out: Path, per_category: int, videos: int) -> int:
         print(f"demo: FAILED: {run.failure()}", file=sys.stderr)
         return 1
     (out / "lmms_eval.log").write_text(run.stdout + "\n" + run.stderr, encoding="utf-8")
-    results = run.results()["results"]
-    summary = {task: {m: results[task].get(f"{m},none") for m in METRICS} for task in TASKS}
+    reported = {task: run.reported(task) for task in TASKS}
+    summary = {task: {m: reported[task].get(m) for m in METRICS} for task in TASKS}
     table = metrics_table(summary)
     (out / "summary.json").write_text(
         json.dumps({"results_file": str(run.results_file), "metrics": summary}, indent=2), encoding="utf-8"

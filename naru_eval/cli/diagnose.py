@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 
 def _edges(text: str) -> list[float]:
@@ -86,7 +85,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``diagnose`` subcommand to ``naru-eval``'s subparsers."""
     p = subparsers.add_parser(
         "diagnose",

@@ -23,13 +23,16 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from naru_eval.providers.gemini.estimate import QuestionSpec, RunEstimate, estimate_run, paper_questions
 from naru_eval.providers.gemini.families import MEDIA_RESOLUTIONS, family
 from naru_eval.providers.gemini.pricing import load_prices
 from naru_eval.providers.gemini.tokens import AUDIO_TOKENS_PER_S, FRAME_OVERHEAD_TOKENS, FRAME_TOKENS
 from naru_eval.settings import settings
+
+if TYPE_CHECKING:
+    from model_adapters.gemini import Gemini
 
 #: the task template that holds every prompt variant (tasks/naru/_default_template_yaml, shipped
 #: as lmms_eval/tasks/naru/): the one copy of naru_gemini's instruction
@@ -60,7 +63,7 @@ def gemini_prompt_kwargs() -> dict[str, str]:
     return {"pre_prompt": str(kwargs.get("pre_prompt", "")), "post_prompt": str(kwargs["post_prompt"])}
 
 
-def gemini_adapter() -> Any:
+def gemini_adapter() -> type[Gemini]:
     """The Gemini adapter class (imported on use: it loads lmms-eval), whose family declares the
     default sampling and the id the task template keys its prompt by."""
     from model_adapters.gemini import Gemini
@@ -221,7 +224,7 @@ def cmd_estimate_cost(args: argparse.Namespace) -> int:
     return 0 if est.fits else 1
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``estimate-cost`` subcommand to ``naru-eval``'s subparsers."""
     p = subparsers.add_parser(
         "estimate-cost",

@@ -21,15 +21,17 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from naru_eval.core.json_types import JSONObject, as_int, as_str
 from naru_eval.core.metrics import Metric
 from naru_eval.core.numbers import fmt_num
 
 if TYPE_CHECKING:
     from naru_eval.judge.client import LedgerSummary
+    from naru_eval.judge.config import JudgeConfig
     from naru_eval.judge.protocols import MinervaReport
-    from naru_eval.judge.score import OpenReport
+    from naru_eval.judge.score import JudgedSample, OpenReport
 
 OPEN_LOG_GLOB = "*_samples_naru_open*.jsonl"
 
@@ -55,7 +57,7 @@ def add_judge_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--refresh", action="store_true", help="ask again even when an output is cached")
 
 
-def config_from_args(args: argparse.Namespace) -> Any:
+def config_from_args(args: argparse.Namespace) -> JudgeConfig:
     """The judge: an option given overrides its variable; one not given (None) leaves the
     environment's value (docs/judge.md, "Configuration and precedence")."""
     from naru_eval.judge.config import JudgeConfig, prices_of
@@ -96,7 +98,7 @@ def _label(log: Path) -> str:
     return f"{parent}/{log.stem}" if parent else log.stem
 
 
-def _fmt(v: Any, pct: bool = False) -> str:
+def _fmt(v: float | None, pct: bool = False) -> str:
     if v is None or isinstance(v, float):
         return fmt_num(v, 1, scale=100, suffix="%") if pct else fmt_num(v, 3)
     return str(v)
@@ -108,7 +110,7 @@ def recall_table(rows: Mapping[str, Mapping[str, float | None]]) -> str:
     then the counts and the unscored share."""
     from naru_eval.judge.score import OPEN
 
-    def place(m: Metric[Any]) -> int:
+    def place(m: Metric[JudgedSample]) -> int:
         return 0 if m.aggregation == "macro" else 1 if m.shown and m.scope == "all" else 2 if m.shown else 3
 
     cols = [m.name for m in sorted((m for m in OPEN if m.per_item and m.higher_is_better), key=place)]
@@ -254,7 +256,7 @@ def cmd_score(args: argparse.Namespace) -> int:
                 continue
             # the data the logged run was on and what its model was given
             samples = [
-                s.with_provenance(p.get("data_fingerprint") or None, p, p.get("world_size"))
+                s.with_provenance(as_str(p.get("data_fingerprint")) or None, p, as_int(p.get("world_size")))
                 for s, (p, _) in zip(samples, rows, strict=True)
             ]
             rows_out = [s.to_dict() | {"model": label} for s in samples]
@@ -272,9 +274,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         reports[label] = doc
     usage = judge.ledger.summary()
     if args.json:
-        out: dict[str, Any] = {"reports": {k: v.model_dump() for k, v in reports.items()}, "usage": usage.model_dump()}
+        out: JSONObject = {"reports": {k: v.model_dump() for k, v in reports.items()}, "usage": usage.model_dump()}
         if unreached_logs:
-            out["not_scored"] = unreached_logs
+            out["not_scored"] = [*unreached_logs]
         print(json.dumps(out, indent=2, ensure_ascii=False))
     else:
         if table:
@@ -288,7 +290,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 1 if unreached_logs else 0
 
 
-def _load_judged(paths: Sequence[str]) -> list[tuple[str, Any]]:
+def _load_judged(paths: Sequence[str]) -> list[tuple[str, JudgedSample]]:
     from naru_eval.judge.score import JudgedSample
 
     files: list[Path] = []
@@ -403,7 +405,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- the parser
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``judge`` (facts / score / audit export / audit report / ...) to ``naru-eval``."""
     judge = subparsers.add_parser(
         "judge",

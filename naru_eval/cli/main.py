@@ -1,7 +1,7 @@
 """``naru-eval``: the project's one console script.
 
 Subcommands: ``validate-data``, ``demo``, ``score``, ``verify-run``, ``make-synthetic``, ``tasks-path``,
-``paper-reference``, ``sweep-status``, ``sweep-manifest``, ``sweep …``, ``diagnose``, ``estimate-cost``,
+``paper-reference``, ``experiment …``, ``sweep submit``, ``sweep-status``, ``diagnose``, ``estimate-cost``,
 ``judge …``, ``store …``, ``transcribe``: one
 parser; each command group registers its subcommands from its own module (naru_eval/cli/<group>.py).
 """
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from naru_eval.cli import adapters, diagnose, gemini, judge, results, store, sweep, transcribe
+from naru_eval.cli import adapters, diagnose, experiment, gemini, judge, results, store, sweep, transcribe
 from naru_eval.cli.demo import run_demo
 from naru_eval.report.summary import metrics_table
 from naru_eval.settings import settings
@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tasks_path)
 
     # the command groups, one module each (none imports anything heavy at top)
-    for module in (results, diagnose, gemini, judge, store, adapters, sweep, transcribe):
+    for module in (results, diagnose, gemini, judge, store, adapters, experiment, sweep, transcribe):
         module.register(sub)
     return parser
 

@@ -1,5 +1,5 @@
 """The results subcommands of ``naru-eval``: ``leaderboard``, ``compare``, ``paper-reference``,
-and the frame sweep's ``sweep-status`` / ``sweep-manifest`` (scripts/frame_sweep.sh).
+``leaderboard-schema``, ``metric-table``.
 
 :func:`register` adds them to the one ``naru-eval`` parser (``naru_eval/cli/main.py``).
 """
@@ -11,13 +11,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from naru_eval.core.numbers import fmt_ci, fmt_num
-from naru_eval.core.runfiles import RunConfig
 
 if TYPE_CHECKING:
-    from naru_eval.providers.gemini.usage import UsageTotals
     from naru_eval.report.models import LeaderboardDocument
 
 
@@ -87,85 +85,26 @@ def _paper(doc: LeaderboardDocument) -> str:
     return f"{p.title}, arXiv {p.arxiv}"
 
 
-def resolve_run(path: str | Path) -> tuple[dict[str, Path], str, RunConfig]:
-    """A run given as a sample log, a results file or a directory holding one results file:
-    (task -> sample log, a label, its configuration)."""
-    from naru_eval.core.runfiles import ResultsFile
-    from naru_eval.report.runs import discover, find_manifest, read_manifest
-
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file or directory")
-    if p.is_file() and p.name.endswith(".jsonl"):
-        task = p.name.split("_samples_", 1)[1][: -len(".jsonl")] if "_samples_" in p.name else "?"
-        return {task: p}, str(p), RunConfig()
-    if p.is_file():
-        res = ResultsFile.read(p)
-    else:
-        found = sorted(discover([p]).results.items())
-        if not found:
-            raise FileNotFoundError(f"{p}: no *_results.json below it")
-        if len(found) > 1:
-            listing = "\n  ".join(str(f) for f, _ in found)
-            raise ValueError(f"{p} holds {len(found)} runs; give one of them:\n  {listing}")
-        rf, (parsed, _root, why) = found[0]
-        if parsed is None:
-            raise ValueError(why)
-        res = parsed
-    mpath = find_manifest(res.path, p if p.is_dir() else res.path.parent.parent)  # a sweep's OUT/fF/manifest.json
-    manifest = read_manifest(mpath) if mpath else None
-    cfg = res.config
-    return res.sample_logs(), f"{cfg.label(manifest)} {res.path}", cfg
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    from naru_eval.report.compare import CompareReport, compare, format_comparison
-    from naru_eval.report.runs import read_log
+    from naru_eval.report.compare import compare_runs
 
     try:
-        logs_a, label_a, cfg_a = resolve_run(args.run_a)
-        logs_b, label_b, cfg_b = resolve_run(args.run_b)
+        done = compare_runs(
+            args.run_a,
+            args.run_b,
+            task=args.task,
+            across_inputs=args.across_inputs,
+            reps=args.reps,
+            permutations=args.permutations,
+            seed=args.seed,
+        )
     except (FileNotFoundError, ValueError) as e:
         print(f"naru-eval compare: {e}", file=sys.stderr)
         return 2
-    if args.task:
-        tasks = [args.task]
-        missing = [x for x, logs in (("A", logs_a), ("B", logs_b)) if args.task not in logs]
-        if missing:
-            print(f"naru-eval compare: task {args.task} is not in run {' and '.join(missing)}", file=sys.stderr)
-            return 2
-    elif len(logs_a) == 1 and len(logs_b) == 1:
-        tasks = [next(iter(logs_a))]
-        logs_b = {tasks[0]: next(iter(logs_b.values()))}
-    else:
-        tasks = sorted(set(logs_a) & set(logs_b))
-        if not tasks:
-            print(f"naru-eval compare: no task in common (A: {sorted(logs_a)}, B: {sorted(logs_b)})", file=sys.stderr)
-            return 2
-    report = CompareReport(a=label_a, b=label_b)
-    texts = []
-    for task in tasks:
-        try:
-            log_a, log_b = read_log(logs_a[task], task), read_log(logs_b[task], task)
-            cmp = compare(
-                log_a.samples,
-                log_b.samples,
-                reps=args.reps,
-                permutation_reps=args.permutations,
-                seed=args.seed,
-                input_modes=(log_a.input_mode, log_b.input_mode),
-                across_inputs=args.across_inputs,
-            )
-        except ValueError as e:  # a SampleLogError names the file and line
-            print(f"naru-eval compare: {task}: {e}", file=sys.stderr)
-            return 2
-        report.tasks[task] = cmp.as_doc()
-        named = (f"{label_a} [{log_a.sampling(cfg_a)}]", f"{label_b} [{log_b.sampling(cfg_b)}]")
-        texts.append(f"## {task}\n\n" + format_comparison(cmp, *named))
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(json.dumps(report.model_dump(), indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(report.model_dump(), indent=2) if args.json else "\n\n".join(texts))
+        Path(args.output).write_text(json.dumps(done.report.model_dump(), indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(done.report.model_dump(), indent=2) if args.json else "\n\n".join(done.texts))
     return 0
 
 
@@ -190,66 +129,9 @@ def cmd_paper_reference(args: argparse.Namespace) -> int:
     return 0 if all(c.ok is not False for c in checks) else 1
 
 
-def cmd_sweep_status(args: argparse.Namespace) -> int:
-    from naru_eval.report.sweep import sweep_status
-
-    try:
-        code, msg = sweep_status(args.dir, args.since)
-    except ValueError as e:  # a manifest that cannot be read: named, no traceback
-        print(f"naru-eval sweep-status: {e}", file=sys.stderr)
-        return 2
-    print(msg, file=sys.stderr if code == 2 else sys.stdout)
-    return code
-
-
-def store_usage(store: str | Path, adapter: str, num_frames: int | None) -> UsageTotals | None:
-    """The response store's summed usage (tokens, cost) of this adapter and budget, over every run
-    key it registered; None when there is nothing. The one sum (``usage_from_store``), combined
-    over the run keys; here, not in report/, because report never imports providers."""
-    import sqlite3
-
-    from naru_eval.providers.gemini.usage import UsageTotals, usage_from_store  # the one usage sum
-    from naru_eval.store.responses import RANK_FIELD, runs
-
-    # a per-rank store (``{rank}`` in its name): every rank's file
-    pattern = Path(store)
-    files = (
-        sorted(pattern.parent.glob(pattern.name.replace(RANK_FIELD, "*"))) if RANK_FIELD in str(store) else [pattern]
-    )
-    totals: list[UsageTotals] = []
-    for p in files:
-        if not p.is_file():
-            continue
-        try:
-            keys = [k for k, d in runs(p).items() if d.get("model") == adapter and d.get("num_frames") == num_frames]
-            per_key = usage_from_store(p, keys) if keys else {}
-        except (sqlite3.Error, json.JSONDecodeError):
-            continue
-        totals += list(per_key.values())
-    return UsageTotals.combined(totals) if totals else None
-
-
-def cmd_sweep_manifest(args: argparse.Namespace) -> int:
-    from naru_eval.report.sweep import SweepConfig, sweep_manifest
-    from naru_eval.settings import settings
-
-    try:
-        usage = None
-        store = settings().response_store
-        if args.status != "running" and store:
-            cfg = SweepConfig.from_env()
-            totals = store_usage(store, cfg.adapter, cfg.budget)
-            usage = totals.model_dump() if totals else None
-        sweep_manifest(args.dir, args.status, args.seconds, args.message, args.if_not_done, usage=usage)
-    except ValueError as e:  # run by hand, or a manifest that cannot be read: named, no traceback
-        print(f"naru-eval sweep-manifest: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
 def cmd_leaderboard_schema(args: argparse.Namespace) -> int:
     """Print the result schema (Markdown, from the models), or write it into a doc between its markers."""
-    from naru_eval.report.models import schema_markdown, with_schema
+    from naru_eval.report.schema_doc import schema_markdown, with_schema
 
     if not args.write:
         print(schema_markdown(), end="")
@@ -293,7 +175,7 @@ def cmd_metric_table(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the results subcommands to the ``naru-eval`` subparsers object."""
     p = subparsers.add_parser(
         "leaderboard",
@@ -384,19 +266,3 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--check", action="store_true", help="with --write: exit 1 if a generated part is out of date")
     p.set_defaults(func=cmd_metric_table)
-
-    # The frame sweep's bookkeeping. Its configuration (SWEEP_MODEL, SWEEP_MODEL_ARGS, ...) comes
-    # from the environment, not arguments: model args may hold a key, and arguments show in `ps`.
-    p = subparsers.add_parser(
-        "sweep-status", help="(scripts/frame_sweep.sh) exit 0: finished; 3: to run; 4: a different configuration"
-    )
-    p.add_argument("dir")
-    p.add_argument("--since", type=float, help="ignore results files older than this epoch time")
-    p.set_defaults(func=cmd_sweep_status)
-    p = subparsers.add_parser("sweep-manifest", help="(scripts/frame_sweep.sh) write/update DIR/manifest.json")
-    p.add_argument("dir")
-    p.add_argument("--status", required=True, choices=("running", "done", "failed", "cancelled"))
-    p.add_argument("--seconds", type=float)
-    p.add_argument("--message")
-    p.add_argument("--if-not-done", action="store_true", help="leave a manifest that already says done alone")
-    p.set_defaults(func=cmd_sweep_manifest)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -48,7 +47,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("store", help="check a response store / judge cache, or move a corrupt one aside")
     sub = p.add_subparsers(dest="store_command", required=True)
     c = sub.add_parser("check", help="SQLite's integrity check of each store; exit 1 if any is unusable")

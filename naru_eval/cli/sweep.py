@@ -1,16 +1,20 @@
-"""``naru-eval sweep submit``: the frame sweep on a SLURM cluster, for one model or several.
+"""``naru-eval sweep submit`` (also ``naru-eval experiment submit``): an experiment's grid on a
+SLURM cluster, for one model or several.
 
 Per model, one array job of ``scripts/frame_sweep.slurm`` whose ``--array`` is derived from the
-budgets (task i runs the i-th budget), into ``OUT/<model label>/``; then one leaderboard job
-that runs after every array job succeeded (``--dependency=afterok:…``, cancelled by SLURM when a
-budget fails: resubmitting the same command skips the finished budgets, resumes the others from
-their stores and chains a new leaderboard job). Resources are requested here and nowhere else
+grid (task i runs the i-th cell: the i-th budget of a frame sweep, the i-th arm of an ablation),
+into ``OUT/<model label>/``; then one job that runs after every array job succeeded
+(``--dependency=afterok:…``, cancelled by SLURM when a cell fails): the leaderboard over every
+model, then each model's paired comparisons. Resubmitting the same command skips the finished
+cells, resumes the others from their stores and chains a new final job. The grid is declared by
+the options of ``naru-eval experiment run`` (``--budgets``, ``--ablation``, ``--arms``, ``--axis``,
+``--variant``) and checked here by the same code the array task runs (an option the task would
+refuse is refused before anything is submitted). Resources are requested here and nowhere else
 (``--partition``, ``--gpus``, ``--cpus``, ``--mem``, ``--time``, …): by default none beyond one
-task on one node, which every partition accepts; the template's ``#SBATCH`` header asks for
-nothing else. SLURM's logs go to ``OUT/<label>/slurm/<job>_<task>.out``. docs/cluster.md.
-
-``naru-eval sweep check-launcher -- CMD…`` is the sweep's check of its ``--launcher`` (a launch
-that would silently start fewer processes than asked is refused, naru_eval/lmms/launch.py).
+task on one node, which every partition accepts. SLURM's logs go to
+``OUT/<label>/slurm/<job>_<task>.out``; each submission is recorded in
+``OUT/slurm/submissions.jsonl``. No key reaches SLURM: a secret-named model arg, or any word of
+the sbatch commands that holds a key or a URL's password, is refused. docs/cluster.md.
 """
 
 from __future__ import annotations
@@ -27,14 +31,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from naru_eval.cli.grid import GridError, GridOptions, adapter_args, add_grid_options, build, check_cells
+from naru_eval.redaction import holds_secret, redact
+from naru_eval.report.experiment import Experiment
 from naru_eval.settings import Settings, settings
 
-#: the sweep's default budgets and task (scripts/frame_sweep.sh's defaults, the paper's Fig. 3)
-DEFAULT_BUDGETS = "8,16,32,64,128"
-DEFAULT_TASKS = "naru_mcq_500"
 SLURM_TEMPLATE = Path("scripts") / "frame_sweep.slurm"
+#: a model's folder under the output root (never ``.`` or ``..``)
+FOLDER_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class SubmitError(ValueError):
@@ -64,7 +69,13 @@ class ModelSpec:
 class _ModelAction(argparse.Action):
     """``--model`` starts a model; ``--model_args``/``--label`` fill in the last one."""
 
-    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[str] | None,
+        option_string: str | None = None,
+    ) -> None:
         models: list[ModelSpec] = getattr(namespace, "models", None) or []
         if self.dest == "models":
             models.append(ModelSpec(str(values)))
@@ -82,23 +93,14 @@ class Plan:
     """The sbatch commands of one submission (what ``--dry-run`` prints)."""
 
     root: Path
-    arrays: list[tuple[ModelSpec, list[str]]] = field(default_factory=list)
-    leaderboard: list[str] | None = None  # without its --dependency (the array jobs' ids)
+    arrays: list[tuple[ModelSpec, Experiment, list[str]]] = field(default_factory=list)
+    final: list[str] | None = None  # without its --dependency (the array jobs' ids)
 
 
-def parse_budgets(text: str) -> list[int]:
-    budgets = []
-    for part in text.split(","):
-        if not re.fullmatch(r"[1-9][0-9]*", part.strip()):
-            raise SubmitError(f"--budgets {text}: {part!r} is not a positive integer")
-        budgets.append(int(part))
-    return budgets
-
-
-def array_spec(budgets: Sequence[int], array: str | None, max_parallel: int | None) -> str:
-    """sbatch's ``--array``: every budget (``0-(n-1)``), or the indices ``array`` names, each one
-    checked against the budgets (an index past them is refused here, not failed in the job)."""
-    n = len(budgets)
+def array_spec(exp: Experiment, array: str | None, max_parallel: int | None) -> str:
+    """sbatch's ``--array``: every cell (``0-(n-1)``), or the indices ``array`` names, each one
+    checked against the grid (an index past it is refused here, not failed in the job)."""
+    n = len(exp.cells())
     if array is None:
         spec = f"0-{n - 1}" if n > 1 else "0"
     else:
@@ -110,8 +112,8 @@ def array_spec(budgets: Sequence[int], array: str | None, max_parallel: int | No
             top = int(m[2] or m[1])
             if top >= n or int(m[1]) > top:
                 raise SubmitError(
-                    f"--array {array}: index {top} is outside the {n} budget(s) {','.join(map(str, budgets))} "
-                    f"(indices 0-{n - 1}; task i runs the i-th budget)"
+                    f"--array {array}: index {top} is outside the {n} {exp.unit}(s) {exp.listing()} "
+                    f"(indices 0-{n - 1}; task i runs the i-th)"
                 )
     return f"{spec}%{max_parallel}" if max_parallel else spec
 
@@ -135,9 +137,9 @@ def find_repo(given: str | None) -> Path:
     )
 
 
-def resource_args(args: argparse.Namespace, per_budget: bool) -> list[str]:
+def resource_args(args: argparse.Namespace, per_cell: bool) -> list[str]:
     """The sbatch resource options given (none by default: the partition's defaults); the
-    leaderboard job (not ``per_budget``) takes no GPU and the partition's CPUs and memory."""
+    final job (not ``per_cell``) takes no GPU and the partition's CPUs and memory."""
     out = ["--nodes=1", "--ntasks=1"]
     for opt, value in (
         ("--partition", args.partition),
@@ -147,7 +149,7 @@ def resource_args(args: argparse.Namespace, per_budget: bool) -> list[str]:
     ):
         if value:
             out.append(f"{opt}={value}")
-    if per_budget:
+    if per_cell:
         if args.cpus:
             out.append(f"--cpus-per-task={args.cpus}")
         if args.mem:
@@ -157,25 +159,43 @@ def resource_args(args: argparse.Namespace, per_budget: bool) -> list[str]:
     return out
 
 
-def _check_model(spec: ModelSpec) -> None:
+def _model_problems(spec: ModelSpec, args: argparse.Namespace) -> tuple[Experiment | None, list[str]]:
+    """The model's grid, built and checked as the array task will (and what a submission adds:
+    no secret may reach SLURM's job record)."""
     from naru_eval.core.runfiles import parse_model_args
     from naru_eval.store.responses import is_secret
 
-    args = parse_model_args(spec.model_args)
-    secrets = sorted(k for k in args if is_secret(k))
+    who = f"--model {spec.model}"
+    problems = []
+    given = parse_model_args(spec.model_args)
+    secrets = sorted(k for k in given if is_secret(k))
     if secrets:
-        raise SubmitError(
-            f"--model {spec.model}: --model_args sets {', '.join(secrets)}: a job's arguments are stored by SLURM "
-            "and shown by `scontrol show job`. Export the key instead (OPENAI_API_KEY, GEMINI_API_KEY, ...): sbatch "
-            "passes the environment to the job"
+        problems.append(
+            f"{who}: --model_args sets {', '.join(secrets)}: a job's arguments are stored by SLURM and shown by "
+            "`scontrol show job`. Export the key instead (OPENAI_API_KEY, GEMINI_API_KEY, ...): sbatch passes the "
+            "environment to the job"
         )
-    for k in args:
-        if k.strip().lower() in ("num_frames", "fps"):
-            raise SubmitError(f"--model {spec.model}: --model_args sets {k}; the sweep sets num_frames=F itself")
+    if not FOLDER_RE.fullmatch(spec.slug):
+        problems.append(
+            f"{who}: its name {spec.name!r} gives the folder {spec.slug!r}, not a folder inside --out: give a --label "
+            "that starts with a letter or digit"
+        )
+    try:
+        args_model = adapter_args(spec.model)
+        exp = build(spec.model, spec.model_args, GridOptions.of(args), args_model.model_fields if args_model else None)
+    except GridError as e:
+        return None, problems + [f"{who}: {line}" for line in str(e).splitlines()]
+    problems += [f"{who}: cells {line}" for line in check_cells(exp, args_model)]
+    try:
+        array_spec(exp, args.array, args.max_parallel)
+    except SubmitError as e:
+        problems.append(f"{who}: {e}")
+    return exp, problems
 
 
 def plan(args: argparse.Namespace) -> Plan:
-    """Every sbatch command of the submission, checked before anything is submitted."""
+    """Every sbatch command of the submission, checked before anything is submitted: every
+    problem of every model at once."""
     from naru_eval.lmms.launch import launch_problem
 
     models: list[ModelSpec] = args.models or []
@@ -183,54 +203,73 @@ def plan(args: argparse.Namespace) -> Plan:
         raise SubmitError("give at least one --model (each followed by its --model_args and --label)")
     if not (settings().data_dir or settings().hf_dataset):
         raise SubmitError("set NARU_DATA_DIR (or NARU_HF_DATASET) before submitting: the jobs inherit it")
-    budgets = parse_budgets(args.budgets)
-    array = array_spec(budgets, args.array, args.max_parallel)
     repo = find_repo(args.repo)
     root = Path(args.out).resolve()
+    problems: list[str] = []
+    grids: list[tuple[ModelSpec, Experiment]] = []
     seen: dict[str, ModelSpec] = {}
     for spec in models:
-        _check_model(spec)
+        exp, found = _model_problems(spec, args)
+        problems += found
         if spec.slug in seen:
-            raise SubmitError(
+            problems.append(
                 f"--model {spec.model} and --model {seen[spec.slug].model} would both write {root / spec.slug}; "
                 "give each a --label"
             )
         seen[spec.slug] = spec
+        if exp is not None:
+            grids.append((spec, exp))
     if args.launcher:
         problem = launch_problem(shlex.split(args.launcher), cuda_devices=args.gpus or 0)
         if problem:
-            raise SubmitError(f"--launcher: {problem} (each task gets --gpus {args.gpus or 0})")
+            problems.append(f"--launcher: {problem} (each task gets --gpus {args.gpus or 0})")
+    if problems:
+        raise SubmitError("\n".join(dict.fromkeys(problems)))
     python = args.python or sys.executable
     out = Plan(root)
-    for spec in models:
+    escaped = lambda p: str(p).replace("%", "%%")  # noqa: E731 - sbatch reads %j, %A, ... in --output
+    for spec, exp in grids:
         d = root / spec.slug
-        sweep = [
-            "--model", spec.model, "--model_args", spec.model_args, "--label", spec.name, "--budgets", args.budgets,
-            "--tasks", args.tasks, "--out", str(d), "--python", python, "--quiet",
+        task = [
+            "--model", spec.model, "--model_args", spec.model_args, "--label", spec.name,
+            *(w for axis in exp.axes for w in axis.declared), "--tasks", ",".join(exp.tasks), "--out", str(d),
+            "--python", python, "--quiet",
         ]  # fmt: skip
-        if args.open:
-            sweep.append("--open")
         if args.launcher:
-            sweep += ["--launcher", args.launcher]
+            task += ["--launcher", args.launcher]
         extra = args.lmms_eval_args[1:] if args.lmms_eval_args[:1] == ["--"] else args.lmms_eval_args
         if extra:
-            sweep += ["--", *extra]
+            task += ["--", *extra]
         cmd = [
-            "sbatch", "--parsable", f"--job-name=naru-sweep-{spec.slug}", f"--array={array}",
-            f"--output={d}/slurm/%A_%a.out", "--open-mode=append", *resource_args(args, per_budget=True),
-            *args.sbatch_arg, str(repo / SLURM_TEMPLATE), *sweep,
+            "sbatch", "--parsable", f"--job-name=naru-sweep-{spec.slug}",
+            f"--array={array_spec(exp, args.array, args.max_parallel)}",
+            f"--output={escaped(d)}/slurm/%A_%a.out", "--open-mode=append", *resource_args(args, per_cell=True),
+            *args.sbatch_arg, str(repo / SLURM_TEMPLATE), *task,
         ]  # fmt: skip
-        out.arrays.append((spec, cmd))
+        out.arrays.append((spec, exp, cmd))
     if not args.no_leaderboard:
         board = [
-            python, "-m", "naru_eval.cli", "leaderboard", *(str(root / s.slug) for s in models),
+            python, "-m", "naru_eval.cli", "leaderboard", *(str(root / s.slug) for s, _ in grids),
             "-o", str(root / "leaderboard.json"), *args.leaderboard_arg,
         ]  # fmt: skip
-        out.leaderboard = [
-            "sbatch", "--parsable", "--job-name=naru-sweep-leaderboard", f"--output={root}/slurm/leaderboard_%j.out",
-            "--open-mode=append", "--kill-on-invalid-dep=yes", *resource_args(args, per_budget=False), *args.sbatch_arg,
-            f"--wrap={shlex.join(board)}",
+        then = [
+            shlex.join([python, "-m", "naru_eval.cli", "experiment", "compare", str(root / s.slug)])
+            for s, exp in grids
+            if exp.pairs()
+        ]
+        out.final = [
+            "sbatch", "--parsable", "--job-name=naru-sweep-leaderboard",
+            f"--output={escaped(root)}/slurm/leaderboard_%j.out", "--open-mode=append", "--kill-on-invalid-dep=yes",
+            *resource_args(args, per_cell=False), *args.sbatch_arg, f"--wrap={' && '.join([shlex.join(board), *then])}",
         ]  # fmt: skip
+    words = [w for _, _, cmd in out.arrays for w in cmd] + (out.final or [])
+    leaked = list(dict.fromkeys(redact(w) for w in words if holds_secret(w)))
+    if leaked:
+        raise SubmitError(
+            "a key or a password would be written to SLURM's job record, the job's log and the submission log: "
+            + "; ".join(leaked)
+            + ". Keep secrets in the environment (OPENAI_API_KEY, ...) and URLs without user:password@"
+        )
     return out
 
 
@@ -246,75 +285,62 @@ def cmd_submit(args: argparse.Namespace) -> int:
     try:
         p = plan(args)
         if args.dry_run:
-            for _spec, cmd in p.arrays:
+            for _spec, _exp, cmd in p.arrays:
                 print(shlex.join(cmd))
-            if p.leaderboard is not None:
-                print(shlex.join([*p.leaderboard[:2], "--dependency=afterok:<the array jobs>", *p.leaderboard[2:]]))
+            if p.final is not None:
+                print(shlex.join([*p.final[:2], "--dependency=afterok:<the array jobs>", *p.final[2:]]))
             return 0
         if shutil.which("sbatch") is None:
             raise SubmitError("sbatch is not on PATH: submit from a SLURM login node (or use --dry-run)")
         env = dict(os.environ)
-        env[Settings.variable("eval_repo")] = str(find_repo(args.repo))  # the template finds the sweep by it
-        jobs: list[str] = []
-        record: dict[str, Any] = {"time": time.time(), "root": str(p.root), "models": []}
-        for spec, cmd in p.arrays:
+        env[Settings.variable("eval_repo")] = str(find_repo(args.repo))  # the template finds the driver by it
+        (p.root / "slurm").mkdir(parents=True, exist_ok=True)  # the record's folder, before any job
+        submit(p, args, env)
+        return 0
+    except SubmitError as e:
+        print(f"naru-eval sweep submit: {redact(str(e))}", file=sys.stderr)
+        return 2
+
+
+def submit(p: Plan, args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Submit the plan's jobs; ``OUT/slurm/submissions.jsonl`` records what was submitted, even
+    when a later sbatch refuses (those jobs run: the record must say so)."""
+    jobs: list[str] = []
+    record: dict[str, object] = {"time": time.time(), "root": str(p.root)}
+    models: list[dict[str, object]] = []
+    try:
+        for spec, exp, cmd in p.arrays:
             (p.root / spec.slug / "slurm").mkdir(parents=True, exist_ok=True)
             job = _sbatch(cmd, env)
             jobs.append(job)
-            print(f"{spec.name}: array job {job} ({spec.model}, budgets {args.budgets}) -> {p.root / spec.slug}")
-            record["models"].append({"label": spec.name, "model": spec.model, "job": job, "sbatch": cmd})
-        if p.leaderboard is not None:
-            (p.root / "slurm").mkdir(parents=True, exist_ok=True)
-            cmd = [*p.leaderboard[:2], f"--dependency=afterok:{':'.join(jobs)}", *p.leaderboard[2:]]
+            cells = ", ".join(c.name for c in exp.cells())
+            print(f"{spec.name}: array job {job} ({spec.model}, {exp.unit}s {exp.listing()}) -> {p.root / spec.slug}")
+            models.append({"label": spec.name, "model": spec.model, "job": job, "cells": cells, "sbatch": cmd})
+        if p.final is not None:
+            cmd = [*p.final[:2], f"--dependency=afterok:{':'.join(jobs)}", *p.final[2:]]
             job = _sbatch(cmd, env)
             print(f"leaderboard: job {job}, after {', '.join(jobs)} -> {p.root / 'leaderboard.json'}")
             record["leaderboard"] = {"job": job, "sbatch": cmd}
+    finally:
+        record["models"] = models
         with open(p.root / "slurm" / "submissions.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        return 0
-    except SubmitError as e:
-        print(f"naru-eval sweep submit: {e}", file=sys.stderr)
-        return 2
+            f.write(redact(json.dumps(record)) + "\n")
 
 
-def cmd_check_launcher(args: argparse.Namespace) -> int:
-    """Exit 2, saying the fix, when the launcher would start fewer processes than it asks for."""
-    from naru_eval.lmms.launch import launch_problem, parse_accelerate
-
-    words = [w for w in args.launcher if w != "--"]
-    launch = parse_accelerate(words)
-    if launch is None or not launch.num_processes or launch.num_processes <= 1:
-        return 0
-    import torch  # only when it matters: the CUDA devices accelerate will see on this node
-
-    problem = launch_problem(words, torch.cuda.device_count())
-    if problem:
-        print(f"frame_sweep: error: --launcher: {problem}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "sweep",
-        help="the frame sweep on SLURM: submit array jobs (one per model) and the leaderboard job after them",
-    )
-    sub = p.add_subparsers(dest="sweep_command", required=True)
+def add_submit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser(
         "submit",
-        help="one SLURM array job per model (one task per budget) and a leaderboard job after them all",
+        help="one SLURM array job per model (one task per cell of the grid) and a leaderboard job after them all",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("--model", dest="models", action=_ModelAction, required=True, help="lmms-eval --model (repeatable)")
     s.add_argument("--model_args", "--model-args", dest="model_args", action=_ModelAction, help="of the last --model")
     s.add_argument("--label", dest="label", action=_ModelAction, help="the last --model's leaderboard name")
-    s.add_argument("--out", required=True, help="output root: OUT/<label>/fF/ per budget, OUT/leaderboard.json")
-    s.add_argument("--budgets", default=DEFAULT_BUDGETS, help=f"frame budgets (default {DEFAULT_BUDGETS})")
-    s.add_argument("--array", help="only these budget indices (e.g. 1 or 0,2-3); default: every budget")
-    s.add_argument("--max-parallel", type=int, help="at most this many budgets of a model at once (--array …%%K)")
-    s.add_argument("--tasks", default=DEFAULT_TASKS, help=f"lmms-eval tasks (default {DEFAULT_TASKS})")
-    s.add_argument("--open", action="store_true", help="also run naru_open")
+    s.add_argument("--out", required=True, help="output root: OUT/<label>/<cell>/ per cell, OUT/leaderboard.json")
+    add_grid_options(s)
+    s.add_argument("--array", help="only these cell indices (e.g. 1 or 0,2-3); default: every cell")
+    s.add_argument("--max-parallel", type=int, help="at most this many cells of a model at once (--array …%%K)")
     s.add_argument("--launcher", help='e.g. "accelerate launch --multi_gpu --num_processes 2 -m lmms_eval"')
     s.add_argument("--python", help="the python with naru-eval on the nodes (default: this one)")
     s.add_argument("--repo", help="the naru-eval checkout (default: NARU_EVAL_REPO, else the current one)")
@@ -322,10 +348,10 @@ def register(subparsers: Any) -> None:
     g.add_argument("--partition")
     g.add_argument("--account")
     g.add_argument("--qos")
-    g.add_argument("--time", help="per budget, e.g. 04:00:00")
-    g.add_argument("--gpus", type=int, default=0, help="GPUs per budget (--gres=gpu:N); open-weight models need 1+")
-    g.add_argument("--cpus", type=int, help="CPUs per budget (--cpus-per-task)")
-    g.add_argument("--mem", help="memory per budget, e.g. 64G")
+    g.add_argument("--time", help="per cell, e.g. 04:00:00")
+    g.add_argument("--gpus", type=int, default=0, help="GPUs per cell (--gres=gpu:N); open-weight models need 1+")
+    g.add_argument("--cpus", type=int, help="CPUs per cell (--cpus-per-task)")
+    g.add_argument("--mem", help="memory per cell, e.g. 64G")
     g.add_argument(
         "--sbatch-arg",
         action="append",
@@ -342,8 +368,11 @@ def register(subparsers: Any) -> None:
     s.add_argument("--dry-run", action="store_true", help="print the sbatch commands; submit nothing")
     s.add_argument("lmms_eval_args", nargs=argparse.REMAINDER, help="after --: passed to lmms-eval")
     s.set_defaults(func=cmd_submit)
-    c = sub.add_parser(
-        "check-launcher", help="(scripts/frame_sweep.sh) refuse a launcher that starts too few processes"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "sweep",
+        help="an experiment's grid on SLURM: array jobs (one per model) and the leaderboard job after them",
     )
-    c.add_argument("launcher", nargs=argparse.REMAINDER)
-    c.set_defaults(func=cmd_check_launcher)
+    add_submit_parser(p.add_subparsers(dest="sweep_command", required=True))

@@ -16,7 +16,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from naru_eval.media.asr_cache import AsrSettings
@@ -125,7 +125,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from naru_eval.media.asr_cache import DEFAULT_ASR_MODEL, DTYPES, AsrSettings
 
     d = AsrSettings()

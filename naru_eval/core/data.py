@@ -30,8 +30,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
+from naru_eval.core.json_types import JSON, JSONMapping, JSONObject
 from naru_eval.settings import UserError, settings
 
 CATEGORIES: tuple[str, ...] = ("N.1", "N.2", "N.3", "N.4", "C.1", "C.2", "C.3", "C.4", "C.5")
@@ -155,16 +156,17 @@ class NaruQuestion:
     def answer_text(self) -> str:
         return self.options[LETTERS.index(self.answer)]
 
-    def to_doc(self) -> dict[str, Any]:
+    def to_doc(self) -> JSONObject:
         """The fields as a flat JSON row, in their order (a ``datasets.Dataset`` row: lmms-eval's doc)."""
-        doc = asdict(self)
+        doc: JSONObject = asdict(self)
         doc["options"] = list(self.options)
         return doc
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any]) -> NaruQuestion:
+    def from_doc(cls, doc: JSONMapping) -> NaruQuestion:
+        """The question :meth:`to_doc` wrote (its fields by name, each written from this class)."""
         kwargs: dict[str, Any] = {k: doc.get(k) for k in QUESTION_FIELDS}
-        kwargs["options"] = tuple(doc["options"])
+        kwargs["options"] = tuple(kwargs["options"])
         return cls(**kwargs)
 
 
@@ -312,11 +314,11 @@ class NonFiniteNumber(ValueError):
     """``NaN``, ``Infinity`` or ``-Infinity`` in a JSON text (Python's json accepts them; JSON does not)."""
 
 
-def _no_constant(token: str) -> Any:
+def _no_constant(token: str) -> NoReturn:
     raise NonFiniteNumber(f"non-finite number {token} (not JSON; write a finite number or null)")
 
 
-def loads_strict(text: str) -> Any:
+def loads_strict(text: str) -> JSON:
     """``json.loads`` refusing ``NaN`` / ``Infinity`` (a NonFiniteNumber naming the token)."""
     return json.loads(text, parse_constant=_no_constant)
 
@@ -337,7 +339,7 @@ class Rows(NamedTuple):
     """An annotation file's rows, the problems met reading it, and each row's line in the file
     (JSONL; None for .json and .parquet, whose rows are named by record number)."""
 
-    rows: list[dict[str, Any]]
+    rows: Sequence[object]  # a user's file: parse_rows checks every value
     problems: list[str]
     lines: list[int] | None = None
 
@@ -400,7 +402,7 @@ def read_rows(path: Path) -> Rows:
     return Rows(rows, problems, lines)
 
 
-def _short(value: Any, limit: int = 120) -> str:
+def _short(value: object, limit: int = 120) -> str:
     """``repr(value)``, cut to ``limit`` characters: a hostile file's 10 MB id stays one line."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -417,7 +419,7 @@ def _same_options(options: Sequence[str]) -> str:
 
 
 def parse_rows(
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[object],
     source: str,
     allow_external: bool | None = None,
     lines: Sequence[int] | None = None,

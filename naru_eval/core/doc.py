@@ -13,13 +13,12 @@ declared once, in one of those three dataclasses; the row itself is JSON (:data:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
 from naru_eval.core.data import NaruQuestion
+from naru_eval.core.json_types import JSONMapping, JSONObject, from_record, integer
 
 #: a doc as lmms-eval hands it to the hooks and the adapters: the JSON row :func:`to_doc` wrote
-NaruDoc = Mapping[str, Any]
+NaruDoc = JSONMapping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +47,7 @@ def to_doc(
     data_fingerprint: str | None,
     duration_s: float | None = None,
     rotation: Rotation | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The row of ``question``: its fields (``duration_s`` the annotation's, else ``duration_s``
     here, the preflight's probe, so duration diagnostics and the Gemini preflight need no second
     probe), then ``video`` (None: no media), the level and the data's fingerprint (every payload
@@ -69,14 +68,13 @@ def question_of(doc: NaruDoc) -> NaruQuestion:
 
 def run_fields(doc: NaruDoc) -> RunFields:
     """What the run added to ``doc`` (:func:`to_doc`)."""
-    values: dict[str, Any] = {f.name: doc.get(f.name) for f in dataclasses.fields(RunFields)}
-    return RunFields(**values)
+    return from_record(RunFields, {f.name: doc.get(f.name) for f in dataclasses.fields(RunFields)})
 
 
 def rotation_of(doc: NaruDoc) -> Rotation:
     """A rotated doc's rotation (the circular variant's docs only)."""
     return Rotation(
         base_question_id=str(doc["base_question_id"]),
-        rotation=int(doc["rotation"]),
-        n_rotations=int(doc["n_rotations"]),
+        rotation=integer(doc["rotation"]),
+        n_rotations=integer(doc["n_rotations"]),
     )

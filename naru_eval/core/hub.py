@@ -12,7 +12,6 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from naru_eval.core.data import (
     HF_COLUMN_MAP,
@@ -65,7 +64,7 @@ def load_hf(
     column_map: Mapping[str, str] | None = None,
     video_root: str | os.PathLike[str] | None = None,
     strict: bool = True,
-    **load_kwargs: Any,
+    **load_kwargs: object,  # passed on to datasets.load_dataset
 ) -> Dataset:
     """Load NARU from a Hugging Face dataset (id or local path) through ``datasets``.
 

@@ -29,13 +29,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Generic, Literal, Protocol, TypeVar
+from typing import Final, Generic, Literal, Protocol, TypeVar
+
+from typing_extensions import Never
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.core.json_types import JSONMapping, JSONObject, number
 
 #: one metric's ``process_results`` payload: a JSON object lmms-eval logs on the sample-log line
 #: (the question's record, plus the metric's value under ``score`` or :data:`MACRO_KEY`)
-Payload = dict[str, Any]
+Payload = JSONObject
 #: where a macro metric's payload carries its question's value (never ``score``: see the module doc)
 MACRO_KEY: Final = "item_score"
 Aggregation = Literal["mean", "macro", "group", "sum", "cost"]
@@ -53,7 +56,9 @@ class Categorised(Protocol):
     def category(self) -> str: ...
 
 
-R = TypeVar("R", bound=Categorised)
+#: the record type a metric reads; contravariant (a metric consumes records), so a table of any
+#: record type is a ``MetricTable[Never]``: what lists or documents tables without scoring one
+R = TypeVar("R", bound=Categorised, contravariant=True)
 
 
 def in_scope(scope: str, category: str) -> bool:
@@ -113,10 +118,10 @@ class MetricTable(Generic[R]):
     record_metric: str
     metrics: tuple[Metric[R], ...]
     #: the ``group`` aggregation, over the payloads (or records) of a log
-    group: Callable[[Iterable[Mapping[str, Any]]], float | None] | None = None
+    group: Callable[[Iterable[JSONMapping]], float | None] | None = None
     #: whether a metric's payloads cannot give a score (naru_open: the judge could not be reached
     #: for too many responses); the metric is then None. Count metrics' payloads never trip it.
-    unscorable: Callable[[Sequence[Mapping[str, Any]]], bool] | None = None
+    unscorable: Callable[[Sequence[JSONMapping]], bool] | None = None
 
     def __post_init__(self) -> None:
         names = [m.name for m in self.metrics]
@@ -168,11 +173,11 @@ class MetricTable(Generic[R]):
             out[m.name] = payload
         return out
 
-    def aggregate(self, name: str, items: Iterable[Mapping[str, Any]]) -> float | None:
+    def aggregate(self, name: str, items: Iterable[JSONMapping]) -> float | None:
         """Metric ``name`` from its payloads, as lmms-eval's aggregation hook computes it."""
         return self.aggregate_as(self[name].aggregation, items)
 
-    def aggregate_as(self, aggregation: Aggregation, items: Iterable[Mapping[str, Any]]) -> float | None:
+    def aggregate_as(self, aggregation: Aggregation, items: Iterable[JSONMapping]) -> float | None:
         """The payloads of one metric aggregated by ``aggregation`` (lmms-eval's hooks know the
         aggregation, not the metric); None when :attr:`unscorable` says they give no score."""
         items = list(items)
@@ -196,18 +201,18 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def aggregate_score(items: Iterable[Mapping[str, Any]]) -> float | None:
+def aggregate_score(items: Iterable[JSONMapping]) -> float | None:
     """Mean ``score`` of the payloads in scope; None (shown N/A) when no question is in scope."""
-    return _mean([float(x["score"]) for x in items if "score" in x])
+    return _mean([number(x["score"]) for x in items if "score" in x])
 
 
-def aggregate_sum(items: Iterable[Mapping[str, Any]]) -> float | None:
+def aggregate_sum(items: Iterable[JSONMapping]) -> float | None:
     """The sum of the scores; None (unknown) when an item's value is unknown (``cost_unknown``:
     ``judge_cost_usd`` of a judge without a price), never a partial sum shown as the total."""
     items = list(items)
     if any(x.get("cost_unknown") for x in items):
         return None
-    return float(sum(float(x["score"]) for x in items if "score" in x))
+    return float(sum(number(x["score"]) for x in items if "score" in x))
 
 
 def macro_levels(category_means: Mapping[str, float | None], overall: str = "levels") -> dict[str, float | None]:
@@ -233,14 +238,14 @@ def macro_levels(category_means: Mapping[str, float | None], overall: str = "lev
     return {"overall": ov, "narrative": nar, "cultural": cul}
 
 
-def aggregate_macro(items: Iterable[Mapping[str, Any]], overall: str = "levels") -> float | None:
+def aggregate_macro(items: Iterable[JSONMapping], overall: str = "levels") -> float | None:
     """A macro metric from its payloads: the mean of :data:`MACRO_KEY` per category, then
     :func:`macro_levels`. Out-of-scope payloads carry no value, so the ``narrative`` payloads give
     the narrative mean and the ``overall`` payloads the overall one."""
     by_cat: dict[str, list[float]] = {}
     for x in items:
         if MACRO_KEY in x:
-            by_cat.setdefault(str(x["category"]), []).append(float(x[MACRO_KEY]))
+            by_cat.setdefault(str(x["category"]), []).append(number(x[MACRO_KEY]))
     if not by_cat:
         return None
     unknown = sorted(set(by_cat) - set(CATEGORIES))
@@ -258,7 +263,7 @@ def compute(
     return {m.name: table.aggregate(m.name, (p[m.name] for p in logged)) for m in table}
 
 
-def metrics_markdown(tables: Sequence[MetricTable[Any]]) -> str:
+def metrics_markdown(tables: Sequence[MetricTable[Never]]) -> str:
     """docs/metrics.md's metric table: one row per metric of every table."""
     lines = [
         "| task kind | metric | scope | aggregation | higher is better | leaderboard column | what it is |",

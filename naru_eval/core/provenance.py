@@ -45,6 +45,11 @@ class Provenance:
     #: the transcript this question's video was given (``transcript=``): its source, fingerprint,
     #: layout, the cues kept and what the budget cut (``naru_eval.adapters.transcript.summary``)
     transcript: str | None = None
+    #: how the frames were chosen (``select=``, ``naru_eval.core.selection.Selection.label``: its
+    #: method, encoder, parameters and pool rate); None: uniform, the official protocol
+    selection: str | None = None
+    #: the times (seconds, comma-separated) of the frames chosen for this question (``select=``)
+    frame_times: str | None = None
 
 
 #: the provenance fields a sample payload carries
@@ -83,6 +88,8 @@ _lock = threading.Lock()
 _current: dict[str, str] = {}
 #: video_id -> what its questions were given beyond the run's fields (``audio``)
 _per_video: dict[str, dict[str, str]] = {}
+#: question_id -> what it alone was given (the frames chosen for it)
+_per_question: dict[str, dict[str, str]] = {}
 
 
 def record(**fields: str | None) -> None:
@@ -106,13 +113,24 @@ def record_video(video_id: str, **fields: str | None) -> None:
         _per_video.setdefault(str(video_id), {}).update({k: str(v) for k, v in fields.items() if v is not None})
 
 
-def current(video_id: str | None = None) -> dict[str, str]:
+def record_question(question_id: str, **fields: str | None) -> None:
+    """Record what one question alone was given (the frames chosen for it: ``frame_times``)."""
+    unknown = set(fields) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"unknown provenance field(s) {sorted(unknown)}; known: {list(FIELDS)}")
+    with _lock:
+        _per_question.setdefault(str(question_id), {}).update({k: str(v) for k, v in fields.items() if v is not None})
+
+
+def current(video_id: str | None = None, question_id: str | None = None) -> dict[str, str]:
     """A copy of what has been recorded in this process (empty when no adapter recorded anything),
-    with what ``video_id``'s questions were given."""
+    with what ``video_id``'s questions and ``question_id`` itself were given."""
     with _lock:
         out = dict(_current)
         if video_id is not None:
             out.update(_per_video.get(str(video_id), {}))
+        if question_id is not None:
+            out.update(_per_question.get(str(question_id), {}))
         return out
 
 
@@ -121,3 +139,4 @@ def clear() -> None:
     with _lock:
         _current.clear()
         _per_video.clear()
+        _per_question.clear()

@@ -25,9 +25,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from naru_eval.core.data import loads_strict
+from naru_eval.core.json_types import JSONObject, as_object, member
 from naru_eval.core.numbers import fmt_num
 from naru_eval.core.provenance import FIELDS as PROVENANCE_FIELDS
 from naru_eval.core.scoring import (
@@ -141,7 +142,7 @@ class ResultsFile:
     for a clustered standard error with too few clusters, so NaN is read (as no value), not refused."""
 
     path: Path
-    data: dict[str, Any]
+    data: JSONObject
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> ResultsFile:
@@ -161,29 +162,33 @@ class ResultsFile:
 
     @property
     def config(self) -> RunConfig:
-        cfg = self.data.get("config") or {}
-        return RunConfig(adapter=cfg.get("model"), model_args=cfg.get("model_args"))
+        adapter, model_args = member(self.data, "config", "model"), member(self.data, "config", "model_args")
+        return RunConfig(
+            adapter=adapter if isinstance(adapter, str) else None,
+            model_args=model_args if isinstance(model_args, str) else None,
+        )
 
     @property
     def tasks(self) -> list[str]:
-        return sorted(self.data.get("results") or {})
+        return sorted(as_object(self.data.get("results")))
 
     @property
     def evaluated(self) -> list[str]:
         """The tasks evaluated (``n-samples``: a group or tag asked for is expanded to its tasks there)."""
-        return sorted(self.data.get("n-samples") or {})
+        return sorted(as_object(self.data.get("n-samples")))
 
     def is_group(self, task: str) -> bool:
-        return task in (self.data.get("group_subtasks") or {})
+        return task in as_object(self.data.get("group_subtasks"))
 
     def subtasks(self, task: str) -> list[str]:
         """A group's tasks (``group_subtasks``); a task is its own."""
-        return list((self.data.get("group_subtasks") or {}).get(task) or [task])
+        tasks = member(self.data, "group_subtasks", task)
+        return [str(t) for t in tasks] if isinstance(tasks, list) and tasks else [task]
 
     def reported(self, task: str) -> dict[str, float | None]:
         """The metrics lmms-eval reported for ``task`` (``<metric>,none``; no standard errors); a
         NaN is no value (None), so it matches only a metric the log cannot give either."""
-        row = (self.data.get("results") or {}).get(task) or {}
+        row = as_object(member(self.data, "results", task))
         return {
             k[: -len(",none")]: _num(v)
             for k, v in row.items()
@@ -193,15 +198,20 @@ class ResultsFile:
         }
 
     def n_samples(self, task: str) -> tuple[int | None, int | None]:
-        ns = (self.data.get("n-samples") or {}).get(task) or {}
-        return ns.get("original"), ns.get("effective")
+        original, effective = (
+            member(self.data, "n-samples", task, "original"),
+            member(self.data, "n-samples", task, "effective"),
+        )
+        return (
+            original if isinstance(original, int) else None,
+            effective if isinstance(effective, int) else None,
+        )
 
     def task_judge(self, task: str) -> str | None:
         """The judge ``task``'s config names (``metadata.judge``, ``metadata.judge_model`` or
         ``judge``), if any."""
-        cfg = (self.data.get("configs") or {}).get(task) or {}
-        meta = cfg.get("metadata") or {}
-        judge = meta.get("judge") or meta.get("judge_model") or cfg.get("judge")
+        cfg = member(self.data, "configs", task)
+        judge = member(cfg, "metadata", "judge") or member(cfg, "metadata", "judge_model") or member(cfg, "judge")
         return str(judge) if judge else None
 
     def sample_logs(self) -> dict[str, Path]:
@@ -221,7 +231,7 @@ class SampleLog:
 
     path: Path
     kind: LogKind
-    records: list[dict[str, Any]]
+    records: list[JSONObject]
     open_metrics: OpenMetrics | None = None
 
     @property
@@ -272,6 +282,12 @@ class SampleLog:
         return mode or (OWN_INPUT_MODE if self.own_sampler else None)
 
     @property
+    def selection(self) -> str | None:
+        """How the frames were chosen (``select=``: the payloads' ``selection``); None for
+        uniform sampling, the official protocol (and for logs that predate the field)."""
+        return ", ".join(self.values("selection")) or None
+
+    @property
     def variant(self) -> str:
         """The answer-changing arguments that differ from the adapter's defaults (``k=v,...``; ""
         when none, or when the log predates the field)."""
@@ -306,7 +322,7 @@ def _payload_key(path: Path) -> str:
 def read_log(
     path: str | os.PathLike[str], task: str | None = None, open_metrics: OpenMetrics | None = None
 ) -> SampleLog:
-    """Any NARU sample log (MCQ, blind, circular, naru_open), strictly: a SampleLogError names the
+    """A NARU sample log of any kind (MCQ, blind, circular, naru_open), strictly: a SampleLogError names the
     file and line of the first problem (truncated line, no payload, a field missing)."""
     p = Path(path)
     key = _payload_key(p)
@@ -322,7 +338,7 @@ def read_log(
     return SampleLog(p, "blind" if blind else "plain", records, open_metrics)
 
 
-def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_records(path: str | os.PathLike[str]) -> list[JSONObject]:
     """The per-question records of a NARU sample log (each payload without its ``score``)."""
     return [{k: v for k, v in r.items() if k != "score"} for r in read_log(path).records]
 
@@ -363,7 +379,7 @@ def task_problems(results: ResultsFile, task: str, full: bool = False) -> list[s
     exists, parses line by line and holds one line per question evaluated. ``full``: every
     question of the task too (a ``--limit`` run is not a full run: the sweep, the leaderboard)."""
     rf = results.path
-    counts = (results.data.get("n-samples") or {}).get(task)
+    counts = member(results.data, "n-samples", task)
     if counts is None:
         return [f"{rf}: {task}: not in the results file's n-samples (lmms-eval did not evaluate it)"]
     orig, expected = results.n_samples(task)

@@ -25,10 +25,11 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from naru_eval.core.data import CATEGORIES, NaruQuestion, level_of, loads_strict
 from naru_eval.core.extract import Extraction, extract_answer
+from naru_eval.core.json_types import JSONMapping, JSONObject, from_record
 from naru_eval.core.metrics import Metric, MetricTable, Payload, compute
 from naru_eval.core.provenance import FIELDS, Provenance
 
@@ -70,10 +71,10 @@ class ScoredSample(Provenance, McqOutcome):
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_record(cls: type[S], record: Mapping[str, Any]) -> S:
+    def from_record(cls: type[S], record: JSONMapping) -> S:
         """A sample from its record (a sample log's payload); fields with a default may be absent
         (logs written before they existed still read), unknown keys (``score``) are left out."""
-        return cls(**{f.name: record[f.name] for f in dataclasses.fields(cls) if f.name in record})
+        return from_record(cls, record)
 
 
 def _hit(s: ScoredSample) -> float:
@@ -173,7 +174,7 @@ class ForeignLogError(SampleLogError):
 
 def sample_records(
     path: str | Path, required: Sequence[str] = (), kind: str = "NARU MCQ", key: str = "overall"
-) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+) -> Iterator[tuple[JSONObject, JSONObject]]:
     """(sample-log line, its ``key`` payload) for each line of an lmms-eval samples log.
 
     The one reader of sample logs, strict: the ``overall`` payload (``accuracy_all`` for the
@@ -202,7 +203,11 @@ def sample_records(
                         "(a crashed run or a full disk): rerun the task"
                     ) from None
                 payload = rec.get(key) if isinstance(rec, dict) else None
-                if not isinstance(payload, dict) or any(k not in payload for k in required):
+                if (
+                    not isinstance(rec, dict)
+                    or not isinstance(payload, dict)
+                    or any(k not in payload for k in required)
+                ):
                     raise ForeignLogError(f"{path}:{lineno}: no {kind} '{key}' payload; not a {kind} sample log")
                 n += 1
                 yield rec, payload

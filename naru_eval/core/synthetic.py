@@ -15,9 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from naru_eval.core.data import CATEGORIES, LETTERS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 30, 30),
@@ -231,7 +234,7 @@ def write_indexed_video(
     return path
 
 
-def index_image(i: int, width: int, height: int) -> Any:
+def index_image(i: int, width: int, height: int) -> np.ndarray:
     """The RGB image of frame ``i``: ``i`` in binary, a 4x4 grid of black/white blocks."""
     import numpy as np
 
@@ -244,7 +247,7 @@ def index_image(i: int, width: int, height: int) -> Any:
     return img
 
 
-def read_frame_index(frame: Any) -> int:
+def read_frame_index(frame: np.ndarray) -> int:
     """Decode the index a :func:`write_indexed_video` frame shows (any resolution)."""
     h, w = frame.shape[:2]
     bw, bh = w / _GRID, h / _GRID

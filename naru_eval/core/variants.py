@@ -22,10 +22,10 @@ Every number recomputes from the sample log: each payload carries the whole per-
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from naru_eval.core.data import LETTERS, NaruQuestion
+from naru_eval.core.json_types import JSONMapping, integer
 from naru_eval.core.metrics import Metric, MetricTable, Payload, compute
 from naru_eval.core.scoring import ScoredSample, metric_payloads
 
@@ -127,22 +127,22 @@ def circular_payloads(
 # --------------------------------------------------------------------------- aggregation
 
 
-def circular_groups(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, bool]]:
+def circular_groups(items: Iterable[JSONMapping]) -> dict[str, dict[int, bool]]:
     """``base_question_id -> {rotation: correct}`` over the payloads (or records) given."""
     groups: dict[str, dict[int, bool]] = {}
     for x in items:
-        groups.setdefault(str(x["base_question_id"]), {})[int(x["rotation"])] = bool(x["correct"])
+        groups.setdefault(str(x["base_question_id"]), {})[integer(x["rotation"])] = bool(x["correct"])
     return groups
 
 
-def circular_correct(items: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
+def circular_correct(items: Iterable[JSONMapping]) -> dict[str, bool]:
     """``base_question_id -> right in all rotations`` for the *complete* groups only.
 
     A group is complete when every rotation ``0 … n_rotations-1`` is present. Incomplete groups
     (``--limit`` cutting a question's rotations) are left out rather than guessed.
     """
     items = list(items)
-    n_rot = {str(x["base_question_id"]): int(x.get("n_rotations", N_ROTATIONS)) for x in items}
+    n_rot = {str(x["base_question_id"]): integer(x.get("n_rotations", N_ROTATIONS)) for x in items}
     out = {}
     for base, rots in circular_groups(items).items():
         if set(rots) == set(range(n_rot[base])):
@@ -150,7 +150,7 @@ def circular_correct(items: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
     return out
 
 
-def aggregate_circular(items: Iterable[Mapping[str, Any]]) -> float | None:
+def aggregate_circular(items: Iterable[JSONMapping]) -> float | None:
     """Percent of questions right in all rotations; None when no question is complete."""
     verdicts = circular_correct(items)
     if not verdicts:
@@ -206,7 +206,7 @@ CIRCULAR: MetricTable[CircularSample] = MetricTable(
 CIRCULAR_METRICS: tuple[str, ...] = CIRCULAR.names
 
 
-def circular_metrics(records: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+def circular_metrics(records: Sequence[JSONMapping]) -> dict[str, float | None]:
     """Every circular metric from the per-doc records (e.g. the payloads of a sample log)."""
     samples = [CircularSample.from_record(r) for r in records]
     return compute(CIRCULAR, samples, lambda s: CIRCULAR.payloads(s.record(), s))

@@ -33,13 +33,13 @@ import hashlib
 import itertools
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
+from naru_eval.core.json_types import JSON, JSONMapping, JSONObject
 from naru_eval.core.numbers import fmt_num
 from naru_eval.core.subset import allocate
 from naru_eval.judge.score import JudgedSample
@@ -145,7 +145,7 @@ def sheet_rows(
     return cols, rows
 
 
-def write_sheet(path: str | Path, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Path:
+def write_sheet(path: str | Path, columns: Sequence[str], rows: Sequence[Mapping[str, Cell]]) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     if p.suffix.lower() == ".jsonl":
@@ -178,7 +178,7 @@ def export_audit(
 # ------------------------------------------------------------------------------------ report
 
 
-def read_sheet(path: str | Path) -> list[dict[str, Any]]:
+def read_sheet(path: str | Path) -> list[JSONObject]:
     p = Path(path)
     if p.suffix.lower() == ".jsonl":
         return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -198,7 +198,7 @@ def _flip(label: str, unit: str) -> str:
     return pair[1] if label == pair[0] else pair[0]
 
 
-def parse_cell(value: Any, judge_label: str, unit: str) -> tuple[bool, str] | None:
+def parse_cell(value: JSON, judge_label: str, unit: str) -> tuple[bool, str] | None:
     """(accepted?, human binary label) of one annotation; None when blank. Raises ValueError."""
     if value is None:
         return None
@@ -216,7 +216,7 @@ def parse_cell(value: Any, judge_label: str, unit: str) -> tuple[bool, str] | No
     return label == judge_label, label
 
 
-def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
+def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
     """Cohen's kappa of two label sequences; None when undefined (chance agreement of 1)."""
     if len(a) != len(b) or not a:
         return None
@@ -229,10 +229,10 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
     return (po - pe) / (1 - pe)
 
 
-def krippendorff_alpha_nominal(units: Iterable[Sequence[Any]]) -> float | None:
+def krippendorff_alpha_nominal(units: Iterable[Sequence[Hashable]]) -> float | None:
     """Krippendorff's alpha for nominal data; each unit lists its coders' values (None = missing).
     Units with fewer than two values are not pairable and are ignored. None when undefined."""
-    o: dict[tuple[Any, Any], float] = defaultdict(float)
+    o: dict[tuple[Hashable, Hashable], float] = defaultdict(float)
     for unit in units:
         vals = [v for v in unit if v is not None and v != ""]
         m = len(vals)
@@ -240,7 +240,7 @@ def krippendorff_alpha_nominal(units: Iterable[Sequence[Any]]) -> float | None:
             continue
         for i, j in itertools.permutations(range(m), 2):
             o[(vals[i], vals[j])] += 1.0 / (m - 1)
-    n_c: dict[Any, float] = defaultdict(float)
+    n_c: dict[Hashable, float] = defaultdict(float)
     for (c, _k), w in o.items():
         n_c[c] += w
     n = sum(n_c.values())
@@ -284,12 +284,12 @@ class AuditReport(BaseModel):
 class _Unit:
     """One row of the sheet, read: its id, the judge's label, and each annotator's (accepted?, label)."""
 
-    id: Any
+    id: JSON  # the sheet's audit_id
     judge: str
     cells: dict[str, tuple[bool, str] | None]
 
 
-def audit_report(rows: Sequence[Mapping[str, Any]]) -> AuditReport:
+def audit_report(rows: Sequence[JSONMapping]) -> AuditReport:
     if not rows:
         raise ValueError("the audit sheet has no rows")
     ann = sorted((c for c in rows[0] if str(c).startswith("annotator_")), key=lambda c: int(str(c).split("_")[1]))

@@ -40,7 +40,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from naru_eval.api.retry import RetryError
 from naru_eval.judge.client import JudgeClient, PendingRequest
@@ -49,13 +49,18 @@ from naru_eval.store.judge_cache import CallRecord, JudgeBatchRecord, JudgeStore
 
 log = logging.getLogger("naru_eval.judge")
 
-ENDPOINT = "/v1/chat/completions"
-COMPLETION_WINDOW = "24h"
+ENDPOINT: Final = "/v1/chat/completions"
+COMPLETION_WINDOW: Final = "24h"
 #: the Batch API's limits per job: requests, and input file size (200 MB; kept below it)
 MAX_REQUESTS = 50_000
 MAX_BYTES = 190_000_000
 #: the statuses after which a job changes no more
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+
+if TYPE_CHECKING:
+    from openai.types import Batch
+
+T = TypeVar("T")
 
 
 class BatchNotReady(RuntimeError):
@@ -83,10 +88,6 @@ def jsonl(requests: Mapping[str, PendingRequest]) -> bytes:
         for key, (_, body) in sorted(requests.items())
     ]
     return ("\n".join(lines) + "\n").encode("utf-8")
-
-
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
 class JudgeBatchRunner:
@@ -170,7 +171,7 @@ class JudgeBatchRunner:
         log.info("naru judge: submitted Batch API job %s (%d requests)", created.id, len(requests))
         return rec
 
-    def _wait(self, batch_id: str) -> Any:
+    def _wait(self, batch_id: str) -> Batch:
         """Poll until the job ends, waiting base, 2·base, ... up to max seconds between polls."""
         started = time.monotonic()
         n = 0
@@ -184,7 +185,7 @@ class JudgeBatchRunner:
                 raise BatchNotReady(batch_id, batch.status)
             self.sleep(delay)
 
-    def _collect(self, batch: Any, requests: Mapping[str, PendingRequest]) -> None:
+    def _collect(self, batch: Batch, requests: Mapping[str, PendingRequest]) -> None:
         """Cache every answered line; record why each other request has no answer."""
         mode = self.client.batch
         assert mode is not None
@@ -206,8 +207,8 @@ class JudgeBatchRunner:
                 purpose = requests[key][0]
                 self.store.put_call(key, purpose, self.config.model, outcome)
                 answered.add(key)
-        errors = _field(batch, "errors")
-        detail = redact("; ".join(str(_field(e, "message")) for e in (_field(errors, "data") or [])[:3]))
+        errors = (batch.errors.data if batch.errors is not None else None) or []
+        detail = redact("; ".join(str(e.message) for e in errors[:3]))
         missing = f"batch {batch.id} ended {batch.status} without an answer to this request" + (
             f" ({detail})" if detail else ""
         )
@@ -255,6 +256,6 @@ class JudgeBatchRunner:
         """The text of a job's output or error file."""
         return self._api(lambda: self.client.client.files.content(file_id), f"download {file_id}").text
 
-    def _api(self, fn: Callable[[], Any], what: str) -> Any:
+    def _api(self, fn: Callable[[], T], what: str) -> T:
         """One Batch API request through the client's retry policy (transport failures retried)."""
         return self.client.caller.call(fn, what).value

@@ -3,7 +3,7 @@
 * Requests go through ``client.chat.completions.with_raw_response.parse(response_format=Model)``:
   the SDK sends the strict JSON schema of the Pydantic model, and the raw completion is kept so
   that an unparseable output is cached and reported, not lost in an exception.
-* Any OpenAI-compatible ``base_url``; the key comes from ``NARU_JUDGE_API_KEY`` or
+* Every OpenAI-compatible ``base_url`` works; the key comes from ``NARU_JUDGE_API_KEY`` or
   ``OPENAI_API_KEY`` only, and never enters a cache key, a log or a report: an error a server
   answers with is redacted (naru_eval.redaction) before any message is made of it.
 * The SDK's own retries are off; transport failures (408/409/429/5xx, timeouts, connection
@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from pydantic import BaseModel, Field
 from typing_extensions import Required
@@ -42,6 +42,7 @@ from naru_eval.api.lazy import Lazy
 from naru_eval.api.limiter import limiter_for
 from naru_eval.api.openai_client import TokenUsage, make_openai_client, openai_errors, usage_of
 from naru_eval.api.retry import ConfigErrorBreaker, RetryError, is_retryable
+from naru_eval.core.json_types import JSON, JSONMapping, JSONObject, as_str, member
 from naru_eval.judge.config import JudgeConfig, RequestParams, cost_usd
 from naru_eval.judge.schemas import response_format, schema_hash
 from naru_eval.redaction import redact
@@ -51,6 +52,10 @@ from naru_eval.store.judge_cache import CallRecord, JudgeStore
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
 log = logging.getLogger("naru_eval.judge")
+
+if TYPE_CHECKING:
+    from openai import OpenAI
+    from openai.types.chat import ChatCompletionMessageParam
 
 
 class JudgeUnavailable(RuntimeError):
@@ -71,7 +76,7 @@ class ChatBody(RequestParams, total=False):
 
     model: Required[str]
     messages: Required[list[dict[str, str]]]
-    response_format: Required[dict[str, Any]]  # the strict JSON schema (judge/schemas.py)
+    response_format: Required[JSONObject]  # the strict JSON schema (judge/schemas.py)
 
 
 class PendingRequest(NamedTuple):
@@ -245,10 +250,20 @@ class UsageLedger:
             return LedgerSummary(total=total, by_purpose=per, system_fingerprints=dict(self.fingerprints))
 
 
-def request_key(config: JudgeConfig, purpose: str, payload: Mapping[str, Any]) -> str:
+def request_key(config: JudgeConfig, purpose: str, payload: Mapping[str, JSON | RequestParams]) -> str:
     """Hash of everything that changes a judge output (no secrets: the key is not in config)."""
     desc = {"purpose": purpose, "model": config.model, "base_url": config.base_url, **payload}
     return hashlib.sha256(json.dumps(desc, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def sdk_messages(messages: Sequence[Mapping[str, str]]) -> list[ChatCompletionMessageParam]:
+    """The judge's messages as the SDK types them: each a system or a user turn (judge/prompts.py)."""
+    return [
+        {"role": "system", "content": m["content"]}
+        if m["role"] == "system"
+        else {"role": "user", "content": m["content"]}
+        for m in messages
+    ]
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -271,7 +286,7 @@ class JudgeClient:
         self.ledger = ledger or UsageLedger()
         self.sleep = sleep
         self.policy = config.retry_policy()
-        self._client: Lazy[Any] = Lazy(self._make_client)
+        self._client: Lazy[OpenAI] = Lazy(self._make_client)
         self._inflight: dict[str, threading.Lock] = {}  # single flight: one request per key at a time
         self._inflight_lock = threading.Lock()
         #: batch mode (naru_eval.judge.batch sets it for the duration of a batched judging)
@@ -291,11 +306,11 @@ class JudgeClient:
         )
 
     @property
-    def client(self) -> Any:
+    def client(self) -> OpenAI:
         """The ``openai.OpenAI`` client, built on first use (SDK retries off)."""
         return self._client.get()
 
-    def _make_client(self) -> Any:
+    def _make_client(self) -> OpenAI:
         return make_openai_client(
             self.config.base_url,
             timeout=self.config.timeout,
@@ -311,15 +326,15 @@ class JudgeClient:
         schema: type[BaseModel],
         *,
         prompt_version: str,
-        params: Mapping[str, Any],
-        extra: Mapping[str, Any] | None = None,
+        params: RequestParams,
+        extra: JSONMapping | None = None,
     ) -> str:
         return request_key(
             self.config,
             purpose,
             {
-                "settings": dict(params),  # the key's field name is kept: cached outputs stay valid
-                "messages": list(messages),
+                "settings": params,  # the key's field name is kept: cached outputs stay valid
+                "messages": [dict(m) for m in messages],
                 "schema": schema.__name__,
                 "schema_hash": schema_hash(schema),
                 "prompt_version": prompt_version,
@@ -346,7 +361,7 @@ class JudgeClient:
         *,
         prompt_version: str,
         temperature: float | None = None,
-        extra_key: Mapping[str, Any] | None = None,
+        extra_key: JSONMapping | None = None,
     ) -> CallResult:
         """One structured-output request (or its cached output). Raises JudgeUnavailable."""
         params = self.config.request_params(temperature=temperature)
@@ -383,9 +398,12 @@ class JudgeClient:
                 raise batch.defer(key, purpose, self.request_body(messages, schema, params))
             raise JudgeUnavailable(f"judge {self.config.model} (Batch API): {batch.failure(key)}")
 
-        def attempt() -> dict[str, Any]:
+        def attempt() -> JSONObject:
             raw = self.client.chat.completions.with_raw_response.parse(
-                model=self.config.model, messages=list(messages), response_format=schema, **params
+                model=self.config.model,
+                messages=sdk_messages(messages),
+                response_format=schema,
+                **params,  # type: ignore[arg-type]  # reasoning_effort: an SDK value (JudgeConfig checks it)
             )
             return raw.http_response.json()
 
@@ -400,19 +418,18 @@ class JudgeClient:
         return result
 
     @staticmethod
-    def record_of(body: Mapping[str, Any]) -> CallRecord:
+    def record_of(body: JSONMapping) -> CallRecord:
         """What is kept of a raw chat.completion body (live, or one line of a batch's output)."""
-        choices = body.get("choices") or []
-        choice = choices[0] if choices else {}
-        message = choice.get("message") or {}
-        usage = usage_of(body.get("usage"))
+        choices = body.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = member(choice, "message")
         return {
-            "content": message.get("content"),
-            "refusal": message.get("refusal"),
-            "finish_reason": choice.get("finish_reason") if choices else "no_choices",
-            "usage": usage,
-            "system_fingerprint": body.get("system_fingerprint"),
-            "response_model": body.get("model"),
+            "content": as_str(member(message, "content")),
+            "refusal": as_str(member(message, "refusal")),
+            "finish_reason": as_str(member(choice, "finish_reason")) if choices else "no_choices",
+            "usage": usage_of(body.get("usage")),
+            "system_fingerprint": as_str(body.get("system_fingerprint")),
+            "response_model": as_str(body.get("model")),
         }
 
     def _result(self, purpose: str, key: str, rec: CallRecord, *, cached: bool) -> CallResult:

@@ -12,18 +12,16 @@ settings' docs state against them).
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from typing_extensions import TypedDict
 
-from naru_eval.api.openai_client import is_reasoning_family
+from naru_eval.api.openai_client import TokenUsage, is_reasoning_family
 from naru_eval.api.retry import RetryArgs
 from naru_eval.api.urls import check_endpoint
-from naru_eval.settings import Settings, UserError, settings
+from naru_eval.settings import OPENAI_BASE_URL, Settings, UserError, openai_base_url, settings, snapshot
 
 DEFAULT_MODEL = "gpt-5.5"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -48,7 +46,7 @@ def sdk_reasoning_efforts() -> tuple[str, ...]:
 
 def allowed_reasoning_efforts(model: str) -> tuple[str, ...]:
     """The reasoning efforts ``model`` takes, as far as they are known: the SDK's values, minus
-    ``minimal`` from gpt-5.1 on; ``-pro`` models take ``high`` only. Any other refusal comes from
+    ``minimal`` from gpt-5.1 on; ``-pro`` models take ``high`` only. Every other refusal comes from
     the API, and the run stops on it once (naru_eval.api.retry.ConfigErrorBreaker)."""
     name = model.strip().lower()
     values = sdk_reasoning_efforts()
@@ -90,7 +88,7 @@ def batch_factor(price: Mapping[str, float]) -> float | None:
     return None if value is None else float(value)
 
 
-def cost_usd(model: str, usage: Mapping[str, Any], prices: Mapping[str, Mapping[str, float]]) -> float | None:
+def cost_usd(model: str, usage: TokenUsage, prices: Mapping[str, Mapping[str, float]]) -> float | None:
     """Cost of one call's usage; None when the model has no price (never a silent 0). A call
     answered by the Batch API (``usage["batch"]``) costs the standard price times the entry's
     ``batch_discount``, and is unknown without one."""
@@ -325,13 +323,13 @@ class JudgeConfig(RetryArgs):
             ),
         )
 
-    def with_overrides(self, **kw: Any) -> JudgeConfig:
+    def with_overrides(self, **kw: object) -> JudgeConfig:
         """A copy with the given values (None: keep), validated like a new one."""
         data = {name: getattr(self, name) for name in type(self).model_fields}
         return type(self)(**{**data, **{k: v for k, v in kw.items() if v is not None}})
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> JudgeConfig:
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> JudgeConfig:
         """The judge of ``env`` (default: the process's), read through ``naru_eval.settings``.
 
         Precedence, per setting: an override that is given (a CLI option; None means not given),
@@ -339,7 +337,7 @@ class JudgeConfig(RetryArgs):
         ``OPENAI_BASE_URL``), then the field's default. A configured endpoint is never replaced
         by the default one."""
         s = settings() if env is None else Settings.from_env(env)
-        openai_url = ((os.environ if env is None else env).get("OPENAI_BASE_URL") or "").strip() or None
+        openai_url = (openai_base_url(env) or "").strip() or None
         given: dict[str, object] = dict(
             backend=s.judge_backend,
             model=s.judge_model,
@@ -372,7 +370,9 @@ class JudgeConfig(RetryArgs):
 
 
 def env_fingerprint(env: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
-    """The judge-relevant environment, as a hashable key (for per-process singletons)."""
-    env = os.environ if env is None else env
-    names = sorted(k for k in env if k.startswith("NARU_JUDGE_")) + ["OPENAI_BASE_URL", "NARU_CACHE_DIR"]
-    return tuple((k, env.get(k, "")) for k in names if "KEY" not in k)
+    """The judge-relevant environment, as a hashable key (for per-process singletons): the
+    ``NARU_JUDGE_*`` variables but the key, ``OPENAI_BASE_URL`` and ``NARU_CACHE_DIR``."""
+    values = dict(snapshot(env))
+    values[OPENAI_BASE_URL] = openai_base_url(env) or ""
+    names = sorted(k for k in values if k.startswith("NARU_JUDGE_")) + [OPENAI_BASE_URL, "NARU_CACHE_DIR"]
+    return tuple((k, values.get(k, "")) for k in names if "KEY" not in k)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from naru_eval.core.data import NaruQuestion, level_of
 from naru_eval.core.extract import FAILURE_MARKERS, strip_reasoning
+from naru_eval.core.json_types import JSONMapping
 
 
 def open_prompt_question(q: NaruQuestion) -> str:
@@ -55,7 +54,7 @@ class JudgeItem:
         return cls(q.question_id, q.video_id, q.category, open_prompt_question(q), reference_of(q), tuple(q.options))
 
     @classmethod
-    def from_payload(cls, p: Mapping[str, Any]) -> JudgeItem:
+    def from_payload(cls, p: JSONMapping) -> JudgeItem:
         """From a ``naru_open`` sample-log payload (``overall``)."""
         return cls(
             str(p["question_id"]),

@@ -22,13 +22,16 @@ import re
 import threading
 import unicodedata
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from naru_eval.judge.facts import FactSet, clean_facts
 from naru_eval.judge.items import JudgeItem
 from naru_eval.judge.schemas import FactRecord, Verdict
 from naru_eval.judge.verify import Coverage
 from naru_eval.store.judge_cache import JudgeStore
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 OFFLINE_FACTS_VERSION = "offline-facts-v1"
 OFFLINE_VERIFY_VERSION = "offline-verify-v1"
@@ -68,11 +71,11 @@ def minilm_available() -> bool:
     )
 
 
-_MODEL: Any = None
+_MODEL: SentenceTransformer | None = None
 _MODEL_LOCK = threading.Lock()
 
 
-def load_minilm() -> Any:
+def load_minilm() -> SentenceTransformer:
     """The bundled all-MiniLM-L6-v2 (CPU), loaded once per process, never from the network."""
     global _MODEL
     with _MODEL_LOCK:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
@@ -35,6 +35,9 @@ from naru_eval.judge.schemas import FactRecord
 from naru_eval.judge.score import CallsUsage, JudgedSample, JudgeInfo, OpenReport, tally
 from naru_eval.judge.verify import Coverage, LLMVerifier
 from naru_eval.store.judge_cache import JudgeStore
+
+if TYPE_CHECKING:
+    from naru_eval.judge.offline import OfflineDecomposer, OfflineVerifier
 
 log = logging.getLogger("naru_eval.judge")
 
@@ -89,8 +92,8 @@ class Judge:
                 if fm == config.model
                 else JudgeClient(config.with_overrides(model=fm), self.store, ledger=self.ledger, sleep=sleep)
             )
-            self.decomposer: Any = LLMDecomposer(facts_client, self.store)
-            self.verifier: Any = LLMVerifier(self.client)
+            self.decomposer: LLMDecomposer | OfflineDecomposer = LLMDecomposer(facts_client, self.store)
+            self.verifier: LLMVerifier | OfflineVerifier = LLMVerifier(self.client)
         else:
             from naru_eval.judge.offline import OfflineDecomposer, OfflineVerifier, resolve_kind
 
@@ -181,9 +184,8 @@ class Judge:
             "verify_prompt_version": self.verifier.prompt_version,
             "settings": self.config.request_params() if self.config.backend == "openai" else {},
         }
-        sample = JudgedSample.unscored(
-            item,
-            response,
+        sample = replace(
+            JudgedSample.unscored(item, response),
             abstention=kind == "answered" and is_abstention(text),
             response_truncated=truncated,
             judge=judge_info,

@@ -16,11 +16,12 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.core.json_types import JSONObject
 from naru_eval.judge.client import CallResult, JudgeClient, JudgeUnavailable
 from naru_eval.judge.items import JudgeItem, classify_response
 from naru_eval.judge.prompts import MAX_RESPONSE_CHARS, MINERVA_PROMPT_VERSION, minerva_messages, retry_note
@@ -58,7 +59,7 @@ class MinervaResult:
     def normalized(self) -> float | None:
         return None if self.score is None else self.score / 2
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """A scores file's row: the fields, in their order, then ``normalized``."""
         return {**asdict(self), "normalized": self.normalized}
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import Required, TypedDict
+
+from naru_eval.core.json_types import JSON, JSONObject
 
 Verdict = Literal["covered", "partial", "not_covered", "contradicted"]
 
@@ -87,7 +89,7 @@ def _fact_records() -> TypeAdapter[list[FactRecord]]:
     return TypeAdapter(list[FactRecord])
 
 
-def fact_records(data: Sequence[Any], where: str) -> list[FactRecord]:
+def fact_records(data: Sequence[JSON], where: str) -> list[FactRecord]:
     """Validated verdict records (read back from a sample log); a malformed one is a ValueError
     naming ``where`` (the question) and the field."""
     try:
@@ -100,14 +102,14 @@ def fact_records(data: Sequence[Any], where: str) -> list[FactRecord]:
 SCHEMAS: tuple[type[BaseModel], ...] = (FactList, CoverageReport, MinervaScore, McqChoice)
 
 
-def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+def strict_schema(model: type[BaseModel]) -> JSONObject:
     """The JSON schema sent on the wire (the openai SDK's strict transformation)."""
     from openai.lib._pydantic import to_strict_json_schema  # the SDK's own transformation
 
     return to_strict_json_schema(model)
 
 
-def response_format(model: type[BaseModel]) -> dict[str, Any]:
+def response_format(model: type[BaseModel]) -> JSONObject:
     """The ``response_format`` a structured-output request carries, exactly as
     ``chat.completions.parse(response_format=model)`` sends it (the SDK's own conversion): what
     a Batch API line must hold to be the same request as the live one."""
@@ -122,5 +124,5 @@ def schema_hash(model: type[BaseModel]) -> str:
     return hashlib.sha256(json.dumps(model.model_json_schema(), sort_keys=True).encode()).hexdigest()[:12]
 
 
-def json_schemas() -> dict[str, Any]:
+def json_schemas() -> JSONObject:
     return {m.__name__: strict_schema(m) for m in SCHEMAS}

@@ -26,20 +26,24 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from pydantic import BaseModel
 
 from naru_eval.core.data import CATEGORIES, CULTURAL, NARRATIVE
+from naru_eval.core.json_types import JSONMapping, JSONObject, as_str, from_record
 from naru_eval.core.metrics import Metric, MetricTable, Payload, compute
 from naru_eval.core.provenance import FIELDS as PROVENANCE_FIELDS
 from naru_eval.core.provenance import Provenance
 from naru_eval.core.scoring import sample_records
 from naru_eval.judge.config import RequestParams
 from naru_eval.judge.schemas import FactRecord, Tally, fact_records
+
+if TYPE_CHECKING:
+    from naru_eval.judge.items import JudgeItem
 
 #: the largest share of a run's responses the judge may have failed to reach (after its retries)
 #: for the run to have a score; above it every recall metric is N/A and ``naru-eval judge score``
@@ -116,8 +120,8 @@ class JudgedSample(Provenance, JudgedOutcome):
     :class:`~naru_eval.core.provenance.Provenance`'s, as the MCQ record's."""
 
     @classmethod
-    def unscored(cls, item: Any, response: str | None, **fields: Any) -> JudgedSample:
-        """A not-yet-scored sample of ``item`` (a JudgeItem): the judge fills in the verdicts."""
+    def unscored(cls, item: JudgeItem, response: str | None) -> JudgedSample:
+        """A not-yet-scored sample of ``item``: the judge fills in the verdicts."""
         return cls(
             question_id=item.question_id,
             video_id=item.video_id,
@@ -127,7 +131,6 @@ class JudgedSample(Provenance, JudgedOutcome):
             reference=item.reference,
             response=response,
             status="unscored",
-            **fields,
         )
 
     @property
@@ -139,20 +142,22 @@ class JudgedSample(Provenance, JudgedOutcome):
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> JudgedSample:
-        names = {f.name for f in dataclasses.fields(cls)}
-        fields = {k: v for k, v in d.items() if k in names}
-        fields["facts"] = fact_records(fields.get("facts") or [], f"question {d.get('question_id')}")
-        return cls(**fields)
+    def from_dict(cls, d: JSONMapping) -> JudgedSample:
+        """A sample from its payload (:meth:`to_dict`), its fact verdicts validated."""
+        facts = d.get("facts") or []
+        checked = fact_records(facts if isinstance(facts, list) else [facts], f"question {d.get('question_id')}")
+        return dataclasses.replace(from_record(cls, d), facts=checked)
 
     def with_provenance(
-        self, data_fingerprint: str | None, provenance: Mapping[str, Any], world_size: int | None = None
+        self, data_fingerprint: str | None, provenance: JSONMapping, world_size: int | None = None
     ) -> JudgedSample:
         """This sample with the data it came from and what the model was given (as MCQ records
         them): ``provenance`` is what the adapter recorded (naru_eval.core.provenance.current),
         or a logged payload; ``world_size``: the run's process count."""
-        recorded: dict[str, Any] = {k: provenance.get(k) for k in PROVENANCE_FIELDS}
-        return dataclasses.replace(self, data_fingerprint=data_fingerprint, world_size=world_size, **recorded)
+        recorded = Provenance(**{k: as_str(provenance.get(k)) for k in PROVENANCE_FIELDS})
+        return dataclasses.replace(
+            self, data_fingerprint=data_fingerprint, world_size=world_size, **dataclasses.asdict(recorded)
+        )
 
 
 def tally(verdicts: Sequence[FactRecord]) -> Tally:
@@ -190,7 +195,7 @@ def unreached(s: JudgedSample) -> bool:
     return not s.scored and _UNREACHED.match(s.reason or "") is not None
 
 
-def _too_few_judged(items: Sequence[Mapping[str, Any]]) -> bool:
+def _too_few_judged(items: Sequence[JSONMapping]) -> bool:
     """More than :data:`MAX_UNREACHED_SHARE` of a score metric's payloads are of responses the
     judge could not be reached for: the metric is no score."""
     return bool(items) and sum(1 for x in items if x.get("judge_unreached")) > MAX_UNREACHED_SHARE * len(items)
@@ -386,14 +391,14 @@ def samples_from_open_log(path: str | Path) -> list[JudgedSample]:
     return [JudgedSample.from_dict(p) for _, p in sample_records(path, ("reference",), "naru_open")]
 
 
-def responses_from_open_log(path: str | Path) -> list[tuple[dict[str, Any], str | None]]:
+def responses_from_open_log(path: str | Path) -> list[tuple[JSONObject, str | None]]:
     """(overall payload, response) pairs: what ``naru-eval judge score`` re-judges."""
     out = []
     for rec, p in sample_records(path, ("reference", "question"), "naru_open"):
-        response = p.get("response")
+        response = as_str(p.get("response"))
         if response is None:
-            fr = rec.get("filtered_resps") or []
-            response = fr[0] if fr and isinstance(fr[0], str) else None
+            fr = rec.get("filtered_resps")
+            response = fr[0] if isinstance(fr, list) and fr and isinstance(fr[0], str) else None
         out.append((p, response))
     return out
 

@@ -25,11 +25,12 @@ import logging
 import threading
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import replace
 
 from naru_eval.api.retry import ConfigurationError
 from naru_eval.core import provenance
 from naru_eval.core.doc import NaruDoc, question_of
+from naru_eval.core.json_types import JSONMapping, as_str
 from naru_eval.core.metrics import Payload
 from naru_eval.core.sharding import world_size_from_env
 from naru_eval.judge.config import JudgeConfig, env_fingerprint
@@ -120,7 +121,7 @@ def item_of(doc: NaruDoc) -> JudgeItem:
     return JudgeItem.from_question(question_of(doc))
 
 
-def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
+def judge_doc(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payload]:
     response = results[0] if results else None
     if response is not None and not isinstance(response, str):
         response = str(response)
@@ -133,20 +134,18 @@ def judge_doc(doc: NaruDoc, results: Sequence[Any]) -> dict[str, Payload]:
         raise  # a wrong key, model or setting: stop the run with the API's message
     except Exception as e:  # never let lmms-eval retry-and-crash the run over the judge
         log.error("naru judge: %s could not be judged:\n%s", item.question_id, traceback.format_exc())
-        sample = JudgedSample.unscored(
-            item,
-            response,
-            reason=f"judge error: {type(e).__name__}: {e}",
-        )
+        sample = replace(JudgedSample.unscored(item, response), reason=f"judge error: {type(e).__name__}: {e}")
     # the data the question came from and what the model was given, as the MCQ payloads record them
     return open_payloads(
         sample.with_provenance(
-            doc.get("data_fingerprint") or None, provenance.current(doc.get("video_id")), world_size_from_env()
+            as_str(doc.get("data_fingerprint")) or None,
+            provenance.current(as_str(doc.get("video_id")), as_str(doc.get("question_id"))),
+            world_size_from_env(),
         )
     )
 
 
-def log_run_summary(items: Sequence[Mapping[str, Any]]) -> None:
+def log_run_summary(items: Sequence[JSONMapping]) -> None:
     """Log the judge's usage and cost (called from the aggregation)."""
     with _lock:
         judges = list(_judges.values())

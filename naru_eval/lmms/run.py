@@ -19,9 +19,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from naru_eval.core import runfiles
+from naru_eval.core.json_types import JSONObject, as_object, member, number
 from naru_eval.core.runfiles import ResultsFile
 from naru_eval.judge.score import metrics_from_open_log
 
@@ -47,14 +47,23 @@ class LmmsRun:
         lines = [f"  - {p}" for p in self.problems] or ["  - lmms-eval wrote no results file"]
         return "\n".join(["the lmms-eval run is not complete:", *lines, "--- stderr (tail) ---", self.stderr[-3000:]])
 
-    def results(self) -> dict[str, Any]:
-        """The results file as lmms-eval wrote it (:class:`naru_eval.core.runfiles.ResultsFile`)."""
+    def results_file_read(self) -> ResultsFile:
+        """The results file lmms-eval wrote, read (a RuntimeError with its stderr when there is none)."""
         if self.results_file is None:
             raise RuntimeError(f"lmms-eval wrote no results file.\n--- stderr (tail) ---\n{self.stderr[-4000:]}")
-        return ResultsFile.read(self.results_file).data
+        return ResultsFile.read(self.results_file)
+
+    def results(self) -> JSONObject:
+        """The results file as lmms-eval wrote it (:class:`naru_eval.core.runfiles.ResultsFile`)."""
+        return self.results_file_read().data
+
+    def reported(self, task: str) -> dict[str, float | None]:
+        """The metrics lmms-eval reported for ``task`` (:meth:`ResultsFile.reported`)."""
+        return self.results_file_read().reported(task)
 
     def metric(self, task: str, name: str) -> float | None:
-        return self.results()["results"][task][f"{name},none"]
+        value = as_object(member(self.results(), "results", task))[f"{name},none"]
+        return None if value is None else number(value)
 
 
 def run_problems(results_file: ResultsFile | str | os.PathLike[str]) -> list[str]:

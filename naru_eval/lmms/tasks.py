@@ -19,11 +19,12 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from naru_eval.core import provenance
 from naru_eval.core.data import Dataset, NaruQuestion
 from naru_eval.core.doc import NaruDoc, Rotation, question_of, rotation_of, run_fields, to_doc
+from naru_eval.core.json_types import JSONMapping, JSONObject, as_str
 from naru_eval.core.metrics import Payload, aggregate_score, aggregate_sum
 from naru_eval.core.metrics import aggregate_macro as _aggregate_macro
 from naru_eval.core.prompts import mcq_prompt
@@ -33,6 +34,9 @@ from naru_eval.core.subset import select_subset
 from naru_eval.core.validate import ValidationReport, validate
 from naru_eval.lmms.launch import check_launch
 from naru_eval.settings import exit_on_user_error, settings
+
+if TYPE_CHECKING:
+    import datasets
 
 Q = TypeVar("Q", bound=NaruQuestion)
 
@@ -57,7 +61,7 @@ def _preflight_report() -> ValidationReport:
 
 def _to_hf(
     report: ValidationReport, questions: list[NaruQuestion], rotations: Mapping[str, Rotation] | None = None
-) -> Any:
+) -> datasets.Dataset:
     """Docs for lmms-eval: the question, its video path, and its duration (from the annotation,
     else as the preflight read it from the container) so duration diagnostics need no data dir;
     and the data's fingerprint, which every payload records (the leaderboard's ``data`` column)."""
@@ -65,7 +69,7 @@ def _to_hf(
 
     dataset = report.dataset
     assert dataset is not None
-    rows: list[dict[str, Any]] = []
+    rows: list[JSONObject] = []
     for q in questions:
         path = dataset.video_file(q)
         probed = report.paths.get(str(path)) or report.videos.get(q.video_id)
@@ -99,12 +103,12 @@ def _subset_500(report: ValidationReport) -> list[NaruQuestion]:
     return _for_ranks(select_subset(_questions(report)))
 
 
-def process_docs_all(_placeholder: Any) -> Any:
+def process_docs_all(_placeholder: datasets.Dataset) -> datasets.Dataset:
     report = _preflight_report()
     return _to_hf(report, _for_ranks(_questions(report)))
 
 
-def process_docs_500(_placeholder: Any) -> Any:
+def process_docs_500(_placeholder: datasets.Dataset) -> datasets.Dataset:
     report = _preflight_report()
     return _to_hf(report, _subset_500(report))
 
@@ -122,12 +126,12 @@ def doc_to_target(doc: NaruDoc) -> str:
     return question_of(doc).answer
 
 
-def _response(results: list[Any]) -> str | None:
+def _response(results: Sequence[object]) -> str | None:
     response = results[0] if results else None
     return response if response is None or isinstance(response, str) else str(response)
 
 
-def process_results(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
+def process_results(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payload]:
     """Score one response; pure and thread-safe (lmms-eval runs it in a pool, with retries)."""
     response = _response(results)
     return metric_payloads(_score(doc, response))
@@ -135,7 +139,7 @@ def process_results(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
 
 def _score(doc: NaruDoc, response: str | None, input_mode: str | None = None) -> ScoredSample:
     """Score ``response``; ``input_mode`` overrides the adapter's (a blind task sends no media)."""
-    prov = provenance.current(doc.get("video_id"))
+    prov = provenance.current(as_str(doc.get("video_id")), as_str(doc.get("question_id")))
     if input_mode is not None:
         prov["input_mode"] = input_mode
     return score_response(
@@ -160,7 +164,7 @@ def mcq_fallback() -> Fallback | None:
     return fallback_for(get_judge)
 
 
-def stop_if_nothing_answered(items: Sequence[Mapping[str, Any]]) -> None:
+def stop_if_nothing_answered(items: Sequence[JSONMapping]) -> None:
     """Every aggregation's first step: a run whose every question failed (each request failed for
     good: a setting that cannot work, a server that never answered) ends here, exit 1, before
     lmms-eval writes a results file of nothing but failures that would read as a score. The
@@ -175,13 +179,13 @@ def stop_if_nothing_answered(items: Sequence[Mapping[str, Any]]) -> None:
         raise SystemExit(1)
 
 
-def aggregate(items: list[Mapping[str, Any]]) -> float | None:
+def aggregate(items: Sequence[JSONMapping]) -> float | None:
     """A per-item mean (``accuracy``, a category, ``invalid_rate``): mean ``score``."""
     stop_if_nothing_answered(items)
     return aggregate_score(items)
 
 
-def aggregate_macro(items: list[Mapping[str, Any]]) -> float | None:
+def aggregate_macro(items: Sequence[JSONMapping]) -> float | None:
     """``overall``/``narrative``/``cultural``: the authors' mean of category means."""
     stop_if_nothing_answered(items)
     return _aggregate_macro(items, MCQ.overall)
@@ -206,19 +210,19 @@ def load_preflighted_text() -> Dataset:
     return report.dataset
 
 
-def _blind_to_hf(questions: list[NaruQuestion], fingerprint: str | None) -> Any:
+def _blind_to_hf(questions: list[NaruQuestion], fingerprint: str | None) -> datasets.Dataset:
     import datasets  # lazy
 
     # video None: no adapter can reach the video through the doc either
     return datasets.Dataset.from_list([to_doc(q, video=None, data_fingerprint=fingerprint) for q in questions])
 
 
-def process_docs_blind_all(_placeholder: Any) -> Any:
+def process_docs_blind_all(_placeholder: datasets.Dataset) -> datasets.Dataset:
     dataset = load_preflighted_text()
     return _blind_to_hf(_for_ranks(dataset.questions), dataset.fingerprint)
 
 
-def process_docs_blind_500(_placeholder: Any) -> Any:
+def process_docs_blind_500(_placeholder: datasets.Dataset) -> datasets.Dataset:
     dataset = load_preflighted_text()
     return _blind_to_hf(_for_ranks(select_subset(dataset.questions)), dataset.fingerprint)
 
@@ -228,7 +232,7 @@ def doc_to_visual_blind(doc: NaruDoc) -> list[str]:
     return []
 
 
-def process_results_blind(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
+def process_results_blind(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payload]:
     """As :func:`process_results`, each payload marked ``blind: true``."""
     from naru_eval.core.variants import blind_payloads
 
@@ -236,7 +240,7 @@ def process_results_blind(doc: NaruDoc, results: list[Any]) -> dict[str, Payload
     return blind_payloads(_score(doc, response, input_mode="text"))
 
 
-def process_docs_circular_500(_placeholder: Any) -> Any:
+def process_docs_circular_500(_placeholder: datasets.Dataset) -> datasets.Dataset:
     """The 500-question subset, each question as four docs: its cyclic option rotations."""
     from naru_eval.core.variants import N_ROTATIONS, circular_questions
 
@@ -248,7 +252,7 @@ def process_docs_circular_500(_placeholder: Any) -> Any:
     return _to_hf(report, _for_ranks([rq for rq, _, _ in rotated]), rotations)
 
 
-def process_results_circular(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
+def process_results_circular(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payload]:
     """Score one rotated doc; payloads carry ``base_question_id`` and ``rotation``."""
     from naru_eval.core.variants import circular_payloads
 
@@ -257,7 +261,7 @@ def process_results_circular(doc: NaruDoc, results: list[Any]) -> dict[str, Payl
     return circular_payloads(sample, rotation.base_question_id, rotation.rotation, rotation.n_rotations)
 
 
-def aggregate_circular(items: list[Mapping[str, Any]]) -> float | None:
+def aggregate_circular(items: Sequence[JSONMapping]) -> float | None:
     """``circular``: percent of questions right in all rotations (grouped by base_question_id)."""
     from naru_eval.core.variants import aggregate_circular as _agg
 
@@ -269,7 +273,7 @@ def aggregate_circular(items: list[Mapping[str, Any]]) -> float | None:
 # The open-ended task (no options), scored by the LLM judge; see naru_eval.judge, docs/judge.md.
 
 
-def process_docs_open_500(_placeholder: Any) -> Any:
+def process_docs_open_500(_placeholder: datasets.Dataset) -> datasets.Dataset:
     """The 500-question subset; its references are registered for one batch decomposition."""
     from naru_eval.judge.items import JudgeItem
     from naru_eval.lmms.open_task import register_items
@@ -294,7 +298,7 @@ def doc_to_target_open(doc: NaruDoc) -> str:
     return reference_of(question_of(doc))
 
 
-def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]:
+def process_results_open(doc: NaruDoc, results: Sequence[object]) -> dict[str, Payload]:
     """Judge one response (facts, coverage, recall); thread-safe, replayed from the judge cache
     when lmms-eval retries it, and never raising over the judge (unscored instead)."""
     from naru_eval.lmms.open_task import judge_doc
@@ -302,7 +306,7 @@ def process_results_open(doc: NaruDoc, results: list[Any]) -> dict[str, Payload]
     return judge_doc(doc, results)
 
 
-def aggregate_open_mean(items: list[Mapping[str, Any]]) -> float | None:
+def aggregate_open_mean(items: Sequence[JSONMapping]) -> float | None:
     """Mean ``score`` over the payloads that carry it (scored questions in scope), 0-1; None when
     the judge could not be reached for too many responses."""
     from naru_eval.judge.score import OPEN
@@ -311,7 +315,7 @@ def aggregate_open_mean(items: list[Mapping[str, Any]]) -> float | None:
     return OPEN.aggregate_as("mean", items)
 
 
-def aggregate_open_macro(items: list[Mapping[str, Any]]) -> float | None:
+def aggregate_open_macro(items: Sequence[JSONMapping]) -> float | None:
     """naru_open ``overall``/``narrative``/``cultural``: mean of the category mean recalls."""
     from naru_eval.judge.score import OPEN
 
@@ -319,13 +323,13 @@ def aggregate_open_macro(items: list[Mapping[str, Any]]) -> float | None:
     return OPEN.aggregate_as("macro", items)
 
 
-def aggregate_open_sum(items: list[Mapping[str, Any]]) -> float | None:
+def aggregate_open_sum(items: Sequence[JSONMapping]) -> float | None:
     """Sum of ``score``: ``n_scored``, ``n_unscored``."""
     stop_if_nothing_answered(items)
     return aggregate_sum(items)
 
 
-def aggregate_open_cost(items: list[Mapping[str, Any]]) -> float | None:
+def aggregate_open_cost(items: Sequence[JSONMapping]) -> float | None:
     """``judge_cost_usd`` (nominal verification cost of the run); logs the judge's usage.
 
     None (unknown) when a judge call has no price: lmms-eval prints it as ``N/A`` and writes

@@ -16,7 +16,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +56,8 @@ class SamplingParams(TypedDict):
     max_pixels: int | None
     size: tuple[int, int] | None
     resize: str | None
+    #: exactly these frame numbers (the frames a selector chose), instead of a count or a rate
+    indices: tuple[int, ...] | None
 
 
 def sampling_params(
@@ -65,24 +67,37 @@ def sampling_params(
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     size: tuple[int, int] | None = None,
     resize: str | None = None,
+    indices: Sequence[int] | None = None,
 ) -> SamplingParams:
     """Every sampling parameter of :meth:`FrameCache.get`, as its key and ``sample_frames`` take
     them. ``size`` (height, width): exactly that size, by the reference resize in the arithmetic
-    ``resize`` names (then ``max_pixels`` plays no part and is left out of the key)."""
+    ``resize`` names (then ``max_pixels`` plays no part and is left out of the key). ``indices``:
+    exactly those frames (the count and the rate then play no part)."""
     exact = size is not None
+    chosen = tuple(int(i) for i in indices) if indices is not None else None
     return {
-        "num_frames": num_frames,
-        "fps": fps,
-        "max_frames": max_frames,
+        "num_frames": None if chosen is not None else num_frames,
+        "fps": None if chosen is not None else fps,
+        "max_frames": None if chosen is not None else max_frames,
         "max_pixels": None if exact else max_pixels,
         "size": (int(size[0]), int(size[1])) if size is not None else None,
         "resize": (resize or "float") if exact else resize,
+        "indices": chosen,
     }
 
 
+def chosen_params(params: SamplingParams, indices: Sequence[int]) -> SamplingParams:
+    """``params`` (a family's sizing) for exactly the frames ``indices`` instead of its count or rate."""
+    return sampling_params(
+        max_pixels=params["max_pixels"], size=params["size"], resize=params["resize"], indices=indices
+    )
+
+
 def _identity(path: str | os.PathLike[str], params: SamplingParams) -> str:
-    """What an entry is: the file's identity, the sampling parameters and how pixels are made."""
-    ident = {**file_identity(path), "format": CACHE_FORMAT, "conversion": CONVERSION, **params}
+    """What an entry is: the file's identity, the sampling parameters and how pixels are made
+    (chosen frame numbers only when given: the keys of a count or a rate are as before them)."""
+    given = {k: v for k, v in params.items() if not (k == "indices" and v is None)}
+    ident = {**file_identity(path), "format": CACHE_FORMAT, "conversion": CONVERSION, **given}
     return json.dumps(ident, sort_keys=True, default=str)
 
 
@@ -96,7 +111,9 @@ def consistent(params: SamplingParams, s: SampledFrames) -> bool:
     plan gives (segment centres of the frame count) and one frame of the planned size per number."""
     info = s.info
     total = int(info.frame_count)
-    if params["num_frames"] is not None:
+    if params["indices"] is not None:
+        n = len(params["indices"])
+    elif params["num_frames"] is not None:
         n = min(params["num_frames"], params["max_frames"]) if params["max_frames"] else params["num_frames"]
     else:
         n = frames_for_fps(info.duration_s, float(params["fps"] or 0.0), params["max_frames"], total)
@@ -111,7 +128,8 @@ def consistent(params: SamplingParams, s: SampledFrames) -> bool:
         and s.frames.shape == (n, h, w, 3)
         and s.indices.shape == (n,)
         and s.timestamps.shape == (n,)
-        and s.indices.tolist() == uniform_indices(total, n)
+        and s.indices.tolist()
+        == (list(params["indices"]) if params["indices"] is not None else uniform_indices(total, n))
     )
 
 
@@ -153,8 +171,9 @@ class FrameCache:
         max_pixels: int | None = DEFAULT_MAX_PIXELS,
         size: tuple[int, int] | None = None,
         resize: str | None = None,
+        indices: Sequence[int] | None = None,
     ) -> SampledFrames:
-        params = sampling_params(num_frames, fps, max_frames, max_pixels, size, resize)
+        params = sampling_params(num_frames, fps, max_frames, max_pixels, size, resize, indices)
         ident = _identity(path, params)
         key = hashlib.sha256(ident.encode()).hexdigest()
         with self._lock:

@@ -7,8 +7,9 @@ plans the frames (:mod:`naru_eval.media.plan`) and decodes exactly those
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -44,6 +45,13 @@ class SampledFrames(NamedTuple):
     info: VideoInfo
 
 
+def frames_key(sampled: SampledFrames) -> str:
+    """What identifies a sample of a video in memory: its path and its frame numbers (the frames
+    chosen for one question are not another's)."""
+    digest = hashlib.sha256(sampled.indices.astype("<i8").tobytes()).hexdigest()[:16]
+    return f"{sampled.info.path}#{digest}"
+
+
 def sample_frames(
     path: str | os.PathLike[str],
     num_frames: int | None = None,
@@ -53,8 +61,10 @@ def sample_frames(
     size: tuple[int, int] | None = None,
     resize: str | None = None,
     index_dir: str | os.PathLike[str] | None = None,
+    indices: Sequence[int] | None = None,
 ) -> SampledFrames:
-    """Sample frames from ``path``: ``num_frames`` uniform, or ``fps`` (capped by ``max_frames``).
+    """Sample frames from ``path``: ``num_frames`` uniform, or ``fps`` (capped by ``max_frames``), or
+    exactly the frame numbers ``indices`` (increasing; the frames a selector chose, ``select=``).
 
     Frame numbers are positions in the frame index (presentation order) of the video stream a
     player shows. The sampler seeks to the keyframe before each target (by byte offset where the
@@ -70,13 +80,18 @@ def sample_frames(
     :mod:`naru_eval.media.pixels`). The frame index is kept in memory and, with ``index_dir`` (or
     ``NARU_FRAME_CACHE``), on disk.
     """
-    if (num_frames is None) == (fps is None):
-        raise ValueError("give exactly one of num_frames or fps")
+    chosen = tuple(int(i) for i in indices) if indices is not None else None
+    if sum(x is not None for x in (num_frames, fps, chosen)) != 1:
+        raise ValueError("give exactly one of num_frames, fps or indices")
+    if chosen is not None and (not chosen or list(chosen) != sorted(set(chosen)) or chosen[0] < 0):
+        raise ValueError(f"indices={list(chosen)[:8]}...: give distinct, increasing frame numbers")
     if size is not None and (len(size) != 2 or min(size) < 1):
         raise ValueError(f"size={size!r}: give (height, width), both at least 1")
     if resize is not None and (size is None or resize not in RESIZES):
         raise ValueError(f"resize={resize!r}: one of {', '.join(RESIZES)}, and only with size")
     asked = min(num_frames, max_frames) if num_frames is not None and max_frames else num_frames
+    if chosen is not None:
+        asked = len(chosen)
     if asked is not None and asked > MAX_FRAMES:
         raise ValueError(f"num_frames={asked}: the sampler takes at most {MAX_FRAMES} frames per video")
     p = Path(path)
@@ -84,11 +99,11 @@ def sample_frames(
     exact_size = (int(size[0]), int(size[1])) if size is not None else None
     out = _Output(max_pixels, exact_size, resize or "float")
     try:
-        return _sample(p, asked, fps, max_frames, out, index_dir, tables=True)
+        return _sample(p, asked, fps, max_frames, out, index_dir, tables=True, chosen=chosen)
     except _TablesContradicted:
         # The sample tables' index disagrees with the packets in the middle (its head and tail were
         # checked when it was built): rebuild it by demuxing, and sample again.
-        return _sample(p, asked, fps, max_frames, out, index_dir, tables=False)
+        return _sample(p, asked, fps, max_frames, out, index_dir, tables=False, chosen=chosen)
 
 
 class _Output(NamedTuple):
@@ -111,6 +126,7 @@ def _sample(
     out: _Output,
     index_dir: str | os.PathLike[str] | None,
     tables: bool,
+    chosen: tuple[int, ...] | None = None,
 ) -> SampledFrames:
     """``sample_frames`` once its arguments are checked; ``tables=False``: the index by demuxing.
 
@@ -132,13 +148,13 @@ def _sample(
             index = provisional.now
             drawn: SampledFrames | None = None
             try:
-                drawn = _draw(p, container, stream, index, asked, fps, max_frames, out, provisional.settle)
+                drawn = _draw(p, container, stream, index, asked, fps, max_frames, out, chosen, provisional.settle)
             except VideoError:
                 if provisional.settle() is index:
                     raise
             if provisional.settle() is not index:
                 index = provisional.settle()
-                drawn = _draw(p, container, stream, index, asked, fps, max_frames, out)
+                drawn = _draw(p, container, stream, index, asked, fps, max_frames, out, chosen)
     except VideoError as e:
         if tables and index is not None and index.source == "moov" and e.reason.startswith("could not decode frame"):
             raise _TablesContradicted() from e
@@ -158,6 +174,7 @@ def _draw(
     fps: float | None,
     max_frames: int | None,
     out: _Output,
+    chosen: tuple[int, ...] | None,
     meanwhile: Callable[[], object] = lambda: None,
 ) -> SampledFrames:
     """Plan the frames over ``index`` and decode exactly those; ``meanwhile`` runs once they are
@@ -180,7 +197,9 @@ def _draw(
                 f"fps={fps} over {duration:.0f} s asks for {n} frames, more than the sampler's "
                 f"maximum of {MAX_FRAMES} per video: lower fps or set max_frames",
             )
-    targets = uniform_indices(total, n)
+    if chosen is not None and chosen[-1] >= total:
+        raise VideoError(p, f"frame {chosen[-1]} was asked for; the video has {total} frames")
+    targets = list(chosen) if chosen is not None else uniform_indices(total, n)
     run = Decoder(p, container, stream, index, out.max_pixels, targets, out.size, out.resize)
     try:
         picked = [run.exact(k) for k in targets]

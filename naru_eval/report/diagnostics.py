@@ -34,10 +34,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from naru_eval.core.data import LETTERS
 from naru_eval.core.extract import INVALID_KINDS
+from naru_eval.core.json_types import JSON, JSONMapping, JSONObject, integer
 from naru_eval.core.runfiles import mismatched, read_records
 from naru_eval.core.scoring import METRICS, ForeignLogError
 from naru_eval.core.variants import CIRCULAR_METRICS, circular_correct
@@ -76,7 +76,7 @@ class Diagnosed:
     run: RunLog
     group: str
     kind: str  # "plain", "blind" or "circular"
-    records: list[dict[str, Any]] = field(repr=False)
+    records: list[JSONObject] = field(repr=False)
 
     @property
     def label(self) -> str:
@@ -201,7 +201,7 @@ def _or_minus_inf(v: float | None) -> float:
     return v if v is not None else -math.inf
 
 
-def letter_distribution(records: Sequence[Mapping[str, Any]]) -> LetterDistribution:
+def letter_distribution(records: Sequence[JSONMapping]) -> LetterDistribution:
     """Predicted letters (valid answers) against gold letters.
 
     ``pred_pct`` is the share of *valid* answers choosing each letter, ``gold_pct`` the share of
@@ -231,7 +231,7 @@ def letter_distribution(records: Sequence[Mapping[str, Any]]) -> LetterDistribut
     )
 
 
-def invalid_breakdown(records: Sequence[Mapping[str, Any]]) -> InvalidBreakdown:
+def invalid_breakdown(records: Sequence[JSONMapping]) -> InvalidBreakdown:
     """Invalid-answer rate and the count of each kind (percent of all answers in ``kinds_pct``)."""
     n = len(records)
     kinds: Counter[str] = Counter()
@@ -273,50 +273,36 @@ def duration_bucket(duration_s: float | None, edges_min: Sequence[float]) -> str
     return labels[-1]  # m == last edge
 
 
+def _unit(qid: str, r: JSONMapping, correct: bool, gold: JSON = None) -> Unit:
+    """The outcome of question ``qid`` from its record ``r`` (``gold``: the record's unless given)."""
+    duration = r.get("duration_s")
+    return Unit(
+        qid,
+        str(r["video_id"]),
+        str(r["category"]),
+        str(gold or r["gold"]),
+        duration if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None,
+        correct,
+    )
+
+
 def units_of(run: Diagnosed) -> dict[str, Unit]:
     """question_id -> outcome. Circular runs: the base question, right only in all rotations."""
     if run.kind != "circular":
-        return {
-            str(r["question_id"]): Unit(
-                str(r["question_id"]),
-                str(r["video_id"]),
-                r["category"],
-                r["gold"],
-                r.get("duration_s"),
-                bool(r["correct"]),
-            )
-            for r in run.records
-        }
+        return {str(r["question_id"]): _unit(str(r["question_id"]), r, bool(r["correct"])) for r in run.records}
     verdicts = circular_correct(run.records)
-    first: dict[str, Mapping[str, Any]] = {}
-    for r in sorted(run.records, key=lambda r: int(r["rotation"])):
+    first: dict[str, JSONMapping] = {}
+    for r in sorted(run.records, key=lambda r: integer(r["rotation"])):
         first.setdefault(str(r["base_question_id"]), r)
-    return {
-        q: Unit(
-            q,
-            str(first[q]["video_id"]),
-            first[q]["category"],
-            first[q].get("base_gold") or first[q]["gold"],
-            first[q].get("duration_s"),
-            ok,
-        )
-        for q, ok in verdicts.items()
-    }
+    return {q: _unit(q, first[q], ok, first[q].get("base_gold")) for q, ok in verdicts.items()}
 
 
 def rotation0_units(run: Diagnosed) -> dict[str, Unit]:
     """A circular run's plain accuracy: rotation 0 (the original order) of each question."""
     return {
-        str(r["base_question_id"]): Unit(
-            str(r["base_question_id"]),
-            str(r["video_id"]),
-            r["category"],
-            r["gold"],
-            r.get("duration_s"),
-            bool(r["correct"]),
-        )
+        str(r["base_question_id"]): _unit(str(r["base_question_id"]), r, bool(r["correct"]))
         for r in run.records
-        if int(r["rotation"]) == 0
+        if integer(r["rotation"]) == 0
     }
 
 

@@ -5,14 +5,18 @@ typed report (:class:`~naru_eval.report.models.DiagnosticsReport`), whose JSON `
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from naru_eval.core.data import LETTERS
 from naru_eval.core.extract import INVALID_KINDS
+from naru_eval.core.json_types import JSONMapping
 from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.report.models import DiagnosticsReport, dump_json, validate_doc
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _ci(ci: Sequence[float] | None) -> str:
@@ -99,7 +103,7 @@ def write_plots(report: DiagnosticsReport, out_dir: str | Path, stem: str) -> li
     if not runs:
         return paths
 
-    def save(fig: Any, name: str) -> None:
+    def save(fig: Figure, name: str) -> None:
         p = out_dir / f"{stem}_{name}.png"
         fig.tight_layout()
         fig.savefig(p, dpi=110)
@@ -177,7 +181,7 @@ def write_plots(report: DiagnosticsReport, out_dir: str | Path, stem: str) -> li
     return paths
 
 
-def write_report(report: DiagnosticsReport | Mapping[str, Any], output: str | Path, plots: bool = True) -> Path:
+def write_report(report: DiagnosticsReport | JSONMapping, output: str | Path, plots: bool = True) -> Path:
     """Write the JSON (and, with ``plots``, the PNGs next to it, named in ``report.plots``);
     return the JSON path. A report given as JSON (a mapping) is validated first: a bad one is an
     error naming ``output``, and nothing is written."""

@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
+from naru_eval.core.json_types import as_str, member
 from naru_eval.core.runfiles import (
     OWN_INPUT_MODE,
     ResultsFile,
@@ -254,6 +255,7 @@ def _entry(
         data=data,
         data_status=status,
         input_mode=input_mode,
+        selection=log.selection,
         variant=variant,
         metrics=metrics,
         ci95=ci95,
@@ -268,9 +270,9 @@ def _entry(
             model_args=redact(config.args),
             num_frames=frames,
             fps=fps,
-            task_version=(res.data.get("versions") or {}).get(run.task),
-            task_hash=(res.data.get("task_hashes") or {}).get(run.task),
-            lmms_eval_version=res.data.get("lmms_eval_version"),
+            task_version=member(res.data, "versions", run.task),
+            task_hash=as_str(member(res.data, "task_hashes", run.task)),
+            lmms_eval_version=as_str(res.data.get("lmms_eval_version")),
             date=res.data.get("date"),
             n_samples=NSamples(original=orig, effective=eff),
         ),

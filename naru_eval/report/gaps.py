@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from naru_eval.core.data import CATEGORIES
 from naru_eval.core.metrics import Metric, in_scope, macro_levels
-from naru_eval.core.scoring import MACRO_METRICS, MCQ
+from naru_eval.core.scoring import MACRO_METRICS, MCQ, ScoredSample
 
 DEFAULT_BOOTSTRAP = 2000
 
@@ -35,7 +35,7 @@ def seed_for(seed: int, name: str) -> int:
 
 def cluster_bootstrap(
     a: Sequence[float],
-    clusters: Sequence[Any],
+    clusters: Sequence[Hashable],
     b: Sequence[float] | None = None,
     iters: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,
@@ -85,7 +85,7 @@ class Unit:
     correct: bool
 
 
-def _scope_order(m: Metric[Any]) -> int:
+def _scope_order(m: Metric[ScoredSample]) -> int:
     return 0 if m.aggregation == "macro" else 1 if m.scope == "all" else 2
 
 
@@ -101,7 +101,7 @@ def macro_cluster_bootstrap(
     a: Sequence[float],
     b: Sequence[float],
     categories: Sequence[str],
-    clusters: Sequence[Any],
+    clusters: Sequence[Hashable],
     metric: str,
     iters: int = DEFAULT_BOOTSTRAP,
     seed: int = 0,

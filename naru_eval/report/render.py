@@ -13,12 +13,15 @@ import base64
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from typing_extensions import Never
+
+from naru_eval.core.json_types import JSONMapping
 from naru_eval.core.metrics import MetricTable
 from naru_eval.core.numbers import fmt_ci, fmt_num
 from naru_eval.core.scoring import MCQ
@@ -56,7 +59,7 @@ def md(value: object) -> str:
     return str(value).translate(_MD_ESCAPES).replace("://", "&#58;//").replace("www.", "www&#46;")
 
 
-def as_document(data: LeaderboardDocument | Mapping[str, Any]) -> LeaderboardDocument:
+def as_document(data: LeaderboardDocument | JSONMapping) -> LeaderboardDocument:
     """The typed document (a ``leaderboard.json`` read back is validated: a bad one names the field)."""
     return data if isinstance(data, LeaderboardDocument) else LeaderboardDocument.model_validate(data)
 
@@ -90,7 +93,7 @@ def table_title(table: Table) -> str:
     return f"{table.task}: runs on data {table.data} ({note})"
 
 
-def _metric_table(table: Table, rows: Sequence[Entry]) -> MetricTable[Any] | None:
+def _metric_table(table: Table, rows: Sequence[Entry]) -> MetricTable[Never] | None:
     """The metric table whose columns a table shows (None: a table of mixed kinds)."""
     from naru_eval.judge.score import OPEN
 
@@ -150,7 +153,14 @@ def input_cell(e: Entry) -> str:
     return e.input_mode or ("-" if e.published else "unknown")
 
 
-def markdown(data: LeaderboardDocument | Mapping[str, Any]) -> str:
+def sampling_cell(e: Entry) -> str:
+    """The sampling column: the budget, then how the frames were chosen when they were
+    (``select=``: ``128 Frames, its(...)``); the budget alone for uniform sampling (the official
+    protocol, the authors' rows included)."""
+    return ", ".join(x for x in (e.sampling or "-", e.selection) if x)
+
+
+def markdown(data: LeaderboardDocument | JSONMapping) -> str:
     """The leaderboard as Markdown: one table per (task, data), the paper comparison and check."""
     from naru_eval.report.paper import ConsistencyCheck, format_checks
 
@@ -188,7 +198,7 @@ def markdown(data: LeaderboardDocument | Mapping[str, Any]) -> str:
             ]
             mode = f"{md(input_cell(e))} | "
             lines.append(
-                f"| {md(e.model)}{flag} | {_who(e)} | {md(e.from_ or '-')} | {md(e.sampling or '-')} | {mode}"
+                f"| {md(e.model)}{flag} | {_who(e)} | {md(e.from_ or '-')} | {md(sampling_cell(e))} | {mode}"
                 f"{md(e.data or 'unknown')} | " + " | ".join(cells) + f" | {e.n.get('overall')} |"
             )
         lines.append("")
@@ -226,7 +236,7 @@ def _versions(man: ManifestRef | None) -> str:
 
 
 def render_html(
-    data: LeaderboardDocument | Mapping[str, Any], plots: Sequence[Plot] = (), skipped: Sequence[str] = ()
+    data: LeaderboardDocument | JSONMapping, plots: Sequence[Plot] = (), skipped: Sequence[str] = ()
 ) -> str:
     """A self-contained page (inline CSS, figures as data: URIs, no external reference), from
     ``templates/leaderboard.html.j2`` with autoescape: every value from a run is escaped. Columns
@@ -258,6 +268,7 @@ def render_html(
         fmt_num=fmt_num,
         fmt_ci=fmt_ci,
         input_cell=input_cell,
+        sampling_cell=sampling_cell,
         comparison_digits=comparison_digits,
         versions=_versions,
         dumps=json.dumps,

@@ -20,13 +20,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
 from naru_eval.core.data import CATEGORIES
-from naru_eval.core.metrics import MetricTable, macro_levels
+from naru_eval.core.metrics import Categorised, MetricTable, macro_levels
 from naru_eval.core.scoring import MCQ, METRICS, ScoredSample, compute_metrics
+
+if TYPE_CHECKING:
+    from naru_eval.judge.score import JudgedSample
+
+
+class Clustered(Categorised, Protocol):
+    """A scored record the bootstrap resamples: its question (and, by attribute name, its cluster)."""
+
+    @property
+    def question_id(self) -> str: ...
+
+
+C = TypeVar("C", bound=Clustered)
 
 DEFAULT_BOOTSTRAP_REPS = 2000
 DEFAULT_PERMUTATION_REPS = 10000
@@ -57,9 +70,9 @@ class ScoreTable:
 
 
 def value_table(
-    items: Sequence[Any],
+    items: Sequence[C],
     metrics: Sequence[str],
-    table: MetricTable[Any],
+    table: MetricTable[C],
     cluster: str = "video_id",
 ) -> ScoreTable:
     """Per-item values of ``metrics`` (the ``table``'s per-question values, None where the item
@@ -139,7 +152,7 @@ def bootstrap_ci(
 
 
 def bootstrap_open_ci(
-    samples: Sequence[Any],
+    samples: Sequence[JudgedSample],
     reps: int = DEFAULT_BOOTSTRAP_REPS,
     seed: int = DEFAULT_SEED,
     level: float = 0.95,
@@ -157,8 +170,8 @@ def bootstrap_open_ci(
 
 
 def bootstrap_values(
-    items: Sequence[Any],
-    table: MetricTable[Any],
+    items: Sequence[C],
+    table: MetricTable[C],
     metrics: Sequence[str] | None = None,
     reps: int = DEFAULT_BOOTSTRAP_REPS,
     seed: int = DEFAULT_SEED,

@@ -1,33 +1,30 @@
-"""The frame sweep's bookkeeping (``scripts/frame_sweep.sh``): whether a budget's run directory
-holds a finished run of its configuration (``naru-eval sweep-status``: complete and recomputing,
-by the one check of :mod:`naru_eval.core.runfiles` that ``naru-eval verify-run`` runs), and its
-``manifest.json`` (``naru-eval sweep-manifest``).
+"""An experiment's bookkeeping (naru_eval/report/experiment.py): whether a cell's run directory
+holds a finished run of its configuration (complete and recomputing, by the one check of
+:mod:`naru_eval.core.runfiles` that ``naru-eval verify-run`` runs), and the cell's
+``manifest.json``, the one manifest format of the frame sweep, the ablations and any grid.
 
-Inside the sweep the configuration comes from the environment (``SWEEP_MODEL``,
-``SWEEP_MODEL_ARGS``, ``SWEEP_TASKS``, ``SWEEP_BUDGET``; also ``SWEEP_LAUNCHER``, ``SWEEP_LABEL``,
-``SWEEP_EXTRA``, ``SWEEP_REPO``), not from arguments: the model args may hold an API key, and a
-process's arguments are visible to every user of the machine (``ps``); scripts/frame_sweep.sh
-exports them to its own children only. Secrets are dropped before anything is written. By hand
-(no ``SWEEP_MODEL``), ``naru-eval sweep-status`` reads each budget's configuration from its
-``manifest.json`` instead, for one budget's directory or a whole sweep root.
+The driver (naru_eval/cli/experiment.py) hands every value in: nothing here reads the
+environment but SLURM's job ids. Secrets never reach a manifest: secret-named args are dropped,
+and every value passes the one redaction (:mod:`naru_eval.redaction`). By hand, ``naru-eval
+experiment status OUT`` (or ``sweep-status``) reads each cell's configuration from its manifest.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import JsonValue
 
-from naru_eval.core.budgets import Sampling
 from naru_eval.core.runfiles import RunConfig, parse_model_args
+from naru_eval.redaction import redact as redact_text
+from naru_eval.report.experiment import Cell, Experiment, Variant
 from naru_eval.report.models import ManifestData, SweepManifest, dump_json, validate_doc
 from naru_eval.report.runs import (
     MANIFEST_NAME,
@@ -39,20 +36,28 @@ from naru_eval.report.runs import (
 )
 from naru_eval.store.responses import is_secret, redact
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
+TOOL = "naru-eval experiment run"
 VERSION_PACKAGES = ("naru-eval", "lmms-eval", "torch", "transformers")
+Status = Literal["running", "done", "failed", "cancelled"]
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    """Command-line words with any secret ``k=v`` piece masked (``api_key=***``)."""
+    """Command-line words with any secret-named ``k=v`` piece masked (``api_key=***``) and any
+    key-shaped value or URL password redacted (the one redaction)."""
     out = []
     for word in argv:
         parts = []
         for piece in word.split(","):
             k, sep, _v = piece.partition("=")
             parts.append(f"{k}=***" if sep and is_secret(k.lstrip("-")) else piece)
-        out.append(",".join(parts))
+        out.append(redact_text(",".join(parts)))
     return out
+
+
+def safe_args(model_args: str) -> str:
+    """``k=v,…`` as it may be written: secret-named entries dropped, every value redacted."""
+    return redact_text(redact_args_string(model_args))
 
 
 def package_version(dist: str) -> str | None:
@@ -79,8 +84,8 @@ def run_status(
     Returns (0, msg, results file) when complete; (3, msg, None) when there is no finished run
     (nothing yet, or a crashed/partial one); (4, msg, file) when it holds results of a different
     adapter or model_args (refuse to mix). ``since``: ignore results files older than this time.
-    ``without_secrets``: ``model_args`` had its secret entries dropped (a manifest's), so the
-    logged args are compared without theirs.
+    ``without_secrets``: ``model_args`` is a manifest's (secret entries dropped, values redacted),
+    so the logged args are compared the same way.
     """
     d = Path(directory)
     if not d.is_dir():
@@ -96,7 +101,7 @@ def run_status(
             reasons.append(f"{rf}: unreadable")
             continue
         cfg = res.config
-        logged = redact_args_string(cfg.model_args) if without_secrets else cfg.model_args
+        logged = safe_args(cfg.model_args or "") if without_secrets else cfg.model_args
         if cfg.adapter != adapter or not same_model_args(logged, model_args):
             other = other or rf
             continue
@@ -126,17 +131,18 @@ def git_revision(path: str | Path) -> str | None:
         return None
 
 
-def _data_info() -> ManifestData:
+def data_info() -> ManifestData:
+    """The data the cell runs on, as the loader sees it now (recorded, never fatal)."""
     try:
         from naru_eval.core.hub import load_dataset_from_env
 
         ds = load_dataset_from_env(strict=False)
         return ManifestData(fingerprint=ds.fingerprint, source=ds.source, questions=len(ds.questions))
     except Exception as e:  # noqa: BLE001 - recorded, never fatal: lmms-eval's preflight reports data problems
-        return ManifestData(fingerprint=None, error=f"{type(e).__name__}: {e}")
+        return ManifestData(fingerprint=None, error=redact_text(f"{type(e).__name__}: {e}"))
 
 
-def write_manifest(directory: str | Path, updates: Mapping[str, Any]) -> Path:
+def write_manifest(directory: str | Path, updates: Mapping[str, object]) -> Path:
     """Merge ``updates`` into ``directory/manifest.json`` (atomic replace); return its path."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -151,40 +157,25 @@ def write_manifest(directory: str | Path, updates: Mapping[str, Any]) -> Path:
 
 
 @dataclass(frozen=True)
-class SweepConfig:
-    """One budget of the sweep, as scripts/frame_sweep.sh exports it."""
+class CellConfig:
+    """What a cell's run must be: the adapter, its args, the tasks (and the budget, if any)."""
 
     adapter: str
     model_args: str
     tasks: list[str]
-    budget: int
+    budget: int | None = None
 
     @classmethod
-    def from_env(cls) -> SweepConfig:
-        missing = [k for k in ("SWEEP_MODEL", "SWEEP_TASKS", "SWEEP_BUDGET") if not os.environ.get(k)]
-        if missing:
-            raise ValueError(
-                f"{', '.join(missing)} not set: scripts/frame_sweep.sh sets them for its own checks; by hand, "
-                "`naru-eval sweep-status DIR` reads DIR's manifest.json instead"
-            )
-        return cls(
-            adapter=os.environ["SWEEP_MODEL"],
-            model_args=os.environ.get("SWEEP_MODEL_ARGS", ""),
-            tasks=[t for t in os.environ["SWEEP_TASKS"].split(",") if t],
-            budget=int(os.environ["SWEEP_BUDGET"]),
-        )
-
-    @classmethod
-    def from_manifest(cls, path: Path) -> SweepConfig:
-        """The configuration a budget's ``manifest.json`` records (secret args dropped)."""
+    def from_manifest(cls, path: Path) -> CellConfig:
+        """The configuration a cell's ``manifest.json`` records (secret args dropped)."""
         m = read_manifest(path)
+        if not m.model or not m.tasks:
+            raise ValueError(f"{path}: the manifest names no model or tasks; it was not written by the sweep")
         frames = (m.budget or {}).get("num_frames")
-        if not m.model or not m.tasks or frames is None:
-            raise ValueError(f"{path}: the manifest names no model, tasks or budget; it was not written by the sweep")
-        return cls(adapter=m.model, model_args=m.model_args_string or "", tasks=list(m.tasks), budget=int(frames))
+        return cls(m.model, m.model_args_string or "", list(m.tasks), int(frames) if frames is not None else None)
 
 
-def _slurm_job() -> str | None:
+def slurm_job() -> str | None:
     """``<array job>_<task>`` (or the job id) when running inside a SLURM job."""
     array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     if array and task:
@@ -192,97 +183,112 @@ def _slurm_job() -> str | None:
     return os.environ.get("SLURM_JOB_ID") or None
 
 
-def _now() -> str:
+def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def sweep_status(run_dir: str | Path, since: float | None = None) -> tuple[int, str]:
-    """``naru-eval sweep-status DIR``: (0 finished | 3 to run | 4 holds a different configuration
-    | 2 not a sweep directory, message). Inside the sweep (``SWEEP_MODEL`` set) DIR is the budget
-    being checked; by hand DIR is a budget's directory or a sweep root (its ``f*/`` budgets),
-    each checked against its own manifest, one line per budget."""
-    if os.environ.get("SWEEP_MODEL"):
-        cfg = SweepConfig.from_env()
-        code, msg, _ = run_status(run_dir, cfg.adapter, cfg.model_args, cfg.tasks, since)
-        return code, msg
-    d = Path(run_dir)
+def experiment_status(root: str | Path, since: float | None = None) -> tuple[int, str]:
+    """``naru-eval experiment status DIR``: (0 finished | 3 to run | 4 a different configuration |
+    2 not an experiment, message). DIR is a cell's directory or an experiment's root (its cells'
+    manifests), each cell checked against its own manifest, one line per cell."""
+    d = Path(root)
     manifests = [d / MANIFEST_NAME] if (d / MANIFEST_NAME).is_file() else sorted(d.glob(f"*/{MANIFEST_NAME}"))
     if not manifests:
         return 2, (
-            f"{d}: no {MANIFEST_NAME} here or in its budget folders (f8/, f16/, ...): not a frame-sweep directory "
-            "(scripts/frame_sweep.sh writes one per budget)"
+            f"{d}: no {MANIFEST_NAME} here or in its cell folders (f8/, frames_audio/, ...): not a frame-sweep or "
+            "experiment directory (naru-eval experiment run writes one per cell)"
         )
-    rows: list[tuple[int, int, str]] = []
+    rows: list[tuple[int, str, int, str]] = []
     for path in manifests:
         try:
-            cfg = SweepConfig.from_manifest(path)
+            cfg = CellConfig.from_manifest(path)
         except ValueError as e:
-            rows.append((-1, 3, f"{path.parent.name}: {e}"))
+            rows.append((-1, path.parent.name, 3, f"{path.parent.name}: {e}"))
             continue
         code, msg, _ = run_status(path.parent, cfg.adapter, cfg.model_args, cfg.tasks, since, without_secrets=True)
         state = read_manifest(path).status
         shown = "complete" if code == 0 else "not complete" if code == 3 else "different configuration"
-        rows.append((cfg.budget, code, f"{path.parent.name} ({cfg.budget} frames): {state}, {shown}: {msg}"))
+        what = f" ({cfg.budget} frames)" if cfg.budget is not None else ""
+        rows.append((cfg.budget or 0, path.parent.name, code, f"{path.parent.name}{what}: {state}, {shown}: {msg}"))
     rows.sort()
-    return max(code for _, code, _ in rows), "\n".join(line for _, _, line in rows)
+    return max(code for _, _, code, _ in rows), "\n".join(line for *_, line in rows)
 
 
-#: the NARU_* data/store/cache variables a manifest records (when set)
-ENV_RECORDED = ("NARU_DATA_DIR", "NARU_HF_DATASET", "NARU_RESPONSE_STORE", "NARU_FRAME_CACHE")
+def running_manifest(
+    exp: Experiment,
+    cell: Cell,
+    model_args: str,
+    label: str | None,
+    launcher: Sequence[str],
+    extra: Sequence[str],
+    env: Mapping[str, str],
+    repo: Path,
+    previous: SweepManifest | None,
+    started: float,
+) -> SweepManifest:
+    """The fields a cell's manifest gets when its run starts (every other field stays)."""
+    return SweepManifest(
+        status="running",
+        updated_at=now(),
+        manifest_version=MANIFEST_VERSION,
+        tool=TOOL,
+        label=redact_text(label or RunConfig(exp.model, model_args).label()),
+        model=exp.model,
+        experiment=exp.doc().model_copy(
+            update={"axes": [a.model_copy(update={"variants": _safe_variants(a.variants)}) for a in exp.axes]}
+        ),
+        cell=cell.name,
+        variants=dict(cell.values),
+        model_args={k: redact_text(v) for k, v in redact(parse_model_args(model_args)).items()},
+        model_args_string=safe_args(model_args),
+        budget={"num_frames": cell.budget} if cell.budget is not None else None,
+        sampling=cell.sampling,
+        tasks=list(exp.tasks),
+        launcher=" ".join(redact_argv(launcher)),
+        lmms_eval_extra_args=redact_argv(extra),
+        versions={k: package_version(k) for k in VERSION_PACKAGES},
+        python=sys.version.split()[0],
+        git_revision=git_revision(repo),
+        data=data_info(),
+        env={k: redact_text(v) for k, v in env.items()},
+        invocations=int((previous.invocations if previous else None) or 0) + 1,
+        slurm_job=slurm_job(),
+        started_at=now(),
+        started_unix=started,
+        results_file=None,
+        usage=previous.usage if previous else None,
+        run_keys=previous.run_keys if previous else None,
+    )
 
 
-def sweep_manifest(
-    run_dir: str | Path,
-    status: Literal["running", "done", "failed", "cancelled"],
+def _safe_variants(variants: Sequence[Variant]) -> list[Variant]:
+    """Variants as a manifest may hold them: secret-named overrides dropped, values redacted."""
+    return [
+        v.model_copy(update={"overrides": {k: redact_text(x) for k, x in redact(v.overrides).items()}})
+        for v in variants
+    ]
+
+
+def finished_manifest(
+    run_dir: Path,
+    cfg: CellConfig,
+    status: Status,
     seconds: float | None = None,
     message: str | None = None,
-    if_not_done: bool = False,
     usage: Mapping[str, JsonValue] | None = None,
-) -> None:
-    """``naru-eval sweep-manifest DIR --status S``: write or update DIR/manifest.json. ``usage``:
-    the response store's summed usage of this budget (the CLI reads it; see cli/results.py)."""
-    cfg = SweepConfig.from_env()
-    mpath = Path(run_dir) / MANIFEST_NAME
-    if if_not_done and (not mpath.exists() or read_manifest(mpath).status == "done"):
-        return
-    # the fields set here replace the manifest's (``exclude_unset``); every other field stays
-    if status == "running":
-        prev = read_manifest(mpath) if mpath.exists() else None
-        env = {k: os.environ[k] for k in ENV_RECORDED if os.environ.get(k)}
-        updates = SweepManifest(
-            status=status,
-            updated_at=_now(),
-            manifest_version=MANIFEST_VERSION,
-            tool="scripts/frame_sweep.sh",
-            label=os.environ.get("SWEEP_LABEL") or RunConfig(cfg.adapter, cfg.model_args).label(),
-            model=cfg.adapter,
-            model_args=redact(parse_model_args(cfg.model_args)),
-            model_args_string=redact_args_string(cfg.model_args),
-            budget={"num_frames": cfg.budget},
-            sampling=Sampling(frames=cfg.budget).label,
-            tasks=cfg.tasks,
-            launcher=" ".join(redact_argv(os.environ.get("SWEEP_LAUNCHER", "").split())),
-            lmms_eval_extra_args=redact_argv(json.loads(os.environ.get("SWEEP_EXTRA") or "[]")),
-            versions={k: package_version(k) for k in VERSION_PACKAGES},
-            python=sys.version.split()[0],
-            git_revision=git_revision(os.environ.get("SWEEP_REPO") or Path(__file__).resolve().parent),
-            data=_data_info(),
-            env=env,
-            invocations=int((prev.invocations if prev else None) or 0) + 1,
-            slurm_job=_slurm_job(),
-            started_at=_now(),
-            results_file=None,
-            usage=prev.usage if prev else None,
-        )
-    else:
-        code, _msg, rf = run_status(run_dir, cfg.adapter, cfg.model_args, cfg.tasks)
-        updates = SweepManifest(status=status, updated_at=_now(), finished_at=_now())
-        if rf is not None and code == 0:
-            updates.results_file = str(rf.relative_to(Path(run_dir).resolve()))
-        if seconds is not None:
-            updates.seconds = seconds
-        if message:
-            updates.message = message
-        if usage:
-            updates.usage = dict(usage)
-    write_manifest(run_dir, updates.model_dump(mode="json", exclude_unset=True))
+    run_keys: Sequence[str] | None = None,
+) -> SweepManifest:
+    """The fields a cell's manifest gets when its run ends (done, failed or cancelled)."""
+    code, _msg, rf = run_status(run_dir, cfg.adapter, cfg.model_args, cfg.tasks)
+    updates = SweepManifest(status=status, updated_at=now(), finished_at=now())
+    if rf is not None and code == 0:
+        updates.results_file = str(rf.relative_to(run_dir.resolve()))
+    if seconds is not None:
+        updates.seconds = seconds
+    if message:
+        updates.message = redact_text(message)
+    if usage:
+        updates.usage = dict(usage)
+    if run_keys:
+        updates.run_keys = sorted(run_keys)
+    return updates

@@ -302,16 +302,28 @@ def foreign_problem(conn: sqlite3.Connection, schema: str) -> str | None:
     return None
 
 
-def open_readonly(path: Path, what: str = "store") -> GuardedConnection:
-    """A read-only connection to an existing store (reports, summaries): never creates or locks it."""
+def open_readonly(path: Path, what: str = "store", schema: str | None = None) -> GuardedConnection:
+    """A read-only connection to an existing store (reports, summaries, merge sources): never
+    creates or locks it. With ``schema``, a file that is not that store (another application's id,
+    tables or columns: :func:`foreign_problem`, the check :func:`open_db` makes) is refused."""
     path = Path(path)
     if not path.is_file():
         kind = "a directory, not a SQLite file" if path.is_dir() else "no such file"
         raise StoreError(path, "not-a-file" if path.is_dir() else "missing", f"the {what} {path}: {kind}")
     try:
-        return _connect(path, f"{path.resolve().as_uri()}?mode=ro", what, None, uri=True, timeout=10)
+        conn = _connect(path, f"{path.resolve().as_uri()}?mode=ro", what, None, uri=True, timeout=10)
     except sqlite3.Error as e:
         raise store_error(path, e, "opening", what) from None
+    if schema is not None:
+        try:
+            foreign = foreign_problem(conn, schema)
+        except StoreError:
+            conn.close()
+            raise
+        if foreign:
+            conn.close()
+            raise StoreError(path, "foreign", f"the {what} {path} {foreign}; it was left untouched.")
+    return conn
 
 
 def check(path: Path, what: str = "store") -> str | None:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from naru_eval.settings import settings
 from naru_eval.store.db import DamagedRow, cache_dir, open_db, row_json
@@ -101,9 +101,9 @@ class JudgeBatchRecord:
     created: float
     updated: float
 
-    def advanced(self, **changes: Any) -> JudgeBatchRecord:
-        """The record with ``changes`` and a fresh ``updated`` time."""
-        return replace(self, updated=time.time(), **changes)
+    def advanced(self, state: BatchState, batch_id: str | None = None) -> JudgeBatchRecord:
+        """The record in ``state`` (with the job's ``batch_id`` once created) and a fresh ``updated`` time."""
+        return replace(self, updated=time.time(), state=state, batch_id=batch_id or self.batch_id)
 
 
 #: a judge call's tokens as the cache keeps them (JSON: ``naru_eval.api.openai_client.TokenUsage``,

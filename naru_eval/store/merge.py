@@ -14,8 +14,13 @@ nothing and never picks between two answers:
   key already there keeps its description.
 
 The target's own rows take part like any source's (merging into an existing store adds to it).
-Sources are opened read-only and checked with SQLite's integrity check first; the target is
-written in one transaction, so an interrupted merge leaves it as it was.
+Every file goes through the store's own opener (:mod:`naru_eval.store.db`): the sources and an
+existing target are opened read-only, must be response stores (another application's file, even
+with our table names, is refused) and pass SQLite's integrity check; every row is checked
+(:func:`naru_eval.store.responses.row_problems`: text where a number belongs, an unknown status)
+and every bad row of every source is named at once. Nothing is written until all of it holds: an
+existing target is written in one transaction, so an interrupted merge leaves it as it was, and a
+new target is built beside its place and renamed into it, so a refused merge never leaves one.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from naru_eval.store.db import StoreError, check, open_db, open_readonly
-from naru_eval.store.responses import SCHEMA, VARIABLE, WHAT
+from naru_eval.store.db import SIDE_FILES, StoreError, check, open_db, open_readonly, store_error
+from naru_eval.store.responses import SCHEMA, VARIABLE, WHAT, row_problems
 
 #: a responses row as the merge carries it: status, response, error, usage, attempts, updated
 Row = tuple[str, str | None, str | None, str | None, int, float]
@@ -57,18 +62,30 @@ class MergeReport:
         )
 
 
-def _read(path: Path) -> tuple[dict[Key, Row], dict[str, tuple[str, float]]]:
-    conn = open_readonly(path, WHAT)
+def _read(path: Path, problems: list[str]) -> tuple[dict[Key, Row], dict[str, tuple[str, float]]]:
+    """A store's rows and runs, through the store's opener; each bad row goes into ``problems``."""
+    conn = open_readonly(path, WHAT, SCHEMA)
     try:
         rows = conn.execute(
             "SELECT run_key, question_id, status, response, error, usage, attempts, updated FROM responses"
         ).fetchall()
-        runs = {
-            k: (d, float(c)) for k, d, c in conn.execute("SELECT run_key, description, created FROM runs").fetchall()
-        }
+        run_rows = conn.execute("SELECT run_key, description, created FROM runs").fetchall()
     finally:
         conn.close()
-    return {(r[0], r[1]): (r[2], r[3], r[4], r[5], int(r[6]), float(r[7])) for r in rows}, runs
+    out: dict[Key, Row] = {}
+    for n, r in enumerate(rows, 1):
+        bad = row_problems(r)
+        if bad:
+            problems.append(f"{path}: row {n} (run key {r[0]!r}, question {r[1]!r}): {'; '.join(bad)}")
+            continue
+        out[(r[0], r[1])] = (r[2], r[3], r[4], r[5], int(r[6]), float(r[7]))
+    runs: dict[str, tuple[str, float]] = {}
+    for k, d, c in run_rows:
+        if not isinstance(k, str) or not isinstance(d, str) or isinstance(c, bool) or not isinstance(c, (int, float)):
+            problems.append(f"{path}: the runs row of {k!r}: not (text, text, time): ({k!r}, {d!r}, {c!r})")
+            continue
+        runs[k] = (d, float(c))
+    return out, runs
 
 
 def _better(old: Row, new: Row) -> bool:
@@ -91,19 +108,29 @@ def merge_stores(sources: Sequence[str | os.PathLike[str]], target: str | os.Pat
     problems = [p for p in (check(s, WHAT) for s in paths) if p]
     if problems:
         raise StoreError(paths[0], "corrupt", "cannot merge: " + "; ".join(problems) + ". Nothing was written.")
+    bad_rows: list[str] = []
     if tgt.exists():
         problem = check(tgt, WHAT)
         if problem:
             raise StoreError(tgt, "corrupt", f"cannot merge into it: {problem}. Nothing was written.")
-        base_rows, base_runs = _read(tgt)
+        base_rows, base_runs = _read(tgt, bad_rows)
     else:
         base_rows, base_runs = {}, {}
+    read = [(src, *_read(src, bad_rows)) for src in paths]
+    if bad_rows:
+        shown = "\n  - ".join(bad_rows[:50]) + (f"\n  ... ({len(bad_rows) - 50} more)" if len(bad_rows) > 50 else "")
+        where = sorted({b.split(": row ")[0].split(": the runs row")[0] for b in bad_rows})
+        raise StoreError(
+            Path(where[0]),
+            "bad-rows",
+            f"cannot merge: {len(bad_rows)} row(s) of {', '.join(where)} are not rows a response store writes; "
+            f"nothing was written{'' if tgt.exists() else f' and {tgt} was not created'}:\n  - {shown}",
+        )
     merged: dict[Key, Row] = dict(base_rows)
     holder: dict[Key, str] = {k: str(tgt) for k in base_rows}
     runs = dict(base_runs)
     conflicts: list[str] = []
-    for src in paths:
-        rows, src_runs = _read(src)
+    for src, rows, src_runs in read:
         report.read[str(src)] = len(rows)
         for rk, desc in src_runs.items():
             runs.setdefault(rk, desc)  # a key is the hash of what it describes; the first description is kept
@@ -134,9 +161,12 @@ def merge_stores(sources: Sequence[str | os.PathLike[str]], target: str | os.Pat
     report.upgraded = len(changed) - report.added
     new_runs = {k: v for k, v in runs.items() if k not in base_runs}
     report.runs_added = len(new_runs)
-    conn = open_db(tgt, SCHEMA, WHAT, VARIABLE)
+    # a new target is built under a temporary name and renamed into place: never left half-made
+    fresh = not tgt.exists()
+    path = tgt.with_name(f".{tgt.name}.merging-{os.getpid()}") if fresh else tgt
     try:
-        with conn:  # one transaction: all of it or nothing
+        conn = open_db(path, SCHEMA, WHAT, VARIABLE)
+        try:  # one transaction: all of it or nothing (a failed write is rolled back by the guarded connection)
             conn.executemany(
                 """INSERT INTO responses (run_key, question_id, status, response, error, usage, attempts, updated)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -149,9 +179,22 @@ def merge_stores(sources: Sequence[str | os.PathLike[str]], target: str | os.Pat
                 "INSERT OR IGNORE INTO runs (run_key, description, created) VALUES (?, ?, ?)",
                 [(k, d, c) for k, (d, c) in new_runs.items()],
             )
-        report.total = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            conn.commit()
+            report.total = conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            if fresh:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        if fresh:
+            os.replace(path, tgt)
+    except StoreError as e:  # named after the target (a new one's temporary name means nothing to the user)
+        cause = e.__cause__ if isinstance(e.__cause__, BaseException) else e
+        err = store_error(tgt, cause, "merging into it", WHAT, VARIABLE, write=True)
+        raise err from None
     finally:
-        conn.close()
+        if fresh:  # what is left of the temporary file (all of it when the write failed)
+            for leftover in (path, *(path.with_name(path.name + side) for side in SIDE_FILES)):
+                leftover.unlink(missing_ok=True)
     return report
 
 

@@ -15,17 +15,21 @@ redacted (:mod:`naru_eval.redaction`).
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
+import math
 import os
+import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from naru_eval.core.json_types import JSONMapping, JSONObject
 from naru_eval.core.sharding import rank_from_env
 from naru_eval.redaction import redact as redact_text
 from naru_eval.redaction import redact_data
@@ -47,6 +51,9 @@ CREATE TABLE IF NOT EXISTS runs (run_key TEXT PRIMARY KEY, description TEXT NOT 
 """
 
 V = TypeVar("V")
+#: what an answer used and was given (tokens, cost, frames, audio, transcript): an adapter's own
+#: record (a TypedDict or JSON), JSON-encodable; the store writes it as it is
+Usage = Mapping[str, object]
 
 log = logging.getLogger("naru_eval.store")
 
@@ -68,7 +75,7 @@ def redact(mapping: Mapping[str, V]) -> dict[str, V]:
     return {k: v for k, v in mapping.items() if not is_secret(k)}
 
 
-def run_key(description: Mapping[str, Any]) -> str:
+def run_key(description: JSONMapping) -> str:
     """A stable hash of what determines the answers; secrets are dropped first."""
     clean = redact(description)
     return hashlib.sha256(json.dumps(clean, sort_keys=True, default=str).encode()).hexdigest()[:32]
@@ -79,7 +86,7 @@ class StoredResponse:
     status: str  # "ok" or "failed"
     response: str | None
     error: str | None
-    usage: dict[str, Any] | None
+    usage: JSONObject | None
     attempts: int
 
 
@@ -88,10 +95,50 @@ class UsageRow:
     """One stored answer's status and ``usage`` (tokens, cost), as :func:`usage_by_run` reads it."""
 
     status: str  # "ok" or "failed"
-    usage: dict[str, Any] | None
+    usage: JSONObject | None
+    question_id: str = field(default="", compare=False)  # which answer (a sum over several stores counts it once)
 
 
-def runs(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+#: the columns of a responses row, in the order :func:`row_problems` checks them
+ROW_COLUMNS = ("run_key", "question_id", "status", "response", "error", "usage", "attempts", "updated")
+
+
+def row_problems(values: Sequence[object]) -> list[str]:
+    """Why a responses row (the :data:`ROW_COLUMNS` in order) is not one this store writes: SQLite
+    keeps any value in any column, so a row made by hand or by another program may hold text where
+    a number belongs. Empty: the row is sound."""
+    rk, qid, status, response, error, usage, attempts, updated = values
+    out = []
+    for name, v in (("run_key", rk), ("question_id", qid)):
+        if not isinstance(v, str) or not v:
+            out.append(f"{name} is {v!r}, not a non-empty text")
+    if status not in ("ok", "failed"):
+        out.append(f"status is {status!r}, not 'ok' or 'failed'")
+    for name, v in (("response", response), ("error", error)):
+        if v is not None and not isinstance(v, str):
+            out.append(f"{name} is {v!r}, not a text or NULL")
+    if status == "ok" and not isinstance(response, str):
+        out.append("an ok row without a response")
+    if usage is not None:
+        try:
+            parsed = json.loads(usage) if isinstance(usage, str) else None
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            out.append(f"usage is {_shown(usage)}, not a JSON object or NULL")
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        out.append(f"attempts is {_shown(attempts)}, not a whole number")
+    if isinstance(updated, bool) or not isinstance(updated, (int, float)) or not math.isfinite(updated):
+        out.append(f"updated is {_shown(updated)}, not a time (seconds)")
+    return out
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def runs(path: str | os.PathLike[str]) -> dict[str, JSONObject]:
     """run key -> the description it hashes (secrets already dropped), read-only."""
     conn = open_readonly(Path(path), WHAT)
     try:
@@ -120,8 +167,20 @@ def usage_by_run(path: str | os.PathLike[str], run_keys: Iterable[str] | None = 
     out: dict[str, list[UsageRow]] = {}
     for rk, status, usage, qid in rows:
         value = row_json(usage, Path(path), WHAT, f"question {qid.split(':')[0]} (run {rk})") if usage else None
-        out.setdefault(rk, []).append(UsageRow(status, value))
+        out.setdefault(rk, []).append(UsageRow(status, value, qid))
     return out
+
+
+def keys_since(path: str | os.PathLike[str], since: float) -> set[str]:
+    """The run keys registered, or holding an answer written, at or after ``since`` (Unix time),
+    read-only: what one invocation of a run used (an experiment's manifest sums their usage)."""
+    conn = open_readonly(Path(path), WHAT)
+    try:
+        made = conn.execute("SELECT run_key FROM runs WHERE created >= ?", (since,)).fetchall()
+        answered = conn.execute("SELECT DISTINCT run_key FROM responses WHERE updated >= ?", (since,)).fetchall()
+    finally:
+        conn.close()
+    return {k for (k,) in made} | {k for (k,) in answered}
 
 
 def default_store_path() -> Path:
@@ -136,6 +195,21 @@ RANK_FIELD = "{rank}"
 def store_path_for_rank(path: str | os.PathLike[str]) -> Path:
     """``path`` with :data:`RANK_FIELD` replaced by this process's rank (``RANK``, 0 without a launcher)."""
     return Path(str(path).replace(RANK_FIELD, str(rank_from_env())))
+
+
+def rank_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The files a store path names: itself; with :data:`RANK_FIELD` (in the file's name or in a
+    folder's) every rank's existing file, by rank. A rank is digits, the same at each place, so a
+    merged store beside them (``responses.all.sqlite``) is not one of them."""
+    text = str(path)
+    if RANK_FIELD not in text:
+        return [Path(text)]
+    parts = text.split(RANK_FIELD)
+    rx = re.compile(
+        re.escape(parts[0]) + r"(\d+)" + "".join(re.escape(p) + r"\1" for p in parts[1:-1]) + re.escape(parts[-1])
+    )
+    found = [(int(m[1]), Path(f)) for f in glob.glob("*".join(glob.escape(p) for p in parts)) if (m := rx.fullmatch(f))]
+    return [p for _, p in sorted(found)]
 
 
 class ResponseStore:
@@ -165,7 +239,7 @@ class ResponseStore:
                 "failure; the rerun reuses every stored answer.",
             )
 
-    def register_run(self, key: str, description: Mapping[str, Any]) -> None:
+    def register_run(self, key: str, description: JSONMapping) -> None:
         with self._lock:
             self._conn.execute(
                 "INSERT OR IGNORE INTO runs VALUES (?, ?, ?)",
@@ -204,7 +278,9 @@ class ResponseStore:
             ).fetchall()
         return dict(rows)
 
-    def _put(self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Any) -> None:
+    def _put(
+        self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Usage | None
+    ) -> None:
         try:
             self._write(key, qid, status, response, error, usage)
         except StoreWriteError as e:
@@ -217,7 +293,9 @@ class ResponseStore:
             ) from None
         self.stored += 1
 
-    def _write(self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Any) -> None:
+    def _write(
+        self, key: str, qid: str, status: str, response: str | None, error: str | None, usage: Usage | None
+    ) -> None:
         with self._lock:
             self._conn.execute(
                 """INSERT INTO responses (run_key, question_id, status, response, error, usage, attempts, updated)
@@ -229,10 +307,11 @@ class ResponseStore:
             )
             self._conn.commit()
 
-    def put_ok(self, key: str, question_id: str, response: str, usage: Mapping[str, Any] | None = None) -> None:
+    def put_ok(self, key: str, question_id: str, response: str, usage: Usage | None = None) -> None:
+        """An answer, with its usage (an adapter's record, JSON-encodable: written as it is)."""
         self._put(key, question_id, "ok", response, None, dict(usage) if usage else None)
 
-    def put_failed(self, key: str, question_id: str, error: str, usage: Mapping[str, Any] | None = None) -> None:
+    def put_failed(self, key: str, question_id: str, error: str, usage: Usage | None = None) -> None:
         """A failure, its text and usage redacted (naru_eval.redaction): an API's error may echo the key."""
         self._put(key, question_id, "failed", None, redact_text(error), redact_data(dict(usage)) if usage else None)
 

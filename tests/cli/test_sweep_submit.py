@@ -25,6 +25,7 @@ from tests.helpers.stubs.openai_server import OpenAIStub, StubRequest
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SLURM = ROOT / "scripts" / "frame_sweep.slurm"
+SWEEP_SH = ROOT / "scripts" / "frame_sweep.sh"
 FAKE_KEY = "sk-naru-slurm-test-SECRET"
 
 
@@ -112,6 +113,98 @@ def test_submission_needs_the_data(tmp_path):
     env = {k: v for k, v in submit_env(tmp_path).items() if k != "NARU_DATA_DIR"}
     p = naru_eval("sweep", "submit", "--repo", str(ROOT), "--out", "o", "--model", "naru_replay", env=env)
     assert p.returncode == 2 and "set NARU_DATA_DIR" in p.stderr
+
+
+URL_KEY = "sk-naru-in-a-url-0123456789"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--model", "naru_openai_compat", "--model_args", f"model=m,base_url=http://u:{URL_KEY}@127.0.0.1:9/v1"],
+        ["--model", "naru_replay", "--model_args", f"predictions=p.jsonl,pretrained={URL_KEY}"],
+        ["--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--", "--hf_hub_token", URL_KEY],
+    ],
+)
+def test_a_key_inside_any_value_is_refused_before_anything_reaches_slurm(tmp_path, extra):
+    """Issue 33 (14): only secret-named model args were refused; a key inside a value (a URL's
+    user:key@, a key-shaped label, an lmms-eval argument) went to the sbatch line, SLURM's job
+    record and the submission log. Every word bound for SLURM now passes the one redaction."""
+    out = tmp_path / "o"
+    p = naru_eval("sweep", "submit", "--repo", str(ROOT), "--out", str(out), *extra, "--dry-run",
+                  env=submit_env(tmp_path))  # fmt: skip
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert URL_KEY not in p.stdout + p.stderr and "Traceback" not in p.stderr
+    assert "[REDACTED" in p.stderr and not out.exists()
+
+
+def fake_sbatch(tmp_path: Path) -> dict[str, str]:
+    """A stand-in for the cluster's sbatch (a remote service): records its argv, answers a job id."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        "#!/usr/bin/env bash\n"
+        f"n=$(( $(wc -l < {tmp_path}/sbatch.log 2>/dev/null || echo 0) + 100 ))\n"
+        f'printf "%s\\n" "$*" >> {tmp_path}/sbatch.log\necho "$n"\n'
+    )
+    (bin_dir / "sbatch").chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def test_no_leaderboard_submits_and_records_without_a_traceback(tmp_path):
+    """Issue 33 (15): with --no-leaderboard OUT/slurm/ was never made, so the array was submitted
+    and then the submission record failed (a traceback, the record lost)."""
+    out = tmp_path / "o"
+    env = submit_env(tmp_path, **fake_sbatch(tmp_path))
+    p = naru_eval("sweep", "submit", "--repo", str(ROOT), "--out", str(out), "--budgets", "8,16", "--no-leaderboard",
+                  "--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--label", "r", env=env)  # fmt: skip
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    (record,) = [json.loads(line) for line in (out / "slurm" / "submissions.jsonl").read_text().splitlines()]
+    assert [m["job"] for m in record["models"]] == ["100"] and "leaderboard" not in record
+    assert len((tmp_path / "sbatch.log").read_text().splitlines()) == 1
+
+
+def test_what_the_array_task_would_refuse_is_refused_at_submission(tmp_path):
+    """Issue 33 (15): `--budgets '8, 16'` passed submission and killed every array task (the task
+    read the budgets with other rules); `--budgets 8,8` ran one budget twice into one folder;
+    `--label ..` wrote outside --out. One validator serves both: a submitted task's own options
+    pass the array task's check, and what it would refuse is refused here."""
+    env = submit_env(tmp_path)
+    base = ["sweep", "submit", "--repo", str(ROOT), "--out", str(tmp_path / "o"), "--model", "naru_replay",
+            "--model_args", "predictions=p.jsonl"]  # fmt: skip
+    p = naru_eval(*base, "--budgets", "8, 16", "--dry-run", env=env)
+    assert p.returncode == 0, p.stderr
+    cmd = shlex.split(p.stdout.splitlines()[0])
+    task = cmd[cmd.index(str(SLURM)) + 1 :]
+    assert task[task.index("--budgets") + 1] == "8,16"
+    # the array task's second index, as SLURM runs it, with the submitted words
+    t = subprocess.run(["bash", str(SLURM), *task, "--dry-run"], capture_output=True, text=True, timeout=120,
+                       env={**env, "SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_JOB_ID": "9", "SLURM_SUBMIT_DIR": str(ROOT)})  # fmt: skip
+    assert t.returncode == 0 and "num_frames=16" in t.stdout, t.stderr
+    for extra, message in (
+        (["--budgets", "8,8"], "budget 8 is given twice"),
+        (["--label", ".."], "not a folder inside --out"),
+    ):
+        p = naru_eval(*base, *extra, "--dry-run", env=env)
+        assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, p.stderr
+        if extra[0] != "--label":  # the model's folder under --out is the submission's; the grid, the task's too
+            t = subprocess.run(["bash", str(SWEEP_SH), *base[6:], "--out", str(tmp_path / "t"), *extra, "--dry-run"],
+                               capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+            assert t.returncode == 2 and message in t.stderr, t.stderr
+    assert not (tmp_path / "o").exists() and not (tmp_path / "t").exists()
+
+
+def test_a_percent_in_the_output_root_is_kept_literal_for_sbatch(tmp_path):
+    """Issue 33 (15): sbatch expands %j, %A, ... in --output, so `--out /x/run%j` sent the job's log
+    to a folder that does not exist and the job died with no log. The percent signs are escaped."""
+    root = tmp_path / "run%j"
+    p = naru_eval("sweep", "submit", "--repo", str(ROOT), "--out", str(root), "--model", "naru_replay",
+                  "--model_args", "predictions=p.jsonl", "--label", "r", "--dry-run", env=submit_env(tmp_path))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    first, board = (shlex.split(line) for line in p.stdout.splitlines())
+    assert f"--output={tmp_path}/run%%j/r/slurm/%A_%a.out" in first
+    assert first[first.index("--out") + 1] == f"{root}/r"  # the task's own argument is not an sbatch pattern
+    assert f"--output={tmp_path}/run%%j/slurm/leaderboard_%j.out" in board
 
 
 # --------------------------------------------------------------------------- slow: a real cluster

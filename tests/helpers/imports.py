@@ -17,16 +17,31 @@ LAYERS: dict[str, frozenset[str]] = {
     "core": frozenset({"media"}),
     "store": frozenset({"core"}),
     "api": frozenset({"core", "store"}),
-    "adapters": frozenset({"core", "media", "store", "api"}),
-    "providers": frozenset({"core", "media", "store", "api", "adapters"}),
+    "adapters": frozenset({"core", "media", "store", "api", "select"}),
+    "providers": frozenset({"core", "media", "store", "api", "adapters", "select"}),
     "judge": frozenset({"core", "store", "api"}),
     # naru-eval transcribe's Whisper: below the CLI only, so no evaluation run loads it
     "asr": frozenset({"core", "media"}),
-    "model_adapters": frozenset({"core", "media", "store", "api", "adapters", "providers"}),
+    # frames chosen for the question (select=): the encoder and the candidate pools, below the adapters
+    "select": frozenset({"core", "media"}),
+    "model_adapters": frozenset({"core", "media", "store", "api", "adapters", "providers", "select"}),
     "lmms": frozenset({"core", "media", "store", "api", "judge"}),
     "report": frozenset({"core", "media", "store", "api", "judge"}),
     "cli": frozenset(
-        {"core", "media", "store", "api", "adapters", "providers", "judge", "lmms", "report", "model_adapters", "asr"}
+        {
+            "core",
+            "media",
+            "store",
+            "api",
+            "adapters",
+            "providers",
+            "judge",
+            "lmms",
+            "report",
+            "model_adapters",
+            "asr",
+            "select",
+        }
     ),
     "tasks": frozenset({"lmms"}),
 }
@@ -54,6 +69,7 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "judge": frozenset({"lmms_eval", "torch", "transformers", "google"}),
     "report": frozenset({"openai", "google", "torch", "transformers"}),
     "asr": frozenset({"lmms_eval", "openai", "google"}),
+    "select": frozenset({"lmms_eval", "openai", "google"}),
 }
 
 

@@ -56,8 +56,17 @@ def _tmrope(adapter: Any, out: Mapping[str, Any]) -> list[float]:
     return told
 
 
+def _spacing(adapter: Any, out: Mapping[str, Any]) -> list[float]:
+    """Qwen2.5-VL: its one spacing per video part, or, for frames chosen for the question (not
+    evenly spaced), each temporal patch's own time the builder puts on the time axis."""
+    from naru_eval.adapters.hf.qwen import PATCH_T
+
+    own = out.get(PATCH_T)
+    return [float(x) for x in own.tolist()] if own is not None else _patch_starts(out, "second_per_grid_ts")
+
+
 READERS: dict[str, Callable[[Any, Mapping[str, Any]], list[float] | None]] = {
-    "m-rope-spacing": lambda a, out: _patch_starts(out, "second_per_grid_ts"),
+    "m-rope-spacing": _spacing,
     "qwen3-timestamps": _qwen3,
     "glm-timestamps": _glm,
     "labelled-seconds": _labels,

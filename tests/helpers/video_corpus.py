@@ -260,16 +260,19 @@ def x265_fast(gop: int) -> dict[str, str]:
     return {"x265-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:log-level=error", "preset": "ultrafast"}
 
 
-def ffmpeg_rgb(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
+def ffmpeg_rgb(path: Path, size: tuple[int, int] | None = None, stream: int | None = None) -> np.ndarray:
     """Every frame as the ffmpeg CLI converts it to RGB24 (its ``scale`` filter, default flags),
-    at native size or scaled to ``size`` = (width, height): the reference the sampler is held to."""
+    at native size or scaled to ``size`` = (width, height): the reference the sampler is held to.
+    ``stream``: that container stream (else the first video stream)."""
     import av
 
     with av.open(str(path)) as c:
-        ctx = c.streams.video[0].codec_context
+        chosen = next(s for s in c.streams.video if stream is None or s.index == stream)
+        ctx = chosen.codec_context
         width, height = size or (ctx.width, ctx.height)
+        index = chosen.index
     vf = ["-vf", f"scale={width}:{height}"] if size else []
-    cmd = ["ffmpeg", "-v", "error", "-nostdin", "-i", str(path), *vf, "-fps_mode", "passthrough"]
+    cmd = ["ffmpeg", "-v", "error", "-nostdin", "-i", str(path), "-map", f"0:{index}", *vf, "-fps_mode", "passthrough"]
     cmd += ["-f", "rawvideo", "-pix_fmt", "rgb24", "-"]
     out = subprocess.run(cmd, capture_output=True, check=True).stdout
     return np.frombuffer(out, np.uint8).reshape(-1, height, width, 3)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
 
 from naru_eval.api.openai_client import is_reasoning_family
 from naru_eval.judge.client import JudgeClient
-from naru_eval.judge.config import JudgeConfig, cost_usd, load_prices
+from naru_eval.judge.config import JudgeConfig, cost_usd, env_fingerprint, load_prices
 from naru_eval.judge.prompts import VERIFY_PROMPT_VERSION
 from naru_eval.judge.schemas import FactList
 from naru_eval.store.judge_cache import JudgeStore
@@ -334,3 +335,26 @@ def test_the_offline_judge_has_one_spelling(old, new):
     with pytest.raises(ValueError, match=f"is spelled '{new}'"):
         JudgeConfig.from_env({"NARU_JUDGE_BACKEND": old})
     assert JudgeConfig(backend=new).backend == new
+
+
+def test_env_fingerprint_reads_the_environment_through_settings(monkeypatch):
+    """The judge singleton's key: the NARU_JUDGE_* variables but the key, OPENAI_BASE_URL and
+    NARU_CACHE_DIR, read through naru_eval.settings (a dict or the process's environment)."""
+    env = {
+        "NARU_JUDGE_MODEL": "gpt-5.5",
+        "NARU_JUDGE_API_KEY": "sk-secret",
+        "OPENAI_BASE_URL": "http://judge:8000/v1",
+        "NARU_CACHE_DIR": "/cache",
+        "NARU_DATA_DIR": "/data",
+        "HOME": "/home/x",
+    }
+    want = (("NARU_JUDGE_MODEL", "gpt-5.5"), ("OPENAI_BASE_URL", "http://judge:8000/v1"), ("NARU_CACHE_DIR", "/cache"))
+    assert env_fingerprint(env) == want
+    for k in list(os.environ):
+        if k.startswith("NARU_") or k == "OPENAI_BASE_URL":
+            monkeypatch.delenv(k)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert env_fingerprint() == want
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert env_fingerprint()[1] == ("OPENAI_BASE_URL", "")

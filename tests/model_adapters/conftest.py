@@ -12,24 +12,6 @@ from naru_eval.core.data import CATEGORIES
 from naru_eval.core.synthetic import SyntheticSpec, make_dataset
 from tests.helpers.data import docs_of
 from tests.helpers.gemini import FAKE_KEY
-from tests.helpers.tiny_models import BUILDERS, RAW_BUILDERS
-
-
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory):
-    """``tiny_checkpoint(model_id)`` -> the directory of that family's tiny checkpoint;
-    ``raw=True``: one whose random weights are intact where the default is scripted."""
-    root = tmp_path_factory.mktemp("tiny_ckpt")
-    built: dict[tuple[str, bool], Path] = {}
-
-    def get(model_id: str, raw: bool = False) -> Path:
-        key = (model_id, raw and BUILDERS[model_id] is not RAW_BUILDERS[model_id])
-        if key not in built:
-            build = RAW_BUILDERS[model_id] if key[1] else BUILDERS[model_id]
-            built[key] = build(root / (model_id + ("_raw" if key[1] else "")))
-        return built[key]
-
-    return get
 
 
 @pytest.fixture(scope="session")

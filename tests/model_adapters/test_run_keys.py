@@ -64,6 +64,7 @@ def test_describe_run_key_provenance_and_frames_are_unchanged(case, tmp_path, vi
     if "frame_params" in case:
         params = dict(a.frame_params(video))
         size, resize = params.pop("size"), params.pop("resize")
+        assert params.pop("indices") is None  # no frames chosen per question (select=uniform)
         want = dict(case["frame_params"])
         if size is not None:  # the family's reference size, instead of the capture's pixel cap
             assert resize in ("float", "uint8") and params.pop("max_pixels") is None

@@ -614,7 +614,7 @@ def test_a_malformed_leaderboard_or_manifest_is_an_error_naming_the_file(tmp_pat
 def test_docs_schema_section_is_generated_from_the_models(capsys):
     """docs/leaderboard.md's schema section is the text the models generate (written once: edit the
     models, then ``naru-eval leaderboard-schema --write docs/leaderboard.md``)."""
-    from naru_eval.report.models import SCHEMA_BEGIN, with_schema
+    from naru_eval.report.schema_doc import SCHEMA_BEGIN, with_schema
 
     doc = Path(__file__).resolve().parents[2] / "docs" / "leaderboard.md"
     text = doc.read_text(encoding="utf-8")
@@ -627,7 +627,7 @@ def test_docs_schema_section_is_generated_from_the_models(capsys):
 
 def test_leaderboard_schema_command_checks_and_writes(tmp_path, capsys):
     doc = tmp_path / "doc.md"
-    from naru_eval.report.models import SCHEMA_BEGIN, SCHEMA_END
+    from naru_eval.report.schema_doc import SCHEMA_BEGIN, SCHEMA_END
 
     doc.write_text(f"intro\n{SCHEMA_BEGIN}\nold\n{SCHEMA_END}\noutro\n", encoding="utf-8")
     parser = argparse.ArgumentParser()

@@ -181,7 +181,8 @@ def test_a_python_without_naru_eval_is_named_with_the_fix(tmp_path):
     venv_python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     venv_python.chmod(0o755)
     env["PYTHONPATH"] = str(ROOT)
-    p = sweep("--model", "naru_replay", "--out", str(tmp_path / "o"), "--dry-run", env=env, script=copy)
+    p = sweep("--model", "naru_replay", "--model_args", "predictions=p.jsonl", "--out", str(tmp_path / "o"),
+              "--dry-run", env=env, script=copy)  # fmt: skip
     assert p.returncode == 0, p.stderr
 
 
@@ -239,9 +240,7 @@ def test_sweep_status_by_hand_reads_the_manifests(tmp_path, monkeypatch, capsys)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("f8 (8 frames): done, complete") and lines[1].startswith("f16 (16 frames): cancelled")
     assert main(["sweep-status", str(tmp_path)]) == 2
-    assert "not a frame-sweep directory" in capsys.readouterr().err
-    assert main(["sweep-manifest", str(root / "f8"), "--status", "done"]) == 2  # by hand: named, no KeyError
-    assert "SWEEP_MODEL" in capsys.readouterr().err
+    assert "not a frame-sweep or experiment directory" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -283,6 +282,30 @@ def test_a_run_that_writes_no_results_fails_loudly(small_data, tmp_path):
             assert b"TOPSECRET" not in f.read_bytes(), f
 
 
+def test_a_key_inside_an_argument_value_is_written_nowhere(small_data, tmp_path):
+    """Issue 33 (14): a key inside a model arg's value (not its name) was written in clear to the
+    manifest, OUT/sweep.log and lmms-eval's log (and printed). The one redaction now applies to
+    everything the driver writes or prints; a URL carrying user:password@ is refused before any."""
+    key = "sk-naru-value-0123456789abcdef"
+    echo = tmp_path / "echo_lmms_eval.sh"
+    echo.write_text('#!/usr/bin/env bash\necho "lmms-eval got: $*"\n')
+    echo.chmod(0o755)
+    out = tmp_path / "out"
+    p = sweep("--model", "naru_replay", "--model_args", f"predictions=p.jsonl,pretrained={key}", "--budgets", "8",
+              "--out", str(out), "--launcher", str(echo), env=sweep_env(small_data))  # fmt: skip
+    assert p.returncode == 1 and "f=8 FAILED" in p.stderr, p.stderr
+    assert "lmms-eval got:" in (out / "f8" / "lmms_eval.log").read_text()  # the output was kept, redacted
+    assert key not in p.stdout + p.stderr
+    written = [f for f in out.rglob("*") if f.is_file()]
+    assert {f.name for f in written} >= {"manifest.json", "sweep.log", "lmms_eval.log"}
+    for f in written:
+        assert key.encode() not in f.read_bytes(), f
+    p = sweep("--model", "naru_openai_compat", "--model_args", f"model=m,base_url=http://u:{key}@127.0.0.1:9/v1",
+              "--budgets", "8", "--out", str(tmp_path / "o2"), env=sweep_env(small_data))  # fmt: skip
+    assert p.returncode == 2 and "must not carry credentials" in p.stderr and key not in p.stderr
+    assert not (tmp_path / "o2").exists()
+
+
 def test_refuses_a_directory_holding_another_configuration(small_data, tmp_path):
     out = tmp_path / "out"
     (out / "f8").mkdir(parents=True)
@@ -300,13 +323,12 @@ def test_sweep_status_is_the_full_check_of_a_run(tmp_path, monkeypatch, capsys):
     """``naru-eval sweep-status`` finds a budget done only when every sample log parses, holds one
     line per question of the task and recomputes (naru_eval.core.runfiles, as verify-run)."""
     from naru_eval.cli import main
+    from naru_eval.report.sweep import write_manifest
 
     d = tmp_path / "f8"
     rf, log = write_run(d)
-    monkeypatch.setenv("SWEEP_MODEL", "naru_replay")
-    monkeypatch.setenv("SWEEP_MODEL_ARGS", MODEL_ARGS)
-    monkeypatch.setenv("SWEEP_TASKS", "naru_mcq")
-    monkeypatch.setenv("SWEEP_BUDGET", "8")
+    write_manifest(d, {"status": "done", "updated_at": "2026-01-01T00:00:00+00:00", "model": "naru_replay",
+                       "model_args_string": MODEL_ARGS, "tasks": ["naru_mcq"], "budget": {"num_frames": 8}})  # fmt: skip
     assert main(["sweep-status", str(d)]) == 0 and f"{rf}: complete" in capsys.readouterr().out
     log.write_bytes(log.read_bytes()[:-50])  # a full disk: the line count still matches
     assert main(["sweep-status", str(d)]) == 3

@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from naru_eval.cli.main import main
+from naru_eval.store.db import StoreError
 from naru_eval.store.merge import MergeConflict, merge_stores
 from naru_eval.store.responses import ResponseStore, store_path_for_rank
 
@@ -120,3 +121,77 @@ def test_merge_refuses_a_corrupt_source(tmp_path):
     bad.write_bytes(b"not a database" * 100)
     assert main(["store", "merge", str(good), str(bad), "--into", str(into)]) == 1
     assert not into.exists()
+
+
+def test_merge_refuses_another_applications_file_that_has_our_table_names(tmp_path, capsys):
+    """Issue 33 (16): a file of another application (its own SQLite application id) whose tables
+    happen to be ours went through: its rows landed in the target. The sources now go through the
+    store's own opener, which refuses it by its id; nothing is written or created."""
+    from naru_eval.store.responses import SCHEMA
+
+    good, alien, into = tmp_path / "good.sqlite", tmp_path / "alien.sqlite", tmp_path / "m.sqlite"
+    ResponseStore(good).put_ok("run", "q1", "A")
+    with sqlite3.connect(alien) as conn:
+        conn.executescript(SCHEMA)
+        conn.execute("PRAGMA application_id=0x12345678")
+        conn.execute("INSERT INTO responses VALUES ('run', 'q2', 'ok', 'B', NULL, NULL, 1, 1.0)")
+    assert main(["store", "merge", str(good), str(alien), "--into", str(into)]) == 1
+    err = capsys.readouterr().err
+    assert f"the response store {alien} is another application's SQLite file (application id 0x12345678" in err
+    assert "Traceback" not in err and not into.exists()
+
+
+def test_bad_rows_are_named_by_source_and_row_all_at_once_and_no_target_is_made(tmp_path, capsys):
+    """Issue 33 (16): text in a typed column ended in a traceback (``int('abc')``); a row the target
+    refuses (an unknown status) was blamed on the target, which was left created and empty. Every
+    row is now checked before anything is written: each bad one is named with its source."""
+    good, bad, into = tmp_path / "good.sqlite", tmp_path / "bad.sqlite", tmp_path / "m.sqlite"
+    ResponseStore(good).put_ok("run", "q1", "A")
+    # a store made by another program: our columns, without our CHECK (legacy id 0: it is ours by its tables)
+    with sqlite3.connect(bad) as conn:
+        conn.execute(
+            "CREATE TABLE responses (run_key TEXT NOT NULL, question_id TEXT NOT NULL, status TEXT NOT NULL, "
+            "response TEXT, error TEXT, usage TEXT, attempts INTEGER NOT NULL DEFAULT 1, updated REAL NOT NULL, "
+            "PRIMARY KEY (run_key, question_id))"
+        )
+        conn.execute("CREATE TABLE runs (run_key TEXT PRIMARY KEY, description TEXT NOT NULL, created REAL NOT NULL)")
+        conn.executemany(
+            "INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("run", "q2", "ok", "B", None, None, "abc", 1.0),  # text where a count belongs
+                ("run", "q3", "maybe", "C", None, None, 1, 1.0),  # no status of ours
+                ("run", "q4", "ok", "D", None, "{cut", 1, "yesterday"),  # damaged usage, text for a time
+                ("run", "q5", "ok", "E", None, None, 1, 1.0),  # a sound row
+            ],
+        )
+    before = digest(bad)
+    assert main(["store", "merge", str(good), str(bad), "--into", str(into)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"3 row(s) of {bad}" in err, err
+    assert f"{bad}: row 1 (run key 'run', question 'q2'): attempts is 'abc', not a whole number" in err
+    assert f"{bad}: row 2 (run key 'run', question 'q3'): status is 'maybe', not 'ok' or 'failed'" in err
+    assert "usage is '{cut', not a JSON object" in err and "updated is 'yesterday', not a time" in err
+    assert str(good) not in err.split("nothing was written")[0].replace(str(bad), "")  # blamed on the source
+    assert f"{into} was not created" in err and not into.exists()
+    assert not list(tmp_path.glob(".m.sqlite*"))  # no temporary file left either
+    assert digest(bad) == before
+    # an existing target is left exactly as it was
+    ResponseStore(into).put_ok("run", "q0", "Z")
+    kept = rows(into)
+    with pytest.raises(StoreError) as e:
+        merge_stores([good, bad], into)
+    assert e.value.path == bad and rows(into) == kept
+
+
+def test_a_failed_write_leaves_no_new_target(tmp_path, small_fs):
+    """A new target is built under a temporary name and renamed into place: a disk that fills
+    during the merge leaves no half-made store where the target should be."""
+    src = tmp_path / "big.sqlite"
+    s = ResponseStore(src)
+    for i in range(400):
+        s.put_ok("run", f"q{i}", "x" * 8000)
+    s.close()
+    target = small_fs / "merged.sqlite"
+    with pytest.raises(StoreError):
+        merge_stores([src], target)
+    assert sorted(p.name for p in small_fs.iterdir()) == []

@@ -43,6 +43,8 @@ from naru_eval.adapters.hf.positions import SEQUENTIAL
 from naru_eval.adapters.request import Answer, NaruRequest
 
 if TYPE_CHECKING:
+    import torch
+
     from naru_eval.media.frame_cache import SamplingParams
     from naru_eval.media.sampler import SampledFrames
 
@@ -79,7 +81,7 @@ class HFVideoModel(NaruModel):
     #: the parsed model args (an instance of ``Args``)
     args: HFArgs
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         declared = cls.__dict__.get("family")
         if declared is None:
@@ -101,7 +103,7 @@ class HFVideoModel(NaruModel):
         if missing:
             raise TypeError(f"{cls.__name__}: a transformers family declares " + "; ".join(missing))
 
-    def __init__(self, **model_args: Any) -> None:
+    def __init__(self, **model_args: object) -> None:
         super().__init__(**model_args)
         args = self.args
         self.decode_workers = args.decode_workers
@@ -132,7 +134,7 @@ class HFVideoModel(NaruModel):
         self.checkpoint.processor = value
 
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         return self.checkpoint.device
 
     def ensure_loaded(self) -> None:

@@ -33,8 +33,12 @@ from naru_eval.adapters.chat import TextPart
 from naru_eval.adapters.family import CAP, NATIVE, PROCESSOR
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.request import NaruRequest
+from naru_eval.core.json_types import JSON, JSONObject
+from naru_eval.media.sampler import frames_key
 
 if TYPE_CHECKING:
+    import torch
+
     from naru_eval.adapters.transcript import Rendered
     from naru_eval.media.frame_cache import SamplingParams
     from naru_eval.media.sampler import SampledFrames
@@ -176,7 +180,8 @@ class InputBuilder:
         #: a reasoning family's generation budget: it replaces the task's ``max_new_tokens``, which
         #: budgets an answer, not the reasoning before it
         self.reasoning_max_new_tokens: int | None = None
-        #: video -> its transcript as given (processor_inputs splits an interleaved video by it)
+        #: a video's frames (``frames_key``) -> its transcript as given (processor_inputs splits an
+        #: interleaved video by it)
         self._views: dict[str, Rendered] = {}
 
     @property
@@ -237,7 +242,7 @@ class InputBuilder:
         budget = self.adapter.family.budget
         return int(budget.tokens_per_frame if budget is not None else 0) * int(n)
 
-    def position_ids(self, input_ids: Any, inputs: Mapping[str, Any]) -> Any | None:
+    def position_ids(self, input_ids: torch.Tensor, inputs: Mapping[str, Any]) -> torch.Tensor | None:
         """The ``position_ids`` of the whole prompt ``input_ids`` (1 x L) when this family computes
         them itself (the Qwen families: ``naru_eval.adapters.hf.positions``), with ``inputs`` the
         processor's other outputs (grids); None: the model's own."""
@@ -301,7 +306,7 @@ class InputBuilder:
             max_pixels=s.max_pixels if s.max_pixels is not None else DEFAULT_MAX_PIXELS,
         )
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JSONObject:
         """What else changes this family's answers (its own args, in a fixed order): the keys the
         run key's ``hf`` part adds after the base's."""
         return {}
@@ -407,7 +412,7 @@ class InputBuilder:
         budget = self.checkpoint.context_tokens() - self.transcript_reserve()
         view = adapter.render_transcript(request, times, count, frame_tokens, budget, group=self.interleave_group())
         if view is not None and sampled is not None:
-            self._views[sampled.info.path] = view
+            self._views[frames_key(sampled)] = view
         return view
 
     def transcript_reserve(self) -> int:
@@ -417,7 +422,7 @@ class InputBuilder:
 
     def interleaved_view(self, sampled: SampledFrames) -> Rendered | None:
         """The video's transcript as given, when it goes between the frames (None otherwise)."""
-        view = self._views.get(sampled.info.path) if self.adapter.transcripts is not None else None
+        view = self._views.get(frames_key(sampled)) if self.adapter.transcripts is not None else None
         return view if view is not None and view.interleaved else None
 
     def chunks(self, sampled: SampledFrames) -> list[range] | None:
@@ -426,9 +431,15 @@ class InputBuilder:
         return None if view is None else [p for p in view.pieces if isinstance(p, range)]
 
 
-def cut_at_stops(text: str, until: Any) -> str:
+def cut_at_stops(text: str, until: JSON) -> str:
     """``text`` up to the first of the task's stop strings (``until``: one or a list)."""
-    stops = [until] if isinstance(until, str) else list(until or [])
+    stops = (
+        [until]
+        if isinstance(until, str)
+        else [s for s in until if isinstance(s, str)]
+        if isinstance(until, (list, tuple))
+        else []
+    )
     for s in stops:
         if s and s in text:
             text = text[: text.index(s)]

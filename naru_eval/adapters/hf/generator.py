@@ -23,6 +23,7 @@ from naru_eval.adapters.base import NaruModel
 from naru_eval.adapters.hf.builder import InputBuilder
 from naru_eval.adapters.hf.loading import Checkpoint
 from naru_eval.adapters.request import Answer, NaruRequest, RequestFailed
+from naru_eval.core.json_types import JSON, integer, number
 from naru_eval.settings import parse_flag
 
 if TYPE_CHECKING:
@@ -85,13 +86,13 @@ def prefix_key(request: NaruRequest, sampled: SampledFrames, prefix: str) -> Pre
     return (request.video, tuple(sampled.indices.tolist()), tuple(sampled.frames.shape), prefix)
 
 
-def _gen_flag(value: Any) -> bool:
+def _gen_flag(value: JSON) -> bool:
     """A generation kwarg flag (``do_sample``): strings through ``parse_flag``."""
     return parse_flag(value, "do_sample") if isinstance(value, str) else bool(value)
 
 
-def _gen_int(value: Any) -> int | None:
-    return None if value in (None, "", "none", "None") else int(value)
+def _gen_int(value: JSON) -> int | None:
+    return None if value in (None, "", "none", "None") else integer(value)
 
 
 class ProcessorAhead:
@@ -205,7 +206,7 @@ class Generator:
             or _gen_int(gk.get("max_new_tokens"))
             or DEFAULT_MAX_NEW_TOKENS
         )
-        temperature = float(gk.get("temperature") or 0.0)
+        temperature = number(gk.get("temperature") or 0.0)
         sample = _gen_flag(gk.get("do_sample", False)) and temperature > 0
         out: GenerationKwargs = {"max_new_tokens": int(max_new), "do_sample": sample}
         num_beams = _gen_int(gk.get("num_beams"))
@@ -213,11 +214,11 @@ class Generator:
             out["num_beams"] = num_beams
         if sample:
             out["temperature"] = temperature
-            # the task's values as given (generate checks them)
+            # the task's values (generate checks them)
             if gk.get("top_p") is not None:
-                out["top_p"] = gk["top_p"]
+                out["top_p"] = number(gk["top_p"])
             if gk.get("top_k") is not None:
-                out["top_k"] = gk["top_k"]
+                out["top_k"] = integer(gk["top_k"])
         return out
 
     def final_generation_kwargs(self, request: NaruRequest) -> GenerationKwargs:

@@ -27,12 +27,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from loguru import logger
 
 from naru_eval.adapters.args import HFArgs
 from naru_eval.core.sharding import world_size_from_env
+
+if TYPE_CHECKING:
+    import torch
+    from accelerate import Accelerator
+    from transformers import PretrainedConfig
 
 #: the declared class of a checkpoint that runs its own code (its ``chat()``), not a transformers class
 REMOTE_CODE_CLASS = "AutoModel"
@@ -50,9 +55,9 @@ class Placement:
     """Where the model goes: its device and ``device_map``, and under ``accelerate launch`` the
     Accelerator, this process's rank and the number of processes."""
 
-    device: Any
+    device: torch.device
     device_map: str | dict[str, str] | None
-    accelerator: Any = None
+    accelerator: Accelerator | None = None
     rank: int = 0
     world_size: int = 1
 
@@ -110,17 +115,17 @@ class Checkpoint:
         self.processor: Any = None
 
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         return self.placement.device
 
     @property
-    def input_device(self) -> Any:
+    def input_device(self) -> torch.device:
         """Where inputs go: the model's first device (also under device_map=auto)."""
         dev = getattr(self.model, "device", None)
         return dev if dev is not None else self.device
 
     # -- loading ------------------------------------------------------------------------------
-    def torch_dtype(self) -> Any:
+    def torch_dtype(self) -> torch.dtype | Literal["auto"]:
         """The checkpoint's dtype (``auto``) or the torch dtype named (refused at parse time when
         it is not one of ``naru_eval.adapters.args.HFArgs.dtype``'s)."""
         import torch
@@ -135,12 +140,12 @@ class Checkpoint:
             kw["trust_remote_code"] = True
         return kw
 
-    def config(self) -> Any:
+    def config(self) -> PretrainedConfig:
         import transformers
 
         return transformers.AutoConfig.from_pretrained(self.pretrained, **self.pretrained_kwargs())
 
-    def class_name(self, config: Any) -> str:
+    def class_name(self, config: PretrainedConfig) -> str:
         """The declared class of ``config``'s ``model_type`` (a checkpoint of another type, or a
         pre-quantized one transformers cannot load, is refused by name)."""
         import transformers
@@ -247,7 +252,7 @@ class Checkpoint:
             torch.cuda.empty_cache()
 
 
-def refuse_prequantized(model_id: str, pretrained: str, config: Any, version: str) -> None:
+def refuse_prequantized(model_id: str, pretrained: str, config: PretrainedConfig, version: str) -> None:
     """A pre-quantized ModelOpt / FP4 checkpoint: transformers cannot load it (its NVFP4 quantizer
     only quantizes full-precision weights while loading, on Blackwell GPUs)."""
     quant = getattr(config, "quantization_config", None) or {}

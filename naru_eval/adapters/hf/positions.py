@@ -29,7 +29,13 @@ agree, and they use this same function.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
+
+T = TypeVar("T")
 
 #: the layouts an adapter records (provenance ``positions`` and the run key)
 QWEN_REFERENCE = "qwen-reference"  # M-RoPE as above, computed by this module in both paths
@@ -53,7 +59,7 @@ class MRopeGeometry(NamedTuple):
     split_video_frames: bool
 
 
-def geometry_of(config: Any, split_video_frames: bool) -> MRopeGeometry:
+def geometry_of(config: PretrainedConfig, split_video_frames: bool) -> MRopeGeometry:
     """The geometry of a loaded Qwen model's config (top level + ``vision_config``)."""
     vision = config.vision_config
     tps = getattr(vision, "tokens_per_second", None)
@@ -72,6 +78,9 @@ class _Block(NamedTuple):
     h: int
     w: int
     seconds_per_t: float | None  # None: the patch number itself (images, no tokens_per_second)
+    #: each temporal patch's own time (seconds from the block's first), where the frames are not
+    #: evenly spaced (frames chosen for the question): the time axis at the true times
+    patch_seconds: tuple[float, ...] | None = None
 
 
 def _blocks(
@@ -79,6 +88,7 @@ def _blocks(
     image_grid_thw: Sequence[Sequence[int]] | None,
     video_grid_thw: Sequence[Sequence[int]] | None,
     second_per_grid_ts: Sequence[float] | None,
+    patch_seconds: Sequence[Sequence[float]] | None = None,
 ) -> tuple[Iterator[_Block], Iterator[_Block]]:
     m = geo.spatial_merge_size
     images = [
@@ -89,41 +99,54 @@ def _blocks(
     for i, (t, h, w) in enumerate(video_grid_thw or []):
         sec = float(second_per_grid_ts[i]) if second_per_grid_ts is not None else 1.0
         spacing = sec if geo.tokens_per_second is not None else None
+        own = tuple(float(x) for x in patch_seconds[i]) if patch_seconds is not None else None
+        if own is not None and len(own) != int(t):
+            raise ValueError(f"M-RoPE positions: video {i} has {t} temporal patches and {len(own)} patch times")
         if geo.split_video_frames:
             videos += [_Block(int(geo.video_token_id or -1), 1, int(h) // m, int(w) // m, spacing)] * int(t)
         else:
-            videos.append(_Block(int(geo.video_token_id or -1), int(t), int(h) // m, int(w) // m, spacing))
+            videos.append(_Block(int(geo.video_token_id or -1), int(t), int(h) // m, int(w) // m, spacing, own))
     return iter(images), iter(videos)
 
 
-def _as_list(x: Any) -> Any:
-    return None if x is None else (x.tolist() if hasattr(x, "tolist") else list(x))
+def _as_list(x: torch.Tensor | Sequence[T] | None) -> list[T] | None:
+    """A processor output (a tensor, or a list where the processor gives one) as a list."""
+    if x is None:
+        return None
+    return x.tolist() if hasattr(x, "tolist") else list(x)
 
 
 def mrope_positions(
-    input_ids: Sequence[int] | Any,
+    input_ids: torch.Tensor | Sequence[int],
     geo: MRopeGeometry,
-    image_grid_thw: Sequence[Sequence[int]] | Any | None = None,
-    video_grid_thw: Sequence[Sequence[int]] | Any | None = None,
-    second_per_grid_ts: Sequence[float] | Any | None = None,
-) -> tuple[Any, int]:
+    image_grid_thw: torch.Tensor | Sequence[Sequence[int]] | None = None,
+    video_grid_thw: torch.Tensor | Sequence[Sequence[int]] | None = None,
+    second_per_grid_ts: torch.Tensor | Sequence[float] | None = None,
+    patch_seconds: Sequence[Sequence[float]] | None = None,
+) -> tuple[torch.Tensor, int]:
     """The reference M-RoPE positions of one sequence: a ``3 x L`` int64 tensor, and the delta
     decoding adds to the cache position (the largest position + 1 - L).
 
     ``input_ids``: the sequence's token ids (no padding); the grids and ``second_per_grid_ts``
     as the processor returns them. A vision block must hold exactly its grid's merged tokens.
+    ``patch_seconds``: per video, each temporal patch's time from the video's first patch, for
+    frames not evenly spaced (chosen for the question): the time axis then puts patch ``k`` at
+    ``floor(patch_seconds[k] x tokens_per_second)`` (the reference's ``k x second_per_grid_t x
+    tokens_per_second`` where the spacing is even), so the positions keep the true times.
     """
     import torch
 
     ids = torch.as_tensor(input_ids).reshape(-1).cpu()
-    images, videos = _blocks(geo, _as_list(image_grid_thw), _as_list(video_grid_thw), _as_list(second_per_grid_ts))
+    images, videos = _blocks(
+        geo, _as_list(image_grid_thw), _as_list(video_grid_thw), _as_list(second_per_grid_ts), patch_seconds
+    )
     n = int(ids.numel())
     kind = torch.full((n,), -1, dtype=torch.long)  # -1: text, else the vision token id
     for tok in (geo.image_token_id, geo.video_token_id):
         if tok is not None:
             kind[ids == int(tok)] = int(tok)
     cuts = [0, *(torch.nonzero(kind[1:] != kind[:-1]).reshape(-1) + 1).tolist(), n] if n else [0]
-    parts: list[Any] = []
+    parts: list[torch.Tensor] = []
     next_pos = 0
     for start, end in zip(cuts[:-1], cuts[1:], strict=True):
         token = int(kind[start])
@@ -140,7 +163,11 @@ def mrope_positions(
             if i + size > end:
                 raise ValueError(f"M-RoPE positions: the block at {i} does not hold its grid's {size} tokens")
             steps = torch.arange(block.t, dtype=torch.long)
-            if block.seconds_per_t is not None and geo.tokens_per_second is not None:
+            if block.patch_seconds is not None and geo.tokens_per_second is not None:
+                # float32, as the reference's product: seconds x tokens/second, floored
+                own = torch.tensor(block.patch_seconds, dtype=torch.float32)
+                steps = (own * geo.tokens_per_second).long()
+            elif block.seconds_per_t is not None and geo.tokens_per_second is not None:
                 # float32, in the reference's order: patch number x seconds per patch x tokens/second
                 steps = (steps.to(torch.float32) * block.seconds_per_t * geo.tokens_per_second).long()
             shape = (block.t, block.h, block.w)
@@ -156,12 +183,13 @@ def mrope_positions(
 
 
 def generation_position_ids(
-    input_ids: Any,
+    input_ids: torch.Tensor,
     geo: MRopeGeometry,
-    image_grid_thw: Any | None = None,
-    video_grid_thw: Any | None = None,
-    second_per_grid_ts: Any | None = None,
-) -> Any:
+    image_grid_thw: torch.Tensor | None = None,
+    video_grid_thw: torch.Tensor | None = None,
+    second_per_grid_ts: torch.Tensor | Sequence[float] | None = None,
+    patch_seconds: Sequence[Sequence[float]] | None = None,
+) -> torch.Tensor:
     """The ``position_ids`` a Qwen model's ``forward`` / ``generate`` takes for a ``1 x L`` prompt:
     ``4 x 1 x L``, the plain token index (what the attention mask is built from) above the three
     M-RoPE rows, on the ids' device. ``generate`` extends every row by one per new token, so
@@ -170,6 +198,6 @@ def generation_position_ids(
 
     if input_ids.shape[0] != 1:
         raise ValueError("M-RoPE positions are computed for one sequence at a time (batch size 1)")
-    mrope, _ = mrope_positions(input_ids[0], geo, image_grid_thw, video_grid_thw, second_per_grid_ts)
+    mrope, _ = mrope_positions(input_ids[0], geo, image_grid_thw, video_grid_thw, second_per_grid_ts, patch_seconds)
     text = torch.arange(mrope.shape[1], dtype=torch.long).view(1, -1)
     return torch.cat([text, mrope], dim=0).unsqueeze(1).to(input_ids.device)

@@ -22,8 +22,9 @@ in the shared-prefix and the per-question path, whatever the installed transform
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
@@ -35,8 +36,11 @@ from naru_eval.adapters.hf.positions import generation_position_ids, geometry_of
 from naru_eval.adapters.qwen_sampling import QwenVideoPlan, qwen_video_plan
 from naru_eval.adapters.request import RequestFailed
 from naru_eval.core.budgets import Sampling
+from naru_eval.core.json_types import JSONObject
 
 if TYPE_CHECKING:
+    import torch
+
     from naru_eval.media.frame_cache import SamplingParams
     from naru_eval.media.sampler import SampledFrames
 
@@ -56,12 +60,9 @@ class QwenArgs(HFArgs):
         return replace(super().sampling, min_frames=self.min_frames)
 
 
-class QwenSizing(TypedDict):
-    """The run key's record of qwen-vl-utils' sizing, for a rate-sampled run."""
-
-    patch_size: int
-    min_frames: int | None
-    model_seq_len: int
+#: the builder's own output: each temporal patch's time (seconds from its video part's first
+#: patch), for frames chosen for the question (not evenly spaced): never given to the model
+PATCH_T = "naru_patch_t"
 
 
 class QwenInputs(InputBuilder):
@@ -76,18 +77,39 @@ class QwenInputs(InputBuilder):
     #: per stretch between cues, each with its own frames' numbers (so Qwen3-VL's ``<t seconds>``
     #: are the frames-only run's) and Qwen2.5-VL's spacing per temporal patch
     interleaves_transcript = True
+    adapter_keys: ClassVar[tuple[str, ...]] = (PATCH_T,)
 
     def __init__(self, adapter: NaruModel, checkpoint: Checkpoint) -> None:
         super().__init__(adapter, checkpoint)
         self._plans: dict[str, QwenVideoPlan] = {}
 
-    def description(self) -> dict[str, Any]:
+    def processor_inputs(self, text: str, sampled: SampledFrames, processor: Any = None) -> Any:
+        """The base's call; with frames chosen for the question, a one-block family (Qwen2.5-VL,
+        whose processor gives one spacing per video) also gets each temporal patch's true time
+        (:data:`PATCH_T`), from which :meth:`position_ids` puts it on the time axis."""
+        out = super().processor_inputs(text, sampled, processor)
+        if self.split_video_frames or self.adapter.selector is None:
+            return out
+        import torch
+
+        g = self.interleave_group()
+        parts = self.chunks(sampled) or [range(len(sampled.frames))]
+        seconds: list[float] = []
+        for r in parts:
+            ts = [float(sampled.timestamps[i]) for i in r]
+            ts += ts[-1:] * (-len(ts) % g)  # the processor pads the last patch with its last frame
+            first = ts[0::g]
+            seconds += [t - first[0] for t in first]
+        out[PATCH_T] = torch.tensor(seconds, dtype=torch.float64)
+        return out
+
+    def description(self) -> JSONObject:
         s = self.adapter.sampling
         if s.fps is None:
             return {}
         from qwen_vl_utils import vision_process as vp  # MODEL_SEQ_LEN may come from the environment
 
-        sizing: QwenSizing = {
+        sizing: JSONObject = {  # the run key's record of qwen-vl-utils' sizing, for a rate-sampled run
             "patch_size": self.patch_size,
             "min_frames": s.min_frames,
             "model_seq_len": vp.MODEL_SEQ_LEN,
@@ -127,17 +149,25 @@ class QwenInputs(InputBuilder):
         plan = self.video_plan(video)
         return sampling_params(num_frames=plan.nframes, size=(plan.height, plan.width), resize="float")
 
-    def position_ids(self, input_ids: Any, inputs: Any) -> Any | None:
+    def position_ids(self, input_ids: torch.Tensor, inputs: Mapping[str, Any]) -> torch.Tensor | None:
         """Qwen's reference M-RoPE positions (``naru_eval.adapters.hf.positions``), the same in the
         shared-prefix and the per-question path, whatever the installed transformers computes."""
         if inputs.get("video_grid_thw") is None and inputs.get("image_grid_thw") is None:
             return None  # text only: one position per token, as the model's own
+        grids, own = inputs.get("video_grid_thw"), inputs.get(PATCH_T)
+        patch_seconds = None
+        if own is not None and grids is not None:  # per video part: its patches' times
+            counts = [int(t) for t, _, _ in grids.tolist()]
+            flat = [float(x) for x in own.tolist()]
+            cuts = [sum(counts[:k]) for k in range(len(counts) + 1)]
+            patch_seconds = [flat[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         return generation_position_ids(
             input_ids,
             geometry_of(self.model.config, self.split_video_frames),
             inputs.get("image_grid_thw"),
-            inputs.get("video_grid_thw"),
+            grids,
             inputs.get("second_per_grid_ts"),
+            patch_seconds,
         )
 
     def interleave_group(self) -> int:

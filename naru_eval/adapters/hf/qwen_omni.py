@@ -46,8 +46,11 @@ from naru_eval.adapters.hf.tmrope import (
     omni_positions,
 )
 from naru_eval.adapters.request import NaruRequest, RequestFailed
+from naru_eval.core.json_types import JSONObject
 
 if TYPE_CHECKING:
+    import torch
+
     from naru_eval.media.sampler import SampledFrames
 
 #: the processor outputs kept for :meth:`QwenOmniInputs.position_ids` and never given to the model
@@ -155,11 +158,11 @@ class QwenOmniInputs(InputBuilder):
         inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
         return inputs
 
-    def clip_tokens(self, mel_lengths: Any) -> list[int]:
+    def clip_tokens(self, mel_lengths: torch.Tensor) -> list[int]:
         """The tokens the model's audio encoder makes of each clip's mel frames (its own formula)."""
         raise NotImplementedError
 
-    def position_ids(self, input_ids: Any, inputs: Mapping[str, Any]) -> Any | None:
+    def position_ids(self, input_ids: torch.Tensor, inputs: Mapping[str, Any]) -> torch.Tensor | None:
         """TMRoPE with the true times (``naru_eval.adapters.hf.tmrope``), in both paths."""
         grid, audio = inputs.get(GRID_T), inputs.get(AUDIO_T)
         if grid is None and audio is None:
@@ -173,7 +176,7 @@ class QwenOmniInputs(InputBuilder):
         )
         return generation_position_ids(input_ids, pos)
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> JSONObject:
         return {"tmrope": self.layout, **self.omni.audio_description()}
 
 

@@ -12,23 +12,27 @@ token each: they are special tokens, which plain decoding drops.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from naru_eval.adapters.hf.builder import cut_at_stops
+from naru_eval.core.json_types import JSON
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
 
-def token_id(tokenizer: Any, token: str) -> int | None:
+def token_id(tokenizer: PreTrainedTokenizerBase, token: str) -> int | None:
     """The id of ``token`` when the vocabulary has it as one token."""
     tid = tokenizer.convert_tokens_to_ids(token)
-    if tid is None or (tokenizer.unk_token_id is not None and tid == tokenizer.unk_token_id):
+    if tid is None or isinstance(tid, list) or (tokenizer.unk_token_id is not None and tid == tokenizer.unk_token_id):
         return None
     return int(tid)
 
 
-def think_split(tok: Any, new_ids: list[int], until: Any, answer_tags: bool = False) -> str:
+def think_split(tok: PreTrainedTokenizerBase, new_ids: list[int], until: JSON, answer_tags: bool = False) -> str:
     """``<think>reasoning</think>answer`` of generated ids (the task's stops cut the answer only),
     or an open ``<think>reasoning`` when the budget ran out before the reasoning closed; split on
     the ``</think>`` token itself where it is one (a special token, which plain decoding drops).
@@ -36,7 +40,7 @@ def think_split(tok: Any, new_ids: list[int], until: Any, answer_tags: bool = Fa
     close_id, open_id = (token_id(tok, t) for t in (THINK_CLOSE, THINK_OPEN))
 
     def text(ids: list[int]) -> str:
-        return tok.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return str(tok.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
 
     if close_id is not None:  # split on the token: decoding may drop special tokens
         ids = [i for i in new_ids if i != open_id] if open_id is not None else list(new_ids)
@@ -59,7 +63,7 @@ def think_split(tok: Any, new_ids: list[int], until: Any, answer_tags: bool = Fa
     return f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n\n{read}"
 
 
-def answer_of(tok: Any, ids: list[int]) -> str:
+def answer_of(tok: PreTrainedTokenizerBase, ids: list[int]) -> str:
     """The answer in generated ``ids``: between ``<answer>`` and ``</answer>`` where they are tokens
     of their own (an unclosed one: to the end), else the text with its answer tag read
     (:func:`answer_tag`); no tag at all: the text as it is."""

@@ -47,7 +47,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PretrainedConfig
 
 #: the layouts an adapter records (provenance ``positions`` and the run key)
 TMROPE_TRUE_TIME = "tmrope-true-time"
@@ -76,7 +80,7 @@ class OmniGeometry(NamedTuple):
         return self.layout == "qwen2_5_omni"
 
 
-def geometry_of(config: Any, layout: Layout) -> OmniGeometry:
+def geometry_of(config: PretrainedConfig, layout: Layout) -> OmniGeometry:
     """The geometry of a loaded thinker's config (``config`` a thinker config)."""
     return OmniGeometry(
         layout=layout,
@@ -178,12 +182,12 @@ def omni_block_tokens(
 
 
 def omni_positions(
-    input_ids: Sequence[int] | Any,
+    input_ids: torch.Tensor | Sequence[int],
     geo: OmniGeometry,
-    video_grid_thw: Sequence[Sequence[int]] | Any | None = None,
+    video_grid_thw: torch.Tensor | Sequence[Sequence[int]] | None = None,
     grid_t: Sequence[Sequence[float]] | None = None,
     audio_t: Sequence[Sequence[float]] | None = None,
-) -> tuple[Any, float]:
+) -> tuple[torch.Tensor, float]:
     """TMRoPE positions of one unpadded sequence: a ``3 x L`` tensor (int64 for Qwen2.5-Omni,
     float32 for Qwen3-Omni) and the delta decoding adds (the largest position + 1 - L).
 
@@ -197,9 +201,9 @@ def omni_positions(
     import torch
 
     ids = [int(x) for x in (input_ids.tolist() if hasattr(input_ids, "tolist") else input_ids)]
-    raw_grids: Any = video_grid_thw
-    if hasattr(raw_grids, "tolist"):
-        raw_grids = raw_grids.tolist()
+    raw_grids = (
+        video_grid_thw.tolist() if video_grid_thw is not None and hasattr(video_grid_thw, "tolist") else video_grid_thw
+    )
     grids = [list(map(int, g)) for g in raw_grids or []]
     grid_t = list(grid_t or [])
     audio_t = list(audio_t or [])
@@ -290,7 +294,7 @@ def omni_positions(
     return positions, largest + 1 - n
 
 
-def generation_position_ids(input_ids: Any, positions: Any) -> Any:
+def generation_position_ids(input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """The ``4 x 1 x L`` ``position_ids`` a thinker's ``forward`` / ``generate`` takes: the plain
     token index above the three TMRoPE rows, on the ids' device."""
     import torch
@@ -301,7 +305,13 @@ def generation_position_ids(input_ids: Any, positions: Any) -> Any:
     return torch.cat([text, positions], dim=0).unsqueeze(1).to(input_ids.device)
 
 
-def check_position_rate(processor: Any, config: Any, source: str = "the checkpoint") -> float:
+class TimedProcessor(Protocol):
+    """A processor that lays the tokens out in time (the Qwen omni processors)."""
+
+    position_id_per_seconds: float
+
+
+def check_position_rate(processor: TimedProcessor, config: PretrainedConfig, source: str = "the checkpoint") -> float:
     """The positions per second processor and model agree on, or a ``ValueError`` with both numbers.
 
     The processor lays the tokens out by its ``position_id_per_seconds`` and the model's

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from naru_eval.adapters.args import ANSWERS, IN_SAMPLING, Flag, RunArgs, TranscriptFields
+from naru_eval.adapters.args import ANSWERS, IN_SAMPLING, Flag, RunArgs, SelectionFields, TranscriptFields
 from naru_eval.api.retry import RetryArgs
 from naru_eval.api.urls import check_endpoint
 from naru_eval.core.budgets import Sampling
@@ -32,8 +32,13 @@ def check_base_url(url: str) -> str:
     return check_endpoint(url, key_env=KEY_ENV, query=False)
 
 
-class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
+class GeminiArgs(RetryArgs, SelectionFields, TranscriptFields, RunArgs):
     """The Gemini adapter's ``--model_args`` (docs/gemini.md has the protocol behind each)."""
+
+    select_refusal: ClassVar[str | None] = (
+        "Gemini is given the video file and samples it at its own rate (fps=), so it cannot be given frames "
+        "chosen for the question with their times; run select= with an open-weight adapter (docs/selection.md)"
+    )
 
     key_env: ClassVar[tuple[str, ...]] = KEY_ENV
     not_taken: ClassVar[Mapping[str, str]] = {n: _SAMPLES_ITSELF for n in ("num_frames", "max_frames", "max_pixels")}
@@ -102,7 +107,7 @@ class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
 
     @field_validator("model", mode="before")
     @classmethod
-    def _model(cls, v: Any) -> Any:
+    def _model(cls, v: object) -> str:
         if v is None or not str(v).strip():
             raise ValueError("required: a Gemini model id, e.g. gemini-3-flash-preview")
         return str(v).strip()
@@ -116,7 +121,7 @@ class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
 
     @field_validator("media_resolution", mode="before")
     @classmethod
-    def _resolution(cls, v: Any) -> str:
+    def _resolution(cls, v: object) -> str:
         return normalise_resolution(v)
 
     @field_validator("thinking_level")
@@ -131,7 +136,7 @@ class GeminiArgs(RetryArgs, TranscriptFields, RunArgs):
 
     @field_validator("temperature", mode="before")
     @classmethod
-    def _auto(cls, v: Any) -> Any:
+    def _auto(cls, v: object) -> object:
         return "auto" if isinstance(v, str) and v.strip().lower() == "auto" else v
 
     @field_validator("temperature")

@@ -26,16 +26,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from loguru import logger
 from pydantic import BaseModel, Field
 
+from naru_eval.providers.gemini.client import Call
 from naru_eval.providers.gemini.request import enum_value
 from naru_eval.redaction import redact
 from naru_eval.store.gemini_jobs import GeminiBatchRecord, GeminiJobs
 
 if TYPE_CHECKING:
+    from google import genai
     from google.genai import types
 
 #: job states after which a job changes no more (the SDK maps ``BATCH_STATE_*`` to these)
@@ -44,6 +46,7 @@ SUCCEEDED = "JOB_STATE_SUCCEEDED"
 
 Key = tuple[str, str]  # (run key, question key)
 R = TypeVar("R")
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -64,19 +67,19 @@ class BatchStats(BaseModel):
     states: dict[str, str] = Field(default_factory=dict)
 
 
-class GeminiBatchRunner(Generic[R]):
+class GeminiBatchRunner(Generic[R, A]):
     """Submits or resumes the run's batch jobs and holds their results until the loop asks;
-    ``R`` is the caller's request type (the adapter's ``NaruRequest``)."""
+    ``R`` is the caller's request type (the adapter's ``NaruRequest``), ``A`` its answer's."""
 
     def __init__(
         self,
         policy: BatchPolicy,
         *,
         model: str,
-        client: Callable[[], Any],
+        client: Callable[[], genai.Client],
         account: Callable[[], str],
         jobs: Callable[[], GeminiJobs],
-        call: Callable[[Callable[[], Any], str], Any],
+        call: Call,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -84,7 +87,7 @@ class GeminiBatchRunner(Generic[R]):
         self.model = model
         self._client, self._account, self._jobs, self._call = client, account, jobs, call
         self.clock, self.sleep = clock, sleep
-        self._results: dict[Key, Any] = {}
+        self._results: dict[Key, A | BaseException] = {}
         self._finished: list[GeminiBatchRecord] = []
         self.stats = BatchStats()
 
@@ -92,9 +95,9 @@ class GeminiBatchRunner(Generic[R]):
         self,
         keyed: Sequence[tuple[Key, R]],
         *,
-        build: Callable[[R], tuple[list[Any], Any]],
-        answer: Callable[[R, Any, str], Any],
-        fail: Callable[[str, Mapping[str, Any]], Exception],
+        build: Callable[[R], tuple[list[types.Content], types.GenerateContentConfig]],
+        answer: Callable[[R, types.GenerateContentResponse, str], A],
+        fail: Callable[[str, Mapping[str, object]], Exception],
     ) -> None:
         """Answer every ``(key, request)``: ``build(request)`` gives its (contents, config),
         ``answer(request, response, job)`` reads a result (or raises), ``fail(reason, usage)``
@@ -103,7 +106,7 @@ class GeminiBatchRunner(Generic[R]):
 
         make_failure = fail
 
-        def redacted_failure(reason: str, usage: Mapping[str, Any]) -> Exception:
+        def redacted_failure(reason: str, usage: Mapping[str, object]) -> Exception:
             return make_failure(redact(reason), usage)
 
         fail = redacted_failure
@@ -152,12 +155,12 @@ class GeminiBatchRunner(Generic[R]):
         for rec, requests, rk in waiting:
             self._collect(rec, requests, rk, answer, fail)
 
-    def _submit(self, inlined: list[Any], cfg: Any) -> Any:
+    def _submit(self, inlined: list[types.InlinedRequest], cfg: types.CreateBatchJobConfig) -> types.BatchJob:
         return self._call(
             lambda: self._client().batches.create(model=self.model, src=inlined, config=cfg), "batch create"
         )
 
-    def _wait(self, rec: GeminiBatchRecord) -> tuple[Any, str]:
+    def _wait(self, rec: GeminiBatchRecord) -> tuple[types.BatchJob, str]:
         p = self.policy
         start, delay = self.clock(), p.poll_interval
         while True:
@@ -177,8 +180,8 @@ class GeminiBatchRunner(Generic[R]):
         rec: GeminiBatchRecord,
         requests: Mapping[str, R],
         rk: str,
-        answer: Callable[[R, Any, str], Any],
-        fail: Callable[[str, Mapping[str, Any]], Exception],
+        answer: Callable[[R, types.GenerateContentResponse, str], A],
+        fail: Callable[[str, Mapping[str, object]], Exception],
     ) -> None:
         mine = [q for q in rec.question_keys if q in requests]
         usage = {"batch_job": rec.name, "stage": "batch"}
@@ -216,8 +219,8 @@ class GeminiBatchRunner(Generic[R]):
             if item is None:
                 self._results[rk, q] = fail(f"gemini: batch job {rec.name} returned no result for {q}", usage)
                 continue
-            error = getattr(item, "error", None)
-            if error is not None or getattr(item, "response", None) is None:
+            error, response = item.error, item.response
+            if error is not None or response is None:
                 code = getattr(error, "code", None) if error is not None else None
                 msg = getattr(error, "message", None) if error is not None else "no response"
                 self._results[rk, q] = fail(
@@ -225,11 +228,11 @@ class GeminiBatchRunner(Generic[R]):
                 )
                 continue
             try:
-                self._results[rk, q] = answer(requests[q], item.response, rec.name)
+                self._results[rk, q] = answer(requests[q], response, rec.name)
             except Exception as e:  # noqa: BLE001 - the adapter's RequestFailed: kept as that question's failure
                 self._results[rk, q] = e
 
-    def result(self, key: Key) -> Any:
+    def result(self, key: Key) -> A:
         """The answer of one question, or raise its failure."""
         out = self._results.get(key)
         if out is None:
@@ -245,5 +248,5 @@ class GeminiBatchRunner(Generic[R]):
         self._finished = []
 
 
-def _state(job: Any) -> str:
+def _state(job: types.BatchJob) -> str:
     return enum_value(getattr(job, "state", None)) or "JOB_STATE_UNSPECIFIED"

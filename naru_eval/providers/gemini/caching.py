@@ -33,13 +33,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
 from pydantic import BaseModel, Field, field_serializer
 
+from naru_eval.providers.gemini.client import Call
 from naru_eval.providers.gemini.pricing import cache_storage_cost, cache_ttl, request_cost
 from naru_eval.store.gemini_jobs import CacheRecord, GeminiJobs
+
+if TYPE_CHECKING:
+    from google import genai
+    from google.genai import types
 
 
 @dataclass(frozen=True)
@@ -97,13 +102,13 @@ class VideoCaches:
         policy: CachePolicy,
         *,
         model: str,
-        client: Callable[[], Any],
+        client: Callable[[], genai.Client],
         account: Callable[[], str],
         jobs: Callable[[], GeminiJobs],
-        call: Callable[[Callable[[], Any], str], Any],
+        call: Call,
         price: Mapping[str, float] | None,
         clock: Callable[[], float] = time.time,
-        call_once: Callable[[Callable[[], Any], str], Any] | None = None,
+        call_once: Call | None = None,
     ) -> None:
         self.policy = policy
         self.model = model
@@ -149,7 +154,7 @@ class VideoCaches:
         return cache_ttl(n_questions, latency, p.concurrency, p.ttl_min_s, p.ttl_max_s)
 
     # -- use -----------------------------------------------------------------------------------
-    def name_for(self, video: str, part: Callable[[], Any]) -> str | None:
+    def name_for(self, video: str, part: Callable[[], types.Part]) -> str | None:
         """The cache of ``video`` (created now if this is its first question), or None: the
         question then sends the video itself. ``part()`` builds the video part to cache."""
         vc = self._videos.get(video)
@@ -160,7 +165,7 @@ class VideoCaches:
                 self._create(video, vc, part())
             return vc.name
 
-    def _create(self, video: str, vc: _VideoCache, video_part: Any) -> None:
+    def _create(self, video: str, vc: _VideoCache, video_part: types.Part) -> None:
         from google.genai import types
 
         ttl = int(self.ttl(vc.pending))

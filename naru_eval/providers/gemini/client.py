@@ -4,9 +4,15 @@ request may fail with (for the caller's retry classification)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from naru_eval.api.openai_client import api_key
+
+if TYPE_CHECKING:
+    from google import genai
+
+T = TypeVar("T")
 
 #: environment variables the key is read from, in order (as the SDK does)
 KEY_ENV = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
@@ -19,11 +25,18 @@ class TransientUpload(RuntimeError):
     retryable = True
 
 
+class Call(Protocol):
+    """The adapter's one API path (retries, the limiter, the breaker): ``call(fn, what)`` sends
+    ``fn`` until it answers, and gives its answer."""
+
+    def __call__(self, fn: Callable[[], T], what: str, /) -> T: ...
+
+
 def api_key_from_env() -> str | None:
     return api_key(KEY_ENV)
 
 
-def make_client(key: str, *, api_version: str, timeout: float, base_url: str | None) -> Any:
+def make_client(key: str, *, api_version: str, timeout: float, base_url: str | None) -> genai.Client:
     """A ``genai.Client`` for the Gemini API (not Vertex), one attempt per request."""
     from google import genai
     from google.genai import types

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from loguru import logger
 from pydantic import BaseModel
@@ -25,6 +25,9 @@ from naru_eval.providers.gemini.tokens import (
     text_tokens,
 )
 from naru_eval.providers.gemini.video import PrepSpec
+
+if TYPE_CHECKING:
+    from google.genai import types
 
 
 class ConfigurationRefused(ValueError):
@@ -254,7 +257,7 @@ def calibrate(
     config: request_.RequestConfig,
     longest: tuple[str, str, TokenEstimate],
     uploaded: tuple[str, str],
-    count: Callable[[list[Any]], int],
+    count: Callable[[list[types.Part]], int],
     record: Callable[[Calibration], None],
 ) -> None:
     """countTokens on the longest video (``uploaded``: its uri and mime type): ``record`` what was

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from enum import Enum
+from typing import TYPE_CHECKING, TypedDict
 
 from naru_eval.providers.gemini.families import MEDIA_RESOLUTION_ENUM
 from naru_eval.providers.gemini.pricing import request_cost
+
+if TYPE_CHECKING:
+    from google.genai import types
 
 #: finish reasons that carry an answer; every other one is a failure (SAFETY, RECITATION, ...)
 ANSWER_FINISH_REASONS = frozenset({"STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED", ""})
@@ -18,9 +22,9 @@ class NoAnswer(RuntimeError):
     """A reply without an answer (blocked, no candidate, a non-answer finish, empty): its usage
     is kept for the store."""
 
-    def __init__(self, reason: str, usage: Mapping[str, Any]) -> None:
+    def __init__(self, reason: str, usage: GeminiUsage) -> None:
         super().__init__(reason)
-        self.usage = dict(usage)
+        self.usage = usage.copy()
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class RequestConfig:
 
 def video_part(
     s: RequestConfig, uri: str, mime_type: str, layers: list[str] | None = None, per_part_resolution: bool = False
-) -> Any:
+) -> types.Part:
     """``fileData`` + ``videoMetadata`` (fps, content layers); optionally the part's own
     ``mediaResolution`` (countTokens takes no generationConfig; Gemini 3 takes it per part)."""
     from google.genai import types
@@ -49,14 +53,14 @@ def video_part(
     meta = types.VideoMetadata(
         fps=s.fps, content_layers=[types.VideoMetadataContentLayer(x) for x in chosen] if chosen else None
     )
-    extra: dict[str, Any] = {}
+    part = types.Part(file_data=types.FileData(file_uri=uri, mime_type=mime_type), video_metadata=meta)
     if per_part_resolution and s.media_resolution != "default":
         level = types.PartMediaResolutionLevel(MEDIA_RESOLUTION_ENUM[s.media_resolution])
-        extra["media_resolution"] = types.PartMediaResolution(level=level)
-    return types.Part(file_data=types.FileData(file_uri=uri, mime_type=mime_type), video_metadata=meta, **extra)
+        part.media_resolution = types.PartMediaResolution(level=level)
+    return part
 
 
-def contents(s: RequestConfig, video: tuple[str, str] | None, prompt: str) -> list[Any]:
+def contents(s: RequestConfig, video: tuple[str, str] | None, prompt: str) -> list[types.Content]:
     """The video part first (``video`` = (uri, mime type)), then the question; the question
     alone for a text-only (blind) request."""
     from google.genai import types
@@ -65,39 +69,39 @@ def contents(s: RequestConfig, video: tuple[str, str] | None, prompt: str) -> li
     return [types.Content(role="user", parts=[*parts, types.Part(text=prompt)])]
 
 
-def text_contents(parts: list[Any]) -> list[Any]:
+def text_contents(parts: list[types.Part]) -> list[types.Content]:
     from google.genai import types
 
     return [types.Content(role="user", parts=parts)]
 
 
-def text_part(text: str) -> Any:
+def text_part(text: str) -> types.Part:
     from google.genai import types
 
     return types.Part(text=text)
 
 
-def generation_config(s: RequestConfig, cached_content: str | None = None) -> Any:
+def generation_config(s: RequestConfig, cached_content: str | None = None) -> types.GenerateContentConfig:
     """The request's config; ``cached_content``: the name of the explicit cache holding the
     video (the request then carries the question alone)."""
     from google.genai import types
 
-    cfg: dict[str, Any] = {}
+    cfg = types.GenerateContentConfig()  # the fields set below, and only they, are sent
     if cached_content is not None:
-        cfg["cached_content"] = cached_content
+        cfg.cached_content = cached_content
     if s.media_resolution != "default":
-        cfg["media_resolution"] = types.MediaResolution(MEDIA_RESOLUTION_ENUM[s.media_resolution])
+        cfg.media_resolution = types.MediaResolution(MEDIA_RESOLUTION_ENUM[s.media_resolution])
     if s.thinking_budget is not None:
-        cfg["thinking_config"] = types.ThinkingConfig(thinking_budget=s.thinking_budget)
+        cfg.thinking_config = types.ThinkingConfig(thinking_budget=s.thinking_budget)
     elif s.thinking_level is not None:
-        cfg["thinking_config"] = types.ThinkingConfig(thinking_level=types.ThinkingLevel(s.thinking_level.upper()))
+        cfg.thinking_config = types.ThinkingConfig(thinking_level=types.ThinkingLevel(s.thinking_level.upper()))
     if s.temperature is not None:
-        cfg["temperature"] = s.temperature
+        cfg.temperature = s.temperature
     if s.seed is not None:
-        cfg["seed"] = s.seed
+        cfg.seed = s.seed
     if s.max_output_tokens is not None:
-        cfg["max_output_tokens"] = s.max_output_tokens
-    return types.GenerateContentConfig(**cfg)
+        cfg.max_output_tokens = s.max_output_tokens
+    return cfg
 
 
 class _UsageBase(TypedDict):
@@ -125,7 +129,11 @@ class GeminiUsage(_UsageBase, total=False):
 
 
 def usage_of(
-    response: Any, attempts: int, price: Mapping[str, float] | None, estimated: int | None, batch: bool = False
+    response: types.GenerateContentResponse,
+    attempts: int,
+    price: Mapping[str, float] | None,
+    estimated: int | None,
+    batch: bool = False,
 ) -> GeminiUsage:
     """Tokens, cost and provenance of a ``GenerateContentResponse`` (stored with the answer);
     ``batch``: priced at the Batch API's prices."""
@@ -161,7 +169,7 @@ def usage_of(
 
 
 def answer_text(
-    response: Any,
+    response: types.GenerateContentResponse,
     attempts: int = 1,
     price: Mapping[str, float] | None = None,
     estimated: int | None = None,
@@ -193,13 +201,13 @@ def answer_text(
     return text, usage
 
 
-def enum_value(value: Any) -> str | None:
+def enum_value(value: Enum | str | None) -> str | None:
     if value is None:
         return None
     return str(getattr(value, "value", value))
 
 
-def modalities(details: Any) -> dict[str, int]:
+def modalities(details: list[types.ModalityTokenCount] | None) -> dict[str, int]:
     out: dict[str, int] = {}
     for d in details or []:
         name = enum_value(getattr(d, "modality", None)) or "UNKNOWN"

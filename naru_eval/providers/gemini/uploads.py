@@ -15,16 +15,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
 from naru_eval.api.retry import RetryError
-from naru_eval.providers.gemini.client import TransientUpload
+from naru_eval.providers.gemini.client import Call, TransientUpload
 from naru_eval.providers.gemini.request import enum_value
 from naru_eval.providers.gemini.video import PreparedUpload, PrepSpec, prepare_video
 from naru_eval.redaction import redact
 from naru_eval.store.uploads import UploadRecord, UploadRegistry
+
+if TYPE_CHECKING:
+    from google import genai
+    from google.genai import types
 
 
 class UploadFailed(RuntimeError):
@@ -55,7 +59,7 @@ class UploadPolicy:
     poll_interval: float = 5.0
 
 
-def epoch(value: Any) -> float | None:
+def epoch(value: datetime | str | None) -> float | None:
     """Seconds since the epoch of an SDK timestamp (a datetime or an ISO string), else None."""
     if value is None:
         return None
@@ -75,10 +79,10 @@ class Uploader:
         self,
         policy: UploadPolicy,
         *,
-        client: Callable[[], Any],
+        client: Callable[[], genai.Client],
         account: Callable[[], str],
         registry: Callable[[], UploadRegistry],
-        call: Callable[[Callable[[], Any], str], Any],
+        call: Call,
         cache_dir: Callable[[], Path],
         clock: Callable[[], float],
         poll_sleep: Callable[[float], None],
@@ -92,7 +96,7 @@ class Uploader:
         self._futures_lock = threading.Lock()
         self.pool: ThreadPoolExecutor | None = None
 
-    def wait_active(self, name: str, video: str) -> Any:
+    def wait_active(self, name: str, video: str) -> types.File:
         """``files.get`` until the file is ACTIVE (UploadFailed: FAILED, or ``active_timeout``)."""
         from google.genai import types
 
@@ -162,7 +166,7 @@ class Uploader:
                 return reused
         client = self._client()
 
-        def upload() -> Any:
+        def upload() -> types.File:
             try:
                 return client.files.upload(
                     file=str(prepared.path),
@@ -172,11 +176,14 @@ class Uploader:
                 raise TransientUpload(f"upload interrupted: {e}") from e
 
         f = self._call(upload, f"upload {Path(video).name}")
+        name, uri = f.name, f.uri
+        if name is None or uri is None:  # nothing to refer to the file by
+            raise UploadFailed(f"{Path(video).name}: the upload's reply names no file (name {name!r}, uri {uri!r})")
         record = UploadRecord(
             sha256=sha,
             account=self._account(),
-            name=f.name,
-            uri=f.uri,
+            name=name,
+            uri=uri,
             mime_type=prepared.mime_type,
             size_bytes=prepared.sent_bytes,
             state="PROCESSING",
@@ -190,10 +197,10 @@ class Uploader:
             self.stats["bytes_sent"] += prepared.sent_bytes
             self.stats["bytes_saved"] += prepared.bytes_saved
             self.stats["preprocessed"] += int(prepared.transformed)
-        active = self.wait_active(f.name, video)
+        active = self.wait_active(name, video)
         expires = epoch(getattr(active, "expiration_time", None)) or record.expires
         registry.put(dataclasses.replace(record, state="ACTIVE", expires=expires))
-        return Uploaded(video, f.name, active.uri or f.uri, prepared.mime_type, sha, False, prepared)
+        return Uploaded(video, name, active.uri or uri, prepared.mime_type, sha, False, prepared)
 
     def uploaded(self, video: str) -> Uploaded:
         """The upload of ``video``: started by :meth:`start`'s pool, or done here, once."""

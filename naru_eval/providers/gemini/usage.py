@@ -17,18 +17,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from loguru import logger
 from pydantic import BaseModel, Field, field_serializer
 
+from naru_eval.core.json_types import JSONObject
 from naru_eval.providers.gemini.batch import BatchStats
 from naru_eval.providers.gemini.caching import ContextCacheStats
 from naru_eval.providers.gemini.preflight import Calibration, PreflightReport
 from naru_eval.providers.gemini.pricing import cache_storage_cost
 from naru_eval.redaction import redact_data
 from naru_eval.store.gemini_jobs import CacheRecord
-from naru_eval.store.responses import usage_by_run
+from naru_eval.store.responses import Usage, usage_by_run
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "thinking_tokens", "cached_tokens", "total_tokens")
 
@@ -48,19 +48,22 @@ class UsageTotals(BaseModel):
     cost_unknown: int = 0  # requests with tokens but no price
     by_modality: dict[str, int] = Field(default_factory=dict)
 
-    def add(self, usage: Mapping[str, Any] | None, ok: bool) -> None:
-        """Count one request and its stored ``usage`` (None: a failure without a reply)."""
+    def add(self, usage: Usage | None, ok: bool) -> None:
+        """Count one request and its ``usage`` (an answer's :class:`GeminiUsage`, or as stored;
+        None: a failure without a reply)."""
         self.requests += 1
         self.ok += int(ok)
         self.failed += int(not ok)
         if not usage:
             return
         for name in USAGE_FIELDS:
-            setattr(self, name, getattr(self, name) + int(usage.get(name) or 0))
-        for modality, n in (usage.get("input_by_modality") or {}).items():
-            self.by_modality[modality] = self.by_modality.get(modality, 0) + int(n or 0)
-        if usage.get("cost_usd") is not None:
-            self.cost_usd += float(usage["cost_usd"])
+            setattr(self, name, getattr(self, name) + _count(usage.get(name)))
+        by = usage.get("input_by_modality")
+        for modality, n in by.items() if isinstance(by, Mapping) else ():
+            self.by_modality[modality] = self.by_modality.get(modality, 0) + _count(n)
+        cost = usage.get("cost_usd")
+        if cost is not None:
+            self.cost_usd += float(cost) if isinstance(cost, (int, float, str)) else 0.0
         elif usage.get("input_tokens"):
             self.cost_unknown += 1
 
@@ -79,6 +82,11 @@ class UsageTotals(BaseModel):
     def _round(self, v: float) -> float:
         """As written to JSON (``model_dump``): rounded to a micro-dollar."""
         return round(v, 6)
+
+
+def _count(value: object) -> int:
+    """A token count of a usage record (0 when absent)."""
+    return int(value) if isinstance(value, (int, float, str)) and value else 0
 
 
 def usage_from_store(
@@ -144,7 +152,7 @@ class UsageSummary(BaseModel):
 
     model: str
     adapter: str
-    config: dict[str, Any] = Field(description="the adapter's describe(): what changes the answers")
+    config: JSONObject = Field(description="the adapter's describe(): what changes the answers")
     run_keys: list[str]
     store: str | None
     started: str
@@ -185,11 +193,11 @@ class RunState:
     written: Path | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def answered(self, usage: Mapping[str, Any] | None) -> None:
+    def answered(self, usage: Usage | None) -> None:
         with self.lock:
             self.totals.add(usage, ok=True)
 
-    def failed(self, question_id: str, reason: str, usage: Mapping[str, Any] | None) -> None:
+    def failed(self, question_id: str, reason: str, usage: Usage | None) -> None:
         with self.lock:
             self.failures[question_id] = reason
             self.totals.add(usage, ok=False)

@@ -36,7 +36,14 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING
+
+from naru_eval.core.json_types import JSONObject
+
+if TYPE_CHECKING:
+    import av
+    from av.audio.stream import AudioStream
+    from av.container import OutputContainer
 
 #: MIME types Gemini accepts for video, by extension (ai.google.dev video understanding docs)
 MIME_TYPES: dict[str, str] = {
@@ -57,15 +64,6 @@ def mime_type(path: str | os.PathLike[str]) -> str | None:
     return MIME_TYPES.get(Path(path).suffix.lower())
 
 
-class PrepDescription(TypedDict):
-    """A :class:`PrepSpec` in the adapter's description (the run key): what the upload is made of."""
-
-    audio: bool
-    fps: float | None
-    max_height: int | None
-    crf: int
-
-
 @dataclass(frozen=True)
 class PrepSpec:
     """What to do to a video before upload (the identity by default)."""
@@ -83,7 +81,8 @@ class PrepSpec:
         height = "src" if self.max_height is None else str(self.max_height)
         return f"a{int(self.audio)}_f{fps}_h{height}_c{self.crf}"
 
-    def describe(self) -> PrepDescription:
+    def describe(self) -> JSONObject:
+        """In the adapter's description (the run key): what the upload is made of."""
         return {"audio": self.audio, "fps": self.fps, "max_height": self.max_height, "crf": self.crf}
 
 
@@ -184,7 +183,7 @@ def _reencode(src: Path, dst: Path, spec: PrepSpec) -> None:
             n_slots = max(1, int(round(duration * float(out_fps)))) if duration > 0 else None
             previous = None
 
-            def emit(frame: Any) -> None:
+            def emit(frame: av.VideoFrame) -> None:
                 nonlocal slot
                 img = frame.reformat(width=width, height=height, format="yuv420p")
                 img.pts = slot
@@ -208,14 +207,14 @@ def _reencode(src: Path, dst: Path, spec: PrepSpec) -> None:
                 _encode_audio(src, out, aout)
 
 
-def _audio_stream(out: Any) -> Any:
+def _audio_stream(out: OutputContainer) -> AudioStream:
     aout = out.add_stream("aac", rate=16000)
     aout.layout = "mono"
     aout.bit_rate = 32000
     return aout
 
 
-def _encode_audio(src: Path, out: Any, aout: Any) -> None:
+def _encode_audio(src: Path, out: OutputContainer, aout: AudioStream) -> None:
     """Write the source's first audio stream as 16 kHz mono AAC (Gemini keeps ~1 kbps of it)."""
     import av
     from av.audio.resampler import AudioResampler

@@ -7,11 +7,11 @@ keeps it whole on ``self.args``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, SamplingArgs, TranscriptFields
+from naru_eval.adapters.args import ANSWERS, AudioFields, Flag, SamplingArgs, SelectionFields, TranscriptFields
 from naru_eval.api.retry import RetryArgs
 from naru_eval.api.urls import check_endpoint
 from naru_eval.providers.openai_compat.served import is_qwen_video_family
@@ -36,8 +36,13 @@ def check_server_url(url: str) -> str:
     return check_endpoint(url, key_env=KEY_ENV)
 
 
-class OpenAICompatArgs(RetryArgs, TranscriptFields, SamplingArgs, AudioFields):
+class OpenAICompatArgs(RetryArgs, SelectionFields, TranscriptFields, SamplingArgs, AudioFields):
     """The OpenAI-compatible adapter's ``--model_args``; docs/openai_compat.md explains each."""
+
+    select_refusal: ClassVar[str | None] = (
+        "the server is sent one video whose frames it times by one rate (vLLM's video input), which frames chosen "
+        "for the question do not have; run select= with an open-weight adapter (docs/selection.md)"
+    )
 
     audio: Flag = Field(
         False,
@@ -87,7 +92,7 @@ class OpenAICompatArgs(RetryArgs, TranscriptFields, SamplingArgs, AudioFields):
 
     @field_validator("model", mode="before")
     @classmethod
-    def _model(cls, v: Any) -> Any:
+    def _model(cls, v: object) -> str:
         if v is None or not str(v).strip():
             raise ValueError("model=<served model name> is required")
         return str(v)
@@ -103,14 +108,14 @@ class OpenAICompatArgs(RetryArgs, TranscriptFields, SamplingArgs, AudioFields):
 
     @field_validator("video_mode", mode="before")
     @classmethod
-    def _mode(cls, v: Any) -> Any:
+    def _mode(cls, v: object) -> object:
         if v is not None and v not in VIDEO_MODES:
             raise ValueError(f"must be one of {VIDEO_MODES}")
         return v
 
     @field_validator("reasoning", mode="before")
     @classmethod
-    def _auto(cls, v: Any) -> Any:
+    def _auto(cls, v: object) -> object:
         return "auto" if v is None or (isinstance(v, str) and v.strip().lower() == "auto") else v
 
     @model_validator(mode="after")
