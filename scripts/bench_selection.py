@@ -169,17 +169,19 @@ def selection_ms(pool: int = 14_400, dim: int = 768, n: int = 32, reps: int = 20
 def prefix_tokens(tmp: Path, questions: int = 4) -> dict[str, float]:
     """Tokens prefilled per question on a tiny Qwen2.5-VL over one video: uniform (the shared prefix)
     against select=its (a prefix per question)."""
+    from naru_eval.settings import Settings
     from tests.helpers.colour_encoder import build_colour_encoder, write_colour_video
-    from tests.helpers.families import make, request
+    from tests.helpers.families import ALL_FAMILIES, make, model_type, request
     from tests.helpers.tiny_models import build_qwen2_5_vl
 
-    os.environ["NARU_SELECT_CACHE"] = str(tmp / "pools")
+    os.environ[Settings.variable("select_cache")] = str(tmp / "pools")
+    family = next(m for m in ALL_FAMILIES if model_type(m) == "qwen2_5_vl")
     ckpt = build_qwen2_5_vl(tmp / "q25")
     enc = build_colour_encoder(tmp / "enc")
     video = write_colour_video(tmp / "v.mp4")
     out: dict[str, float] = {}
     for name, extra in (("uniform", {}), ("its", {"select": "its", "select_encoder": str(enc)})):
-        a = make("naru_qwen2_5_vl", ckpt, num_frames=16, **extra)
+        a = make(family, ckpt, num_frames=16, **extra)
         for k in range(questions):
             doc = {"question_id": f"q{k}", "question": ["When is it blue?", "When is it red?"][k % 2]}
             a.respond(request(video, qid=f"q{k}")._replace(doc=doc))
