@@ -158,6 +158,15 @@ def tokenizer_and_processor(spec: dict[str, Any]) -> tuple[Any, Any, dict[str, i
             tm.nemotron_processor(tok, patches=16 if tiny else 1024),
             tm._ids(tok, [*tm.NEMOTRON_SPECIAL, "<video>"]),
         )
+    if kind == "glm4v":
+        tok = tm.train_tokenizer(tm.GLM_SPECIAL)
+        proc = tf.Glm4vProcessor(
+            image_processor=tf.Glm4vImageProcessor(),
+            video_processor=tf.Glm4vVideoProcessor(),
+            tokenizer=tok,
+            chat_template=tm.GLM_TEMPLATE,
+        )
+        return tok, proc, tm._ids(tok, tm.GLM_SPECIAL)
     tok = tm.train_tokenizer(tm.QWEN_SPECIAL)
     if kind == "qwen2_5_vl":
         proc = tf.Qwen2_5_VLProcessor(
@@ -191,6 +200,18 @@ def build_config(spec: dict[str, Any], ids: dict[str, int]) -> Any:
             image_seq_length=spec["image_seq_length"],
             downsample_ratio=spec["downsample_ratio"],
             tie_word_embeddings=False,  # the real checkpoint's lm_head is its own (the top level says so)
+        )
+    if kind == "glm4v":
+        text.update(eos_token_id=[ids["<|endoftext|>"], ids["<|user|>"]], pad_token_id=ids["<|endoftext|>"])
+        return tf.Glm4vConfig(
+            text_config=text,
+            vision_config=spec["vision_config"],
+            image_token_id=ids["<|image|>"],
+            video_token_id=ids["<|video|>"],
+            image_start_token_id=ids["<|begin_of_image|>"],
+            image_end_token_id=ids["<|end_of_image|>"],
+            video_start_token_id=ids["<|begin_of_video|>"],
+            video_end_token_id=ids["<|end_of_video|>"],
         )
     eos, pad = ids["<|im_end|>"], ids["<|endoftext|>"]
     text.update(bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)
@@ -275,7 +296,8 @@ def dry_run(name: str, video: Path) -> dict[str, Any]:
     r = requests(video, 1)[0]
     inputs = a.builder.build_inputs(r, a.sampled(r))
     kind = spec["model_type"]
-    token = config.image_token_id if kind in ("internvl", "nemotron_h_omni") else config.video_token_id
+    # GLM-4.1V writes a video's frames as image tokens between its video markers
+    token = config.image_token_id if kind in ("internvl", "nemotron_h_omni", "glm4v") else config.video_token_id
     n_video = int((inputs["input_ids"] == token).sum())
     if kind == "internvl":
         want_video = 4 * config.image_seq_length

@@ -44,22 +44,17 @@ def test_gpu_check_dry_run(tmp_path):
     result = json.loads(out.read_text())
     assert result["dry_run"] is True
     fams = {f["family"]: f for f in result["families"]}
-    assert set(fams) == {
-        "naru_qwen2_5_vl",
-        "naru_qwen3_vl",
-        "naru_qwen3_5",
-        "naru_internvl3_5",
-        "naru_nemotron_omni",
-    }
+    assert set(fams) == {f.model_id for f in preflight.family_modules().values()}  # every config in scripts/gpu_configs
     for f in fams.values():
         assert f["ok"] and all(f["checks"].values()), f
     # the real sizes: Qwen2.5-VL-7B 8.29 B, Qwen3-VL-8B 8.77 B, InternVL3.5-8B 8.53 B, Qwen3.5-9B
-    # 9.41 B parameters; Nemotron at a quarter of its depth (13 of 52 layers) 8.16 B
+    # 9.41 B, GLM-4.1V-9B 10.29 B parameters; Nemotron at a quarter of its depth (13 of 52 layers) 8.16 B
     assert round(fams["naru_qwen2_5_vl"]["params_b"], 1) == 8.3
     assert round(fams["naru_qwen3_vl"]["params_b"], 1) == 8.8
     assert round(fams["naru_internvl3_5"]["params_b"], 1) == 8.5
     assert round(fams["naru_qwen3_5"]["params_b"], 1) == 9.4
     assert round(fams["naru_nemotron_omni"]["params_b"], 1) == 8.2
+    assert round(fams["naru_glm4v"]["params_b"], 1) == 10.3
 
 
 def check_tiny_result(fam: dict, questions: int) -> None:
@@ -78,7 +73,15 @@ def test_gpu_path_runs_at_toy_size_on_cpu(tmp_path):
     Qwen3-VL samples at 0.25 fps through qwen-vl-utils (4 frames of the 20-s video)."""
     out = tmp_path / "tiny.json"
     run = run_check(
-        "--tiny", "--questions", "2", "--families", "qwen2_5_vl,qwen3_vl", "--out", str(out), "--workdir", str(tmp_path)
+        "--tiny",
+        "--questions",
+        "2",
+        "--families",
+        "qwen2_5_vl,qwen3_vl,glm4v",
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path),
     )
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     result = json.loads(out.read_text())
@@ -87,6 +90,7 @@ def test_gpu_path_runs_at_toy_size_on_cpu(tmp_path):
         check_tiny_result(fam, 2)
     assert fams["naru_qwen2_5_vl"]["shared"]["frames"] == 8 and fams["naru_qwen2_5_vl"]["positions"] == "qwen-reference"
     assert fams["naru_qwen3_vl"]["sampling"] == {"fps": 0.25} and fams["naru_qwen3_vl"]["shared"]["frames"] == 4
+    assert fams["naru_glm4v"]["positions"] == "model-own"  # GLM-4.1V computes its own M-RoPE positions
     # answering needs neither lmms-eval nor an API SDK
     third = set(result["imported"]["third_party"])
     assert not third & {"lmms_eval", "openai", "google", "datasets"}, third
@@ -360,6 +364,6 @@ def test_check_runs_in_a_clean_environment_like_the_gpu_image(tmp_path):
     assert run.returncode == 0, (run.stdout + run.stderr)[-6000:]
     fams = {f["family"]: f for f in json.loads(out.read_text())["families"]}
     assert "transformers 5.17.0 has no NemotronH_Omni_Reasoning_V3" in fams.pop("naru_nemotron_omni")["skipped"]
-    assert set(fams) == {"naru_qwen2_5_vl", "naru_qwen3_vl", "naru_qwen3_5", "naru_internvl3_5"}
+    assert set(fams) == {f.model_id for f in preflight.family_modules().values()} - {"naru_nemotron_omni"}
     for fam in fams.values():
         check_tiny_result(fam, 2)
