@@ -202,17 +202,10 @@ def build_config(spec: dict[str, Any], ids: dict[str, int]) -> Any:
             tie_word_embeddings=False,  # the real checkpoint's lm_head is its own (the top level says so)
         )
     if kind == "glm4v":
-        text.update(eos_token_id=[ids["<|endoftext|>"], ids["<|user|>"]], pad_token_id=ids["<|endoftext|>"])
-        return tf.Glm4vConfig(
-            text_config=text,
-            vision_config=spec["vision_config"],
-            image_token_id=ids["<|image|>"],
-            video_token_id=ids["<|video|>"],
-            image_start_token_id=ids["<|begin_of_image|>"],
-            image_end_token_id=ids["<|end_of_image|>"],
-            video_start_token_id=ids["<|begin_of_video|>"],
-            video_end_token_id=ids["<|end_of_video|>"],
-        )
+        from tests.helpers import tiny_models as tm
+
+        text.update(tm.glm_text_ids(ids))
+        return tf.Glm4vConfig(text_config=text, vision_config=spec["vision_config"], **tm.glm_token_ids(ids))
     eos, pad = ids["<|im_end|>"], ids["<|endoftext|>"]
     text.update(bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)
     if kind == "nemotron_h_omni":

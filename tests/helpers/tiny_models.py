@@ -379,6 +379,24 @@ def build_internvl(out: str | Path) -> Path:
 GLM_SCRIPT = ("<think>", "A", "</think>", "<answer>", "C", "</answer>", "<|user|>")
 
 
+def glm_text_ids(ids: dict[str, int]) -> dict[str, object]:
+    """GLM-4.1V's language model's end and padding tokens (a turn ends at ``<|user|>`` too)."""
+    return {"eos_token_id": [ids["<|endoftext|>"], ids["<|user|>"]], "pad_token_id": ids["<|endoftext|>"]}
+
+
+def glm_token_ids(ids: dict[str, int]) -> dict[str, int]:
+    """``Glm4vConfig``'s image and video token ids from a tokenizer's ``GLM_SPECIAL`` ids (the tiny
+    model here and the GPU check's real-size one)."""
+    return {
+        "image_token_id": ids["<|image|>"],
+        "video_token_id": ids["<|video|>"],
+        "image_start_token_id": ids["<|begin_of_image|>"],
+        "image_end_token_id": ids["<|end_of_image|>"],
+        "video_start_token_id": ids["<|begin_of_video|>"],
+        "video_end_token_id": ids["<|end_of_video|>"],
+    }
+
+
 def build_glm4v(out: str | Path, max_side: int = 112, script: Sequence[str] | None = GLM_SCRIPT) -> Path:
     """The tiny GLM-4.1V (``glm4v``): its real processor (the video processor's own frame size from a
     total-pixel budget over the frames, its ``<|end_of_image|>seconds`` timestamps), its M-RoPE.
@@ -417,8 +435,7 @@ def build_glm4v(out: str | Path, max_side: int = 112, script: Sequence[str] | No
                 "mrope_section": [2, 1, 1],
                 "partial_rotary_factor": 0.5,
             },
-            "eos_token_id": [ids["<|endoftext|>"], ids["<|user|>"]],
-            "pad_token_id": ids["<|endoftext|>"],
+            **glm_text_ids(ids),
         },
         vision_config={
             "depth": 1,
@@ -428,12 +445,7 @@ def build_glm4v(out: str | Path, max_side: int = 112, script: Sequence[str] | No
             "image_size": 56,
             "out_hidden_size": 64,
         },
-        image_token_id=ids["<|image|>"],
-        video_token_id=ids["<|video|>"],
-        image_start_token_id=ids["<|begin_of_image|>"],
-        image_end_token_id=ids["<|end_of_image|>"],
-        video_start_token_id=ids["<|begin_of_video|>"],
-        video_end_token_id=ids["<|end_of_video|>"],
+        **glm_token_ids(ids),
     )
     _seeded()
     model = Glm4vForConditionalGeneration(config)
@@ -451,8 +463,7 @@ def build_glm4v(out: str | Path, max_side: int = 112, script: Sequence[str] | No
                 emb[prev] = 0.0
                 emb[prev, k] = 1.0
                 head[nxt, k] = 10.0
-    model.generation_config.eos_token_id = [ids["<|endoftext|>"], ids["<|user|>"]]
-    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    model.generation_config.update(**glm_text_ids(ids))
     return _save(Path(out), model, processor)
 
 
